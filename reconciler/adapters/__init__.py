@@ -1,0 +1,1 @@
+"""Adapters to the outside world: git repositories, the SQL state store."""

@@ -1,0 +1,1 @@
+"""Pure decision functions (loading, planning, transitions, scheduling). No I/O, no clock."""

@@ -1,0 +1,1 @@
+"""The HTTP server: REST API, webhooks, service proxy, metrics, reconcile pages."""

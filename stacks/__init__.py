@@ -1,0 +1,1 @@
+"""Infrastructure engines behind one protocol: the local engine and the Pulumi engine."""
