@@ -8,7 +8,7 @@ and hands it to the web app; tests of the web layer may hand a small fake instea
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 Trigger = Literal["timer", "webhook", "cli", "api", "startup"]
 WorkKind = Literal["runs", "jobs", "instances", "fleets", "volumes", "gateways", "reconciles"]
@@ -41,3 +41,23 @@ class Controller(Protocol):
         revision: str | None = None,
     ) -> str:
         """Queue a reconcile of `project` (coalescing with a queued one); return its id."""
+
+    async def plan_unmanaged(
+        self, project: str, *, text: str, path: str, user: str
+    ) -> dict[str, Any]:
+        """Plan one configuration posted by the CLI (`dockyard apply -f`), with offers.
+
+        Returns the plan JSON (the shape documented in docs/plan.md) plus `offers`.
+        Raises `schemas.ConfigError` for an invalid configuration.
+        """
+
+    async def apply_unmanaged(
+        self, project: str, *, text: str, path: str, user: str, force: bool
+    ) -> dict[str, Any]:
+        """Apply one configuration as an unmanaged (`cli:<user>`) resource; return its plan."""
+
+    async def stop_run(self, project: str, name: str, *, abort: bool) -> None:
+        """Ask the run to stop (graceful, or abort); the workers carry it out."""
+
+    async def delete_resource(self, project: str, kind: str, name: str) -> None:
+        """Delete a fleet, volume, gateway or finished run by name."""
