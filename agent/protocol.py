@@ -1,0 +1,220 @@
+"""The agent's HTTP API as pydantic models: the one contract between server and host agent.
+
+The agent (``agent/server``) serves these models as JSON on 127.0.0.1 only; the server
+reaches it through an SSH tunnel with ``AgentClient`` (``agent/client.py``) and parses
+the answers with the same models. ``docs/contracts.md`` ("Agent API") lists the routes.
+
+Requests are strict (``extra="forbid"``: a typo is an error). Answers ignore unknown
+fields, so an older client can read a newer agent within one ``API_VERSION``; the
+client compares ``Healthcheck.api_version`` and re-deploys the agent on a mismatch.
+
+Job lifecycle (``JobStatus``)::
+
+    pending -> pulling -> running -> exited       (the commands ended; see exit_status)
+       |          |          \\----> terminated   (stopped on request; reason stopped|killed)
+       \\---------+-----------------> failed       (the agent could not run it; see reason)
+
+``exited`` covers every exit code: ``exit_status == 0`` is success, anything else is a
+failure of the user's commands, which the server maps to its own statuses.
+"""
+
+from __future__ import annotations
+
+import enum
+from importlib import metadata
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+API_VERSION = 1
+API_PREFIX = "/api/v1"
+SERVICE_NAME = "dockyard-agent"
+
+HEADER_LOG_OFFSET = "X-Log-Offset"
+HEADER_NEXT_OFFSET = "X-Next-Offset"
+HEADER_JOB_FINISHED = "X-Job-Finished"
+DEFAULT_LOG_LIMIT = 1024 * 1024
+MAX_LOG_LIMIT = 16 * 1024 * 1024
+
+JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+
+
+def agent_version() -> str:
+    """The installed dockyard version: the agent and the server compare it."""
+    try:
+        return metadata.version("dockyard")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ExecutorKind(enum.StrEnum):
+    PROCESS = "process"
+    DOCKER = "docker"
+
+
+class NetworkMode(enum.StrEnum):
+    HOST = "host"
+    BRIDGE = "bridge"
+
+
+class GpuVendor(enum.StrEnum):
+    NVIDIA = "nvidia"
+    AMD = "amd"
+
+
+class JobStatus(enum.StrEnum):
+    PENDING = "pending"
+    PULLING = "pulling"
+    RUNNING = "running"
+    EXITED = "exited"
+    FAILED = "failed"
+    TERMINATED = "terminated"
+
+    def is_finished(self) -> bool:
+        return self in (JobStatus.EXITED, JobStatus.FAILED, JobStatus.TERMINATED)
+
+
+class JobReason(enum.StrEnum):
+    """Why a job is ``failed`` or ``terminated`` (closed set)."""
+
+    STOPPED = "stopped"  # terminated: ended within the grace period after a stop
+    KILLED = "killed"  # terminated: forced (SIGKILL) after the grace period or force=true
+    IMAGE_NOT_FOUND = "image_not_found"  # failed: image neither local nor pullable
+    EXECUTOR_ERROR = "executor_error"  # failed: the process/container could not start
+    LOST = "lost"  # failed: the job vanished without an exit status (host reboot, rm -f)
+
+
+class ErrorCode(enum.StrEnum):
+    NOT_FOUND = "not_found"
+    NO_CAPACITY = "no_capacity"
+    INVALID_REQUEST = "invalid_request"
+    EXECUTOR_UNAVAILABLE = "executor_unavailable"
+    JOB_ACTIVE = "job_active"
+    INTERNAL = "internal"
+
+
+# --- answers -------------------------------------------------------------------------------
+
+
+class ErrorBody(_Answer):
+    """The body of every 4xx/5xx answer."""
+
+    error: ErrorCode
+    message: str
+
+
+class Healthcheck(_Answer):
+    service: str = SERVICE_NAME
+    version: str
+    api_version: int = API_VERSION
+
+
+class GpuInfo(_Answer):
+    vendor: GpuVendor
+    name: str
+    memory_mib: int
+    index: int
+
+
+class HostInfo(_Answer):
+    hostname: str
+    cpus: int
+    arch: str  # "x86_64" | "aarch64" | … (uname -m)
+    memory_mib: int
+    disk_mib: int  # free space of the data dir's filesystem
+    gpus: list[GpuInfo] = []
+    executors: list[ExecutorKind] = []
+    addresses: list[str] = []
+
+
+class PortMapping(_Answer):
+    container_port: int
+    host_port: int
+
+
+class JobState(_Answer):
+    id: str
+    status: JobStatus
+    exit_status: int | None = None
+    reason: JobReason | None = None
+    message: str = ""
+    pull_progress: float | None = None  # 0.0 to 1.0 while pulling, when the engine reports sizes
+    ports: list[PortMapping] = []
+    started_at: float | None = None  # unix seconds
+    finished_at: float | None = None
+    pid: int | None = None
+    container_id: str | None = None
+
+
+class GpuMetrics(_Answer):
+    index: int
+    utilization: float  # percent
+    memory_used_mib: int
+
+
+class JobMetrics(_Answer):
+    timestamp: float  # unix seconds
+    cpu_percent: float  # of one CPU: 200.0 = two CPUs busy
+    memory_bytes: int
+    gpus: list[GpuMetrics] = []
+
+
+class LogChunk(_Answer):
+    """One answer of ``GET /jobs/{id}/logs``, rebuilt from the raw body and its headers."""
+
+    offset: int
+    next_offset: int
+    finished: bool
+    data: bytes = b""
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+class PortRequest(_Request):
+    container_port: Annotated[int, Field(ge=1, le=65535)]
+    host_port: Annotated[int, Field(ge=1, le=65535)] | None = None  # None: any free port
+
+
+class VolumeMount(_Request):
+    host_path: str
+    container_path: str
+    read_only: bool = False
+
+
+class JobSpec(_Request):
+    """Everything the agent needs to run one job; the server renders it from a run spec."""
+
+    id: Annotated[str, Field(pattern=JOB_ID_PATTERN)]
+    run_name: str
+    executor: ExecutorKind = ExecutorKind.PROCESS
+    image: str | None = None  # required for docker
+    commands: list[str] = []
+    entrypoint: list[str] | None = None  # docker: replaces the image entrypoint
+    shell: str = "/bin/sh"
+    env: dict[str, str] = {}
+    working_dir: str | None = None  # process: default <data-dir>/jobs/<id>/work
+    ports: list[PortRequest] = []
+    volumes: list[VolumeMount] = []
+    gpus: list[int] = []  # host GPU indices, allocated by the server's scheduler
+    cpus: Annotated[float, Field(gt=0)] | None = None
+    memory_mib: Annotated[int, Field(gt=0)] | None = None
+    shm_size_mib: Annotated[int, Field(gt=0)] | None = None
+    user: str | None = None
+    privileged: bool = False
+    network_mode: NetworkMode = NetworkMode.HOST
+    stop_duration: Annotated[int, Field(ge=0)] = 10  # seconds of grace before SIGKILL
+    labels: dict[str, str] = {}
+
+
+class StopRequest(_Request):
+    timeout: Annotated[float, Field(ge=0)] | None = None  # None: the job's stop_duration
+    force: bool = False  # True: SIGKILL at once
