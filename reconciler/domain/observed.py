@@ -1,0 +1,108 @@
+"""Observed state: what the store says is deployed, as frozen domain values.
+
+`reconciler.adapters.db.Store.load_observed(project)` builds an `ObservedState` from the
+`resources` table (one `ObservedResource` per live row); the offline plan
+(`dockyard plan --base REF`) builds one from another commit with `ObservedState.from_desired`.
+
+Ownership is the `origin`: `git:<path>@<commit>` for what the GitOps loop created (it may
+prune it), `cli:<user>` for unmanaged resources (never pruned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.domain.desired import DesiredResource, DesiredState
+from reconciler.domain.kinds import Kind, ResourceKey
+
+FINISHED_RUN_STATUSES = frozenset({"terminated", "aborted", "failed", "done"})
+"""dstack run statuses after which a run does nothing more (reference §2)."""
+
+
+def to_git_origin(path: str, commit: str) -> str:
+    """The origin recorded for a resource the GitOps loop created from `path` at `commit`."""
+    return f"git:{path}@{commit}"
+
+
+def to_cli_origin(user: str) -> str:
+    """The origin recorded for an unmanaged resource created by `dockyard apply`."""
+    return f"cli:{user}"
+
+
+def is_git_origin(origin: str) -> bool:
+    return origin.startswith("git:")
+
+
+def from_git_origin(origin: str) -> tuple[str, str]:
+    """(path, commit) of a `git:<path>@<commit>` origin; raises ValueError otherwise."""
+    if not is_git_origin(origin) or "@" not in origin:
+        raise ValueError(f"not a git origin: {origin!r}")
+    path, _, commit = origin[len("git:") :].rpartition("@")
+    return path, commit
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedResource:
+    """One live resource as recorded by the store."""
+
+    kind: Kind
+    name: str
+    project: str
+    origin: str
+    spec: Mapping[str, Any]
+    spec_hash: str
+    status: str
+    path: str | None = None
+    commit: str | None = None
+    finished: bool = False
+    """For runs: the run has ended (see `FINISHED_RUN_STATUSES`). Tasks do not re-run."""
+
+    @property
+    def key(self) -> ResourceKey:
+        return ResourceKey(self.project, self.kind, self.name)
+
+    @property
+    def is_managed(self) -> bool:
+        """Whether GitOps owns it (origin `git:`) and may update or prune it."""
+        return is_git_origin(self.origin)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedState:
+    """Everything deployed in one project."""
+
+    project: str
+    resources: tuple[ObservedResource, ...] = ()
+
+    def by_key(self) -> dict[ResourceKey, ObservedResource]:
+        return {resource.key: resource for resource in self.resources}
+
+    @classmethod
+    def from_desired(cls, desired: DesiredState, *, status: str = "running") -> ObservedState:
+        """The state as if `desired` had been applied: the baseline of an offline plan."""
+        return cls(
+            project=desired.project,
+            resources=tuple(
+                observe_applied(r, commit=desired.commit, status=status) for r in desired.resources
+            ),
+        )
+
+
+def observe_applied(
+    resource: DesiredResource, *, commit: str, status: str = "running"
+) -> ObservedResource:
+    """The observed record of `resource` once it has been applied from `commit`."""
+    return ObservedResource(
+        kind=resource.kind,
+        name=resource.name,
+        project=resource.project,
+        origin=to_git_origin(resource.path, commit),
+        spec=resource.spec,
+        spec_hash=resource.spec_hash,
+        status=status,
+        path=resource.path,
+        commit=commit,
+        finished=status in FINISHED_RUN_STATUSES,
+    )

@@ -1,0 +1,119 @@
+"""The plan: ordered actions that turn the observed state into the desired one.
+
+Produced by `reconciler.core.planning.plan` (pure, deterministic) and consumed by the
+engine (apply) and the renderers (table, markdown, JSON). Every action says why, in words
+a person understands, and lists the field-level changes (`fields`). A plan with `errors`
+has no actions and must not be applied.
+
+Action kinds:
+- `create`: not deployed yet (or a finished service/dev environment to resubmit).
+- `update`: changed in place; `rollout` is `immediate` or `rolling` (services).
+- `replace`: delete then create; `forced_by` names the fields that cannot change in place.
+- `delete`: the file was removed and GitOps owns the resource (prune).
+- `retain`: would be deleted, but the repo policy keeps it (volumes by default).
+- `noop`: nothing to do (also: unmanaged `cli:` resources, never pruned).
+- `blocked`: cannot proceed without a person (e.g. the name is taken by an unmanaged resource).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from reconciler.domain.issues import ConfigIssue
+from reconciler.domain.kinds import Kind, ResourceKey
+
+PlanError = ConfigIssue
+"""A plan's error is a configuration issue: path, line, column, field, message."""
+
+
+class ActionKind(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    REPLACE = "replace"
+    DELETE = "delete"
+    RETAIN = "retain"
+    NOOP = "noop"
+    BLOCKED = "blocked"
+
+    @property
+    def changes(self) -> bool:
+        """Whether applying the action changes the world."""
+        return self in _CHANGING
+
+
+_CHANGING = frozenset({ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE, ActionKind.DELETE})
+
+
+class Rollout(StrEnum):
+    """How an in-place update reaches a running resource (dstack §1.10)."""
+
+    IMMEDIATE = "immediate"
+    ROLLING = "rolling"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One changed field: a dotted path into the normalized spec; `None` = absent."""
+
+    field: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One step of a plan for one resource."""
+
+    action: ActionKind
+    kind: Kind
+    name: str
+    project: str
+    path: str | None
+    reason: str
+    fields: tuple[FieldChange, ...] = ()
+    rollout: Rollout | None = None
+    destroys_data: bool = False
+    forced_by: tuple[str, ...] = ()
+    """For `replace`: the changed fields that cannot change in place."""
+    spec: Mapping[str, Any] | None = None
+    """The desired normalized spec (None for delete/retain of a removed resource)."""
+    spec_hash: str | None = None
+    old_spec_hash: str | None = None
+    implicit: bool = False
+    """The resource was added by Dockyard (the implicit default fleet), not by a file."""
+    depends_on: tuple[ResourceKey, ...] = ()
+    """Resources this one references (volumes, fleets, gateway), per its spec."""
+
+    @property
+    def key(self) -> ResourceKey:
+        return ResourceKey(self.project, self.kind, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The answer to "what will change at `commit`, compared with `base`, and why"."""
+
+    commit: str
+    base: str | None
+    errors: tuple[PlanError, ...] = ()
+    actions: tuple[Action, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def summary(self) -> dict[str, int]:
+        """Count of actions per kind, every kind present, in `ActionKind` order."""
+        counts = dict.fromkeys((kind.value for kind in ActionKind), 0)
+        for action in self.actions:
+            counts[action.action.value] += 1
+        return counts
+
+    @property
+    def changes(self) -> tuple[Action, ...]:
+        """The actions that change something (create/update/replace/delete)."""
+        return tuple(action for action in self.actions if action.action.changes)
