@@ -1,0 +1,239 @@
+"""The generic background worker: one per resource kind, rows taken with a lease.
+
+A `Worker` is dstack's pipeline (fetcher + workers + heartbeater) in one small object:
+
+- *fetch*: `Leasing.claim_due` takes up to N due rows of its kind and stamps a lease
+  (`lock_token`, `lock_expires_at`, `lock_owner`) in one short transaction — `SELECT …
+  FOR UPDATE SKIP LOCKED` on PostgreSQL, an in-process lock on SQLite (the store's job);
+- *process*: the kind's callback `process(row_id, lock_token)` runs for each row, outside
+  any DB transaction; it reloads the row by id and token, does the slow I/O, and writes
+  its results fenced by the token (a write whose token no longer matches changes nothing);
+- *release*: the worker drops the lease and says when the row is due again — the
+  callback's answer (seconds), or the kind's `min_interval`;
+- *heartbeat*: leases of rows still being processed are renewed every third of the lease,
+  so a slow row is never taken by another replica while it is in hand.
+
+The loop backs off when idle (0.5, 1, 2, 5 s, as dstack) and `hint()` wakes it at once, so
+an API write or a webhook never waits for a poll. `process_once()` and `heartbeat_once()`
+are the steps the loop repeats; tests drive those, not the loop.
+
+The row callback is the outermost frame for one row: an unexpected exception is logged
+with its traceback, the lease is released with `error_delay`, and the loop goes on.
+Callbacks map the errors they expect through `reconciler.engine.outcomes` themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from reconciler.ports import WorkKind
+
+log = logging.getLogger(__name__)
+
+ProcessResult = float | None
+"""What a callback returns: seconds until the row is due again, or `None` for the default."""
+
+Process = Callable[[str, str], Awaitable[ProcessResult]]
+"""`process(row_id, lock_token)`: handle one leased row; see the module docstring."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A row of `kind` held by this worker until `token` is released or expires."""
+
+    kind: WorkKind
+    row_id: str
+    token: str
+
+
+class Leasing(Protocol):
+    """The store's leasing, as the worker needs it (implemented by the DB adapter)."""
+
+    async def claim_due(
+        self,
+        kind: WorkKind,
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+    ) -> Sequence[Lease]:
+        """Lease up to `limit` due, unleased (or lease-expired) rows of `kind`."""
+
+    async def renew(self, leases: Sequence[Lease], *, lease_seconds: float) -> set[str]:
+        """Extend the leases; return the tokens still held (others were lost)."""
+
+    async def release(self, lease: Lease, *, due_in: float) -> None:
+        """Drop the lease (only if still held) and make the row due in `due_in` seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """How one kind is worked: batch size, lease length, intervals (dstack §4 table)."""
+
+    kind: WorkKind
+    concurrency: int = 10
+    lease_seconds: float = 30.0
+    min_interval: float = 5.0
+    error_delay: float = 15.0
+    idle_backoff: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0)
+    stop_grace: float = 10.0
+
+    @property
+    def heartbeat_every(self) -> float:
+        return self.lease_seconds / 3
+
+
+class Worker:
+    """Claims, processes and releases rows of one kind; see the module docstring."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        *,
+        leasing: Leasing,
+        process: Process,
+        owner: str | None = None,
+    ) -> None:
+        self.config = config
+        self.owner = owner or f"{config.kind}-{uuid.uuid4().hex[:12]}"
+        self._leasing = leasing
+        self._process = process
+        self._held: dict[str, Lease] = {}
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    @property
+    def kind(self) -> WorkKind:
+        return self.config.kind
+
+    @property
+    def held(self) -> tuple[Lease, ...]:
+        """The leases this worker holds right now (rows being processed)."""
+        return tuple(self._held.values())
+
+    def hint(self) -> None:
+        """Wake the fetch loop now (an API write or a webhook has made work due)."""
+        self._wake.set()
+
+    # -- the steps ---------------------------------------------------------------------
+
+    async def claim(self, limit: int | None = None) -> Sequence[Lease]:
+        """Lease up to `limit` (default: the free slots) due rows of this kind."""
+        free = self.config.concurrency - len(self._in_flight) if limit is None else limit
+        if free <= 0:
+            return ()
+        leases = await self._leasing.claim_due(
+            self.kind, owner=self.owner, limit=free, lease_seconds=self.config.lease_seconds
+        )
+        for lease in leases:
+            self._held[lease.token] = lease
+        return leases
+
+    async def process_once(self, limit: int | None = None) -> int:
+        """Claim due rows, process them all concurrently, release; return how many."""
+        leases = await self.claim(limit)
+        await asyncio.gather(*(self._process_one(lease) for lease in leases))
+        return len(leases)
+
+    async def heartbeat_once(self) -> None:
+        """Renew the held leases; forget those another holder has taken (expired)."""
+        leases = self.held
+        if not leases:
+            return
+        kept = await self._leasing.renew(leases, lease_seconds=self.config.lease_seconds)
+        for lease in leases:
+            if lease.token not in kept and self._held.pop(lease.token, None) is not None:
+                log.warning("%s %s: lease lost while processing", self.kind, lease.row_id)
+
+    async def _process_one(self, lease: Lease) -> None:
+        due_in: float = self.config.min_interval
+        try:
+            answer = await self._process(lease.row_id, lease.token)
+            if answer is not None:
+                due_in = answer
+        except asyncio.CancelledError:
+            self._held.pop(lease.token, None)
+            raise
+        except Exception:  # the outermost frame of one row: log, retry later, go on
+            log.exception("%s %s: processing failed", self.kind, lease.row_id)
+            due_in = self.config.error_delay
+        if self._held.pop(lease.token, None) is not None:
+            await self._leasing.release(lease, due_in=max(0.0, due_in))
+
+    # -- the loops ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the fetch loop and the heartbeat; idempotent."""
+        if self._loops:
+            return
+        self._stopping = False
+        self._loops = [
+            asyncio.create_task(self._fetch_loop(), name=f"worker-{self.kind}-fetch"),
+            asyncio.create_task(self._heartbeat_loop(), name=f"worker-{self.kind}-heartbeat"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop fetching, let rows in hand finish (up to `stop_grace`), cancel the rest."""
+        if not self._loops:
+            return
+        self._stopping = True
+        self._wake.set()
+        fetch, heartbeat = self._loops
+        fetch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await fetch
+        if self._in_flight:
+            _, pending = await asyncio.wait(set(self._in_flight), timeout=self.config.stop_grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+        self._loops = []
+
+    async def _fetch_loop(self) -> None:
+        idle = 0
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                spawned = await self._spawn_due()
+            except Exception:  # the outermost loop: a failed fetch must not end the worker
+                log.exception("%s: claiming due rows failed", self.kind)
+                spawned = 0
+            if spawned:
+                idle = 0
+                continue
+            backoff = self.config.idle_backoff
+            delay = backoff[min(idle, len(backoff) - 1)]
+            idle += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+
+    async def _spawn_due(self) -> int:
+        leases = await self.claim()
+        for lease in leases:
+            task = asyncio.create_task(self._process_one(lease))
+            self._in_flight.add(task)
+            task.add_done_callback(self._on_done)
+        return len(leases)
+
+    def _on_done(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.discard(task)
+        self._wake.set()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_every)
+            try:
+                await self.heartbeat_once()
+            except Exception:  # the outermost loop: a failed renew is retried next beat
+                log.exception("%s: renewing leases failed", self.kind)

@@ -1,0 +1,83 @@
+"""The one error mapper: each error class gets its verdict, message and retry delay."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.engine.outcomes import Outcome, Verdict, first_outcome, outcome_of, retry_delay
+from reconciler.errors import PermanentError, TransientError, UsageError, WaitingError
+from schemas.problems import ConfigError, Problem
+from stacks.protocol import (
+    StackBusy,
+    StackFailed,
+    StackProgramError,
+    StackUnavailable,
+    StackUnsupported,
+)
+
+
+@pytest.mark.parametrize(
+    ("exc", "verdict", "retry_after"),
+    [
+        (WaitingError("no idle instance", delay=4), Verdict.WAIT, 4),
+        (TransientError("lock held", delay=7), Verdict.RETRY, 7),
+        (PermanentError("bad image"), Verdict.FAILED, None),
+        (UsageError("unknown run"), Verdict.FAILED, None),
+        (StackBusy("stack locked", retry_after=12), Verdict.RETRY, 12),
+        (StackUnavailable(), Verdict.BLOCKED, None),
+        (StackUnsupported("backend azure"), Verdict.BLOCKED, None),
+        (StackProgramError("bad region", path="f.yml", name="gpu"), Verdict.FAILED, None),
+        (StackFailed("cloud said no"), Verdict.RETRY, 30),
+    ],
+)
+def test_each_error_class_maps_to_one_verdict(
+    exc: Exception, verdict: Verdict, retry_after: float | None
+) -> None:
+    outcome = outcome_of(exc)
+    assert outcome is not None
+    assert (outcome.verdict, outcome.retry_after) == (verdict, retry_after)
+    assert outcome.message == str(exc)
+    assert outcome.retries is (retry_after is not None)
+
+
+def test_config_error_keeps_every_problem_with_its_location() -> None:
+    problems = (
+        Problem("train.dstack.yml", 3, 5, "resources.gpu", "bad GPU spec"),
+        Problem("train.dstack.yml", 7, 1, "comands", "unknown field", hint="commands?"),
+    )
+    outcome = outcome_of(ConfigError(problems))
+    assert outcome == Outcome(
+        Verdict.INVALID,
+        "train.dstack.yml:3:5: resources.gpu: bad GPU spec",
+        problems=(
+            "train.dstack.yml:3:5: resources.gpu: bad GPU spec",
+            "train.dstack.yml:7:1: comands: unknown field (commands?)",
+        ),
+    )
+    assert outcome.event.startswith("invalid configuration: train.dstack.yml:3:5")
+    assert not outcome.retries
+
+
+def test_unknown_exceptions_are_not_classified() -> None:
+    assert outcome_of(RuntimeError("bug")) is None
+    assert outcome_of(KeyError("x")) is None
+
+
+def test_waiting_does_not_warn_but_failures_do() -> None:
+    waiting = outcome_of(WaitingError("capacity"))
+    failed = outcome_of(PermanentError("x"))
+    assert waiting is not None and failed is not None
+    assert not waiting.warns and failed.warns
+
+
+def test_first_outcome_picks_the_most_severe() -> None:
+    errors = [WaitingError("w"), StackFailed("f"), PermanentError("p"), RuntimeError("bug")]
+    picked = first_outcome(errors)
+    assert picked is not None and picked.verdict is Verdict.FAILED
+    assert first_outcome([RuntimeError("bug")]) is None
+
+
+def test_retry_delay_follows_the_schedule_and_caps() -> None:
+    assert [retry_delay(i) for i in range(8)] == [15, 30, 60, 120, 300, 600, 600, 600]
+    assert retry_delay(-3) == 15
+    assert retry_delay(2, ()) == 0

@@ -1,0 +1,130 @@
+"""The generic worker: the claim/process/release step, fencing, heartbeat, hint and stop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from reconciler.engine.worker import ProcessResult, Worker, WorkerConfig
+from tests.engine.leasing import MemoryLeasing
+
+CONFIG = WorkerConfig(kind="fleets", concurrency=4, lease_seconds=30, min_interval=15)
+
+
+def _worker(leasing: MemoryLeasing, seen: list[tuple[str, str]]) -> Worker:
+    async def process(row_id: str, token: str) -> ProcessResult:
+        seen.append((row_id, token))
+        return None
+
+    return Worker(CONFIG, leasing=leasing, process=process, owner="w1")
+
+
+async def test_process_once_handles_due_rows_and_releases_with_min_interval() -> None:
+    leasing = MemoryLeasing()
+    leasing.add("fleets", "a")
+    leasing.add("fleets", "b")
+    leasing.add("fleets", "later", due_at=100)
+    leasing.add("volumes", "v")
+    seen: list[tuple[str, str]] = []
+    worker = _worker(leasing, seen)
+
+    assert await worker.process_once() == 2
+    assert sorted(row for row, _ in seen) == ["a", "b"]
+    assert leasing.rows[("fleets", "a")].token is None
+    assert leasing.rows[("fleets", "a")].due_at == 15
+    assert worker.held == ()
+    assert await worker.process_once() == 0  # released, but not due again yet
+
+
+async def test_callback_answer_sets_next_due_and_errors_use_error_delay() -> None:
+    leasing = MemoryLeasing()
+    for row in ("ok", "soon", "boom"):
+        leasing.add("fleets", row)
+
+    async def process(row_id: str, token: str) -> ProcessResult:
+        if row_id == "boom":
+            raise RuntimeError("bug")
+        return 2.5 if row_id == "soon" else None
+
+    worker = Worker(CONFIG, leasing=leasing, process=process)
+    assert await worker.process_once() == 3
+    assert leasing.rows[("fleets", "ok")].releases == [15]
+    assert leasing.rows[("fleets", "soon")].releases == [2.5]
+    assert leasing.rows[("fleets", "boom")].releases == [CONFIG.error_delay]
+
+
+async def test_a_leased_row_is_not_claimed_twice_and_a_lost_lease_is_not_released() -> None:
+    leasing = MemoryLeasing()
+    leasing.add("fleets", "a")
+    entered, go_on = asyncio.Event(), asyncio.Event()
+
+    async def slow(row_id: str, token: str) -> ProcessResult:
+        entered.set()
+        await go_on.wait()
+        return None
+
+    first = Worker(CONFIG, leasing=leasing, process=slow, owner="first")
+    seen: list[tuple[str, str]] = []
+    second = _worker(leasing, seen)
+    running = asyncio.create_task(first.process_once())
+    await asyncio.wait_for(entered.wait(), 5)
+
+    assert await second.process_once() == 0  # held by `first`
+    leasing.now = 20
+    await first.heartbeat_once()  # renewed to 50
+    leasing.now = 45
+    assert await second.process_once() == 0
+    leasing.now = 100  # no heartbeat: the lease expired and `second` takes the row
+    assert await second.process_once() == 1
+    leasing.rows[("fleets", "a")].token = "taken-again"
+    await first.heartbeat_once()
+    assert first.held == ()  # lost
+    go_on.set()
+    await running
+    assert leasing.rows[("fleets", "a")].token == "taken-again"  # not released by `first`
+
+
+async def test_hint_wakes_the_idle_loop_and_stop_lets_rows_in_hand_finish() -> None:
+    leasing = MemoryLeasing()
+    config = WorkerConfig(kind="fleets", idle_backoff=(3600.0,), lease_seconds=30)
+    handled: asyncio.Queue[str] = asyncio.Queue()
+    release, entered = asyncio.Event(), asyncio.Event()
+
+    async def process(row_id: str, token: str) -> ProcessResult:
+        if row_id == "slow":
+            entered.set()
+            await release.wait()
+        await handled.put(row_id)
+        return None
+
+    worker = Worker(config, leasing=leasing, process=process)
+    await worker.start()
+    try:
+        await asyncio.sleep(0)  # let the loop find nothing and go idle for an hour
+        leasing.add("fleets", "a")
+        worker.hint()
+        assert await asyncio.wait_for(handled.get(), 5) == "a"
+        leasing.add("fleets", "slow")
+        worker.hint()
+        await asyncio.wait_for(entered.wait(), 5)
+        assert len(worker.held) == 1
+    finally:
+        stopping = asyncio.create_task(worker.stop())
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.wait_for(stopping, 5)
+    assert await asyncio.wait_for(handled.get(), 5) == "slow"
+    assert leasing.rows[("fleets", "slow")].token is None
+
+
+@pytest.mark.parametrize("kind", ["volumes", "gateways"])
+async def test_workers_of_other_kinds_do_not_see_the_rows(kind: str) -> None:
+    leasing = MemoryLeasing()
+    leasing.add("fleets", "a")
+
+    async def process(row_id: str, token: str) -> ProcessResult:
+        raise AssertionError(row_id)
+
+    worker = Worker(WorkerConfig(kind=kind), leasing=leasing, process=process)  # type: ignore[arg-type]
+    assert await worker.process_once() == 0
