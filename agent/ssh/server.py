@@ -1,0 +1,138 @@
+"""The agent's embedded SSH server (asyncssh), used where there is no sshd to lean on.
+
+For the local fleet the control plane reaches the agent through this server exactly as it
+reaches SSH fleets through sshd: public-key auth (the server's key is in
+``authorized_keys``), then ``direct-tcpip`` channels to the agent's 127.0.0.1 HTTP port.
+Users get the same endpoint for ``ssh <run>`` (a shell in the job's environment, see
+`agent.ssh.sessions`) and port forwarding to job ports (``dockyard attach``).
+
+Rules:
+- Only public-key auth; ``authorized_keys`` is re-read on every connection so the control
+  plane can add user keys without a restart.
+- ``direct-tcpip`` only to loopback destinations whose port `ForwardPolicy` allows (the
+  agent's port and the ports of running jobs); everything else is refused with a reason.
+- No remote (``-R``) forwarding, no agent forwarding, no X11.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from agent.ssh.sessions import SessionResolver, serve_session
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+ForwardPolicy = Callable[[int], bool]
+
+
+@dataclass(frozen=True)
+class SSHServerOptions:
+    """How the agent's SSH server listens and whom it lets in."""
+
+    port: int
+    host_key: Path
+    authorized_keys: Path
+    host: str = "127.0.0.1"
+
+
+def ensure_host_key(path: Path) -> None:
+    """Generate an ed25519 host key at `path` unless one exists (mode 0600)."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(path))
+    path.chmod(0o600)
+
+
+def is_forward_allowed(dest_host: str, dest_port: int, policy: ForwardPolicy) -> bool:
+    """Pure: may a ``direct-tcpip`` channel go to dest_host:dest_port?"""
+    return dest_host in LOOPBACK_NAMES and 0 < dest_port < 65536 and policy(dest_port)
+
+
+class _AgentSSHServer(asyncssh.SSHServer):
+    def __init__(self, authorized_keys: Path, policy: ForwardPolicy) -> None:
+        self._authorized_keys = authorized_keys
+        self._policy = policy
+        self._conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+
+    def begin_auth(self, username: str) -> bool:
+        assert self._conn is not None
+        try:
+            self._conn.set_authorized_keys(str(self._authorized_keys))
+        except (OSError, ValueError, asyncssh.KeyImportError) as exc:
+            log.warning("cannot read authorized keys %s: %s", self._authorized_keys, exc)
+            self._conn.set_authorized_keys(asyncssh.SSHAuthorizedKeys())
+        return True
+
+    def password_auth_supported(self) -> bool:
+        return False
+
+    def kbdint_auth_supported(self) -> bool:
+        return False
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def connection_requested(
+        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+    ) -> bool:
+        if is_forward_allowed(dest_host, dest_port, self._policy):
+            return True
+        raise asyncssh.ChannelOpenError(
+            asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
+            f"forwarding to {dest_host}:{dest_port} is not allowed "
+            "(only 127.0.0.1 ports of the agent and of running jobs)",
+        )
+
+    def server_requested(self, listen_host: str, listen_port: int) -> bool:
+        return False
+
+
+async def start_ssh_server(
+    options: SSHServerOptions, *, policy: ForwardPolicy, sessions: SessionResolver
+) -> asyncssh.SSHAcceptor:
+    """Listen for SSH on options.host:options.port; close the returned acceptor to stop."""
+    ensure_host_key(options.host_key)
+    if not options.authorized_keys.exists():
+        options.authorized_keys.parent.mkdir(parents=True, exist_ok=True)
+        options.authorized_keys.touch(mode=0o600)
+
+    async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
+        await serve_session(process, sessions)
+
+    acceptor: asyncssh.SSHAcceptor = await asyncssh.listen(
+        options.host,
+        options.port,
+        server_factory=lambda: _AgentSSHServer(options.authorized_keys, policy),
+        server_host_keys=[str(options.host_key)],
+        process_factory=handle,
+        encoding=None,
+        allow_scp=False,
+        agent_forwarding=False,
+        x11_forwarding=False,
+        keepalive_interval=15.0,
+        keepalive_count_max=3,
+        config=None,
+    )
+    return acceptor
+
+
+async def serve_forever(acceptor: asyncssh.SSHAcceptor) -> None:
+    """Wait until the acceptor is closed (for composition with the HTTP server)."""
+    try:
+        await acceptor.wait_closed()
+    except asyncio.CancelledError:
+        acceptor.close()
+        raise

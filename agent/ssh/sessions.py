@@ -1,0 +1,259 @@
+"""User sessions on the agent's SSH server: ``ssh <run>`` lands in the job's environment.
+
+The SSH user name selects the job (its id or its run name; the agent resolves it through a
+`SessionResolver` given by the job manager). A process-executor job gets a shell in its
+working directory with its environment; a Docker job gets ``docker exec`` into its
+container. With a terminal (``ssh -t``, or an interactive ``ssh`` without a command) the
+command runs on a pseudo-terminal that follows the client's window size; without one,
+stdin/stdout/stderr are plain pipes and the exit status is passed back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import struct
+import termios
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import asyncssh
+
+CHUNK = 65536
+HOST_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "SHELL")
+
+
+@dataclass(frozen=True)
+class JobSession:
+    """Where a user session for one job runs."""
+
+    job_id: str
+    executor: Literal["process", "docker"]
+    working_dir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    container_id: str | None = None
+
+
+SessionResolver = Callable[[str], Awaitable[JobSession | None]]
+
+
+def _host_shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+def build_session_argv(job: JobSession, command: str | None, *, pty: bool) -> list[str]:
+    """Pure: the argv that gives a session in `job` (a shell, or `command` in a shell)."""
+    if job.executor == "docker":
+        if not job.container_id:
+            raise ValueError(f"job {job.job_id} has no container yet")
+        argv = ["docker", "exec", "-i"]
+        if pty:
+            argv.append("-t")
+        if job.working_dir:
+            argv += ["-w", job.working_dir]
+        argv += [job.container_id, "/bin/sh"]
+        return [*argv, "-c", command] if command else argv
+    shell = _host_shell()
+    return [shell, "-c", command] if command else [shell]
+
+
+def build_session_env(job: JobSession, term: str | None) -> dict[str, str]:
+    """The environment of a session: a few host variables, then the job's, then TERM."""
+    env = {key: os.environ[key] for key in HOST_ENV_KEYS if key in os.environ}
+    if job.executor == "process":
+        env.update(job.env)
+    if term:
+        env["TERM"] = term
+    return env
+
+
+async def serve_session(
+    process: asyncssh.SSHServerProcess[bytes], resolve: SessionResolver
+) -> None:
+    """Run one SSH session request to the end and send back its exit status."""
+    username = str(process.get_extra_info("username") or "")
+    job = await resolve(username)
+    if job is None:
+        message = f"no job named {username!r} on this host; use `ssh <run name>`\n"
+        process.stderr.write(message.encode())
+        process.exit(1)
+        return
+    term = process.get_terminal_type()
+    try:
+        argv = build_session_argv(job, process.command, pty=term is not None)
+        env = build_session_env(job, term)
+        cwd = job.working_dir if job.executor == "process" else None
+        if term is not None:
+            code = await _run_on_pty(process, argv, env, cwd)
+        else:
+            code = await _run_on_pipes(process, argv, env, cwd)
+    except (OSError, ValueError) as exc:
+        process.stderr.write(f"cannot start a session in job {job.job_id}: {exc}\n".encode())
+        code = 127
+    process.exit(code)
+
+
+async def _pump_to_channel(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:
+    while data := await source.read(CHUNK):
+        sink.write(data)
+        await sink.drain()
+
+
+async def _pump_stdin(
+    process: asyncssh.SSHServerProcess[bytes], sink: asyncio.StreamWriter
+) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        while True:
+            try:
+                data = await process.stdin.read(CHUNK)
+            except asyncssh.TerminalSizeChanged:
+                continue
+            if not data:
+                break
+            sink.write(data)
+            await sink.drain()
+        sink.close()
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGHUP)
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _run_on_pipes(
+    process: asyncssh.SSHServerProcess[bytes],
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+) -> int:
+    sub = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    assert sub.stdin is not None and sub.stdout is not None and sub.stderr is not None
+    feeder = asyncio.create_task(_pump_stdin(process, sub.stdin))
+    try:
+        await asyncio.gather(
+            _pump_to_channel(sub.stdout, process.stdout),
+            _pump_to_channel(sub.stderr, process.stderr),
+        )
+        return await sub.wait()
+    finally:
+        feeder.cancel()
+        if sub.returncode is None:
+            _kill_group(sub.pid)
+
+
+def _set_winsize(fd: int, size: tuple[int, int, int, int]) -> None:
+    width, height, pixwidth, pixheight = size
+    if width and height:
+        packed = struct.pack("HHHH", height, width, pixwidth, pixheight)
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, packed)
+
+
+def _take_controlling_tty() -> None:  # runs in the child, after setsid
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+async def _run_on_pty(
+    process: asyncssh.SSHServerProcess[bytes],
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+) -> int:
+    master, slave = os.openpty()
+    _set_winsize(master, process.term_size)
+    try:
+        sub = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_take_controlling_tty,
+        )
+    finally:
+        os.close(slave)
+    os.set_blocking(master, False)
+    feeder = asyncio.create_task(_feed_pty(process, master))
+    try:
+        await _drain_pty(master, process.stdout)
+        return await sub.wait()
+    finally:
+        feeder.cancel()
+        os.close(master)
+        if sub.returncode is None:
+            _kill_group(sub.pid)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _drain_pty(master: int, sink: asyncssh.SSHWriter[bytes]) -> None:
+    """Copy the pty's output to the channel until the terminal closes (EIO)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        ready: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(master, _resolve, ready)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(master)
+        try:
+            data = os.read(master, CHUNK)
+        except BlockingIOError:
+            continue
+        except OSError:  # EIO: every process holding the terminal has exited
+            return
+        if not data:
+            return
+        sink.write(data)
+        await sink.drain()
+
+
+async def _write_fd(fd: int, data: bytes) -> None:
+    loop = asyncio.get_running_loop()
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_writer(fd, _resolve, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_writer(fd)
+            continue
+        view = view[written:]
+
+
+async def _feed_pty(process: asyncssh.SSHServerProcess[bytes], master: int) -> None:
+    with contextlib.suppress(OSError):
+        while True:
+            try:
+                data = await process.stdin.read(CHUNK)
+            except asyncssh.TerminalSizeChanged as change:
+                _set_winsize(
+                    master, (change.width, change.height, change.pixwidth, change.pixheight)
+                )
+                continue
+            if not data:
+                await _write_fd(master, b"\x04")  # EOF from the client: ^D to the shell
+                return
+            await _write_fd(master, data)

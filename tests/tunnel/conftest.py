@@ -1,0 +1,98 @@
+"""Fixtures for tunnel tests: generated keys, the agent's embedded SSH server in-process,
+and a small HTTP app standing behind it on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+import pytest
+import uvicorn
+from fastapi import FastAPI, Response
+
+from agent.ssh.server import SSHServerOptions, start_ssh_server
+from agent.ssh.sessions import JobSession
+from agent.tunnel import SSHTarget
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Keys:
+    private: Path
+    authorized_keys: Path
+    host_key: Path
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Keys:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    private = tmp_path / "client_key"
+    key.write_private_key(str(private))
+    private.chmod(0o600)
+    authorized = tmp_path / "authorized_keys"
+    key.write_public_key(str(authorized))
+    return Keys(private, authorized, tmp_path / "host_key")
+
+
+def make_app() -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/hello")
+    async def hello() -> dict[str, str]:
+        return {"hello": "world"}
+
+    @app.get("/bytes")
+    async def some_bytes(n: int) -> Response:
+        return Response(content=b"x" * n, media_type="application/octet-stream")
+
+    return app
+
+
+@pytest.fixture
+async def http_port() -> AsyncIterator[int]:
+    port = free_port()
+    config = uvicorn.Config(make_app(), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    async with asyncio.timeout(10):
+        while not server.started:  # noqa: ASYNC110 - uvicorn has no started event
+            await asyncio.sleep(0.01)
+    yield port
+    server.should_exit = True
+    await task
+
+
+@dataclass
+class EmbeddedSSH:
+    port: int
+    keys: Keys
+    sessions: dict[str, JobSession]
+
+    def target(self, port: int | None = None) -> SSHTarget:
+        return SSHTarget(
+            "127.0.0.1", port or self.port, user="dockyard", identity_file=str(self.keys.private)
+        )
+
+
+@pytest.fixture
+async def embedded_ssh(keys: Keys, http_port: int) -> AsyncIterator[EmbeddedSSH]:
+    sessions: dict[str, JobSession] = {}
+
+    async def resolve(name: str) -> JobSession | None:
+        return sessions.get(name)
+
+    port = free_port()
+    options = SSHServerOptions(port, keys.host_key, keys.authorized_keys)
+    acceptor = await start_ssh_server(options, policy=lambda p: p == http_port, sessions=resolve)
+    yield EmbeddedSSH(port, keys, sessions)
+    acceptor.close()
+    await acceptor.wait_closed()
