@@ -1,0 +1,30 @@
+"""The GPU offers catalog (data shipped in this package) and the pure search over it.
+
+from stacks.catalog import load_catalog, requirements_from_spec, find_offers
+offers = find_offers(requirements_from_spec(fleet_spec), load_catalog())
+"""
+
+from stacks.catalog.matching import (
+    GROUP_KEYS,
+    CatalogRow,
+    OfferGroup,
+    find_offers,
+    group_offers,
+    load_catalog,
+    parse_catalog,
+)
+from stacks.catalog.requirements import Range, Requirements, parse_range, requirements_from_spec
+
+__all__ = [
+    "GROUP_KEYS",
+    "CatalogRow",
+    "OfferGroup",
+    "Range",
+    "Requirements",
+    "find_offers",
+    "group_offers",
+    "load_catalog",
+    "parse_catalog",
+    "parse_range",
+    "requirements_from_spec",
+]
