@@ -1,0 +1,102 @@
+"""The plan for people: a rich table with colored field-level diffs (pure).
+
+`render_table` returns a rich renderable; the CLI prints it. Each resource is a row
+(action, kind, name, reason) followed by its changed fields as `field: old → new`, the
+old value in red and the new one in green.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from reconciler.core.rendering_json import canonical
+from reconciler.domain.plan import Action, ActionKind, Plan
+
+_STYLES = {
+    ActionKind.CREATE: "bold green",
+    ActionKind.UPDATE: "bold yellow",
+    ActionKind.REPLACE: "bold dark_orange",
+    ActionKind.DELETE: "bold red",
+    ActionKind.RETAIN: "bold cyan",
+    ActionKind.NOOP: "dim",
+    ActionKind.BLOCKED: "bold magenta",
+}
+_VALUE_LIMIT = 120
+
+
+def render_table(plan: Plan, *, show_noop: bool = True) -> RenderableType:
+    """Errors (if any), the actions table, and a one-line summary."""
+    parts: list[RenderableType] = []
+    base = f" against {plan.base[:12]}" if plan.base else ""
+    parts.append(Text(f"Plan for {plan.commit[:12]}{base}", style="bold"))
+    if plan.errors:
+        parts.append(_errors(plan))
+    actions = [a for a in plan.actions if show_noop or a.action is not ActionKind.NOOP]
+    if actions:
+        parts.append(_actions(actions))
+    parts.append(_summary(plan))
+    return Group(*parts)
+
+
+def _errors(plan: Plan) -> Table:
+    table = Table(title="errors: nothing will be applied", title_style="bold red")
+    table.add_column("file", style="red", no_wrap=True)
+    table.add_column("field")
+    table.add_column("message")
+    for error in plan.errors:
+        where = error.path
+        if error.line is not None:
+            where += f":{error.line}" + (f":{error.column}" if error.column else "")
+        table.add_row(where, error.field or "", error.message)
+    return table
+
+
+def _actions(actions: list[Action]) -> Table:
+    table = Table(show_lines=False)
+    table.add_column("action", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("changes")
+    for action in actions:
+        label = Text(action.action.value, style=_STYLES[action.action])
+        if action.destroys_data:
+            label.append(" ⚠ data", style="bold red")
+        name = Text(action.name)
+        if action.implicit:
+            name.append(" (implicit)", style="dim")
+        table.add_row(label, action.kind.value, name, _changes(action))
+    return table
+
+
+def _changes(action: Action) -> Text:
+    text = Text(action.reason, style="dim" if action.action is ActionKind.NOOP else "")
+    for change in action.fields:
+        text.append(f"\n  {change.field}: ", style="bold")
+        text.append(_value(change.old), style="red")
+        text.append(" → ")
+        text.append(_value(change.new), style="green")
+    return text
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    text = json.dumps(canonical(value), ensure_ascii=False, default=str)
+    return text if len(text) <= _VALUE_LIMIT else text[:_VALUE_LIMIT] + "…"
+
+
+def _summary(plan: Plan) -> Text:
+    text = Text()
+    for kind, count in plan.summary.items():
+        if count:
+            if text:
+                text.append(", ")
+            text.append(f"{count} {kind}", style=_STYLES[ActionKind(kind)])
+    if plan.errors:
+        text.append(f"{', ' if text else ''}{len(plan.errors)} error(s)", style="bold red")
+    return text if text else Text("nothing to do")
