@@ -38,6 +38,7 @@ class UnreachableKind(enum.StrEnum):
     backing_off = "backing_off"
     channel_refused = "channel_refused"
     connection_lost = "connection_lost"
+    timeout = "timeout"
     closed = "closed"
 
 
