@@ -1,0 +1,1 @@
+"""Executors run jobs: ``process`` (a process group per job) and ``docker`` (a container)."""

@@ -1,0 +1,209 @@
+"""The process executor: each job is a detached process group in its own working directory.
+
+For hosts without a Docker engine, and the embedded default on a laptop. A job runs as::
+
+    /bin/sh -c WRAPPER dockyard-job <shell> "<cmd1> && <cmd2> ..." <exit-code-file>
+
+started with ``setsid`` (``start_new_session``), so the wrapper leads a new session and
+process group that outlives the agent. The wrapper runs the job's shell in the background,
+waits for it (ignoring SIGTERM itself, which the job's processes still receive), and
+writes the exit status to ``exit_code``; so the status is known even when the agent was
+down when the job ended. The job's output (stdout and stderr) goes straight to the
+append-only ``output.log``. ``pid.json`` records the wrapper's pid and start time, which
+a restarted agent uses to find the job again (a pid alone could have been reused).
+
+Stop: SIGTERM to the group and to every process carrying the job's marker (see
+``proctable``), then SIGKILL to all of them after the grace period. When the job's main
+shell ends, processes it left behind are killed, as a container's would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from agent.protocol import ExecutorKind, JobReason, JobSpec, PortMapping
+from agent.server.executors import proctable
+from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
+from agent.server.store import JobFiles, write_atomically
+
+WRAPPER = """trap : HUP INT TERM
+"$1" -c "$2" </dev/null &
+child=$!
+while :; do
+  wait "$child"; status=$?
+  if [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; then continue; fi
+  break
+done
+printf '%s\\n' "$status" > "$3.tmp" && mv -f "$3.tmp" "$3"
+"""
+
+_PASSED_OVER_ENV = ("DOCKYARD_AGENT_", proctable.MARKER_ENV)
+
+
+def join_commands(commands: list[str]) -> str:
+    """The job's commands as one shell line, joined with ``&&`` as dstack does."""
+    return " && ".join(commands)
+
+
+def job_environment(spec: JobSpec, base: dict[str, str]) -> dict[str, str]:
+    """The environment of a process job: the agent's, the job's, then Dockyard's markers."""
+    env = {key: value for key, value in base.items() if not key.startswith(_PASSED_OVER_ENV)}
+    env.update(spec.env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in spec.gpus)
+    env["DOCKYARD_RUN_NAME"] = spec.run_name
+    env[proctable.MARKER_ENV] = spec.id
+    return env
+
+
+class ProcessExecutor:
+    """Runs jobs as process groups on this host."""
+
+    kind = ExecutorKind.PROCESS
+
+    def __init__(self) -> None:
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    async def is_available(self) -> bool:
+        return True
+
+    def check(self, spec: JobSpec) -> str | None:
+        if not spec.commands:
+            return "a process job needs commands"
+        moved = [port for port in spec.ports if port.host_port not in (None, port.container_port)]
+        if moved:
+            return "a process job listens on the host: host_port must equal container_port"
+        return None
+
+    async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
+        return None
+
+    async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
+        try:
+            child = _spawn(spec, files)
+        except (OSError, ValueError, KeyError) as error:
+            raise ExecutorError(
+                JobReason.EXECUTOR_ERROR, f"cannot start the job: {error}"
+            ) from error
+        self._children[spec.id] = child
+        stat = proctable.read_stat(child.pid)
+        identity = {"pid": child.pid, "start_ticks": stat.start_ticks if stat else -1}
+        write_atomically(files.pid, json.dumps(identity).encode())
+        return Launched(pid=child.pid, ports=_host_ports(spec))
+
+    async def adopt(self, spec: JobSpec, files: JobFiles) -> Launched | None:
+        identity = _read_identity(files)
+        if identity is None:
+            return None
+        return Launched(pid=identity[0], ports=_host_ports(spec))
+
+    async def wait(self, spec: JobSpec, files: JobFiles) -> int | None:
+        identity = _read_identity(files)
+        if identity is not None:
+            await _wait_exit(*identity, self._children.get(spec.id))
+            child = self._children.pop(spec.id, None)
+            if child is not None:
+                child.wait()
+            _kill_everything(spec.id, identity[0], signal.SIGKILL)
+        try:
+            return int(files.exit_code.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    async def signal(self, spec: JobSpec, files: JobFiles, *, kill: bool) -> None:
+        identity = _read_identity(files)
+        if identity is None:
+            return
+        pid, start_ticks = identity
+        number = signal.SIGKILL if kill else signal.SIGTERM
+        if proctable.is_running(pid, start_ticks):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, number)
+        _kill_everything(spec.id, pid, number)
+
+    async def sample(self, spec: JobSpec, files: JobFiles) -> Usage:
+        identity = _read_identity(files)
+        if identity is None:
+            return Usage(cpu_seconds=0.0, memory_bytes=0)
+        processes = proctable.job_processes(identity[0], spec.id)
+        ticks = sum(process.cpu_ticks for process in processes)
+        memory = sum(proctable.memory_bytes(process.pid) for process in processes)
+        return Usage(cpu_seconds=ticks / proctable.ticks_per_second(), memory_bytes=memory)
+
+    async def remove(self, spec: JobSpec, files: JobFiles) -> None:
+        self._children.pop(spec.id, None)
+
+
+def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
+    """Start the wrapper in a new session, output appended to the job's log."""
+    work_dir = Path(spec.working_dir) if spec.working_dir else files.work_dir
+    files.exit_code.unlink(missing_ok=True)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    argv = ["/bin/sh", "-c", WRAPPER, "dockyard-job", spec.shell]
+    with open(files.log, "ab") as log:
+        return subprocess.Popen(
+            [*argv, join_commands(spec.commands), str(files.exit_code)],
+            cwd=work_dir,
+            env=job_environment(spec, dict(os.environ)),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            user=spec.user,
+        )
+
+
+def _host_ports(spec: JobSpec) -> list[PortMapping]:
+    return [
+        PortMapping(container_port=port.container_port, host_port=port.container_port)
+        for port in spec.ports
+    ]
+
+
+def _read_identity(files: JobFiles) -> tuple[int, int] | None:
+    try:
+        data = json.loads(files.pid.read_text())
+        return int(data["pid"]), int(data["start_ticks"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+async def _wait_exit(pid: int, start_ticks: int, child: subprocess.Popen[bytes] | None) -> None:
+    """Return once the wrapper ``pid`` has exited (a pidfd tells, child of ours or not)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if child is None and not proctable.is_running(pid, start_ticks):
+            return  # the pid now belongs to another process, or is a zombie
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[None] = loop.create_future()
+
+        def on_exit() -> None:
+            if not exited.done():
+                exited.set_result(None)
+
+        loop.add_reader(pidfd, on_exit)
+        try:
+            await exited
+        finally:
+            loop.remove_reader(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+def _kill_everything(job_id: str, session: int, number: signal.Signals) -> None:
+    """Send ``number`` to every process of the job; for SIGKILL, until none is left."""
+    for _ in range(20):
+        processes = proctable.job_processes(session, job_id)
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(process.pid, number)
+        if not processes or number != signal.SIGKILL:
+            return

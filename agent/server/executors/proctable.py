@@ -1,0 +1,86 @@
+"""Reading the process table from ``/proc``: identity, membership and usage of processes.
+
+A job's processes are found two ways, so that a child that left the job's session
+(``setsid``, a double-forking daemon) is still found: by session id, and by the marker
+``DOCKYARD_JOB_ID=<id>`` in their environment, which every job process inherits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+MARKER_ENV = "DOCKYARD_JOB_ID"
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str
+    session: int
+    cpu_ticks: int  # utime + stime
+    start_ticks: int  # since boot: tells a pid from a later process with the same pid
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after the last ")"
+    fields = text[text.rindex(")") + 2 :].split()
+    return ProcStat(
+        pid=pid,
+        state=fields[0],
+        session=int(fields[3]),
+        cpu_ticks=int(fields[11]) + int(fields[12]),
+        start_ticks=int(fields[19]),
+    )
+
+
+def is_running(pid: int, start_ticks: int) -> bool:
+    """True while the process ``pid`` that started at ``start_ticks`` has not exited."""
+    stat = read_stat(pid)
+    return stat is not None and stat.start_ticks == start_ticks and stat.state not in "ZX"
+
+
+def _pids() -> Iterator[int]:
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            yield int(entry.name)
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    try:
+        environ = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    return environ.startswith(marker) or b"\0" + marker in environ
+
+
+def job_processes(session: int, job_id: str) -> list[ProcStat]:
+    """The live processes of a job: in its session, or carrying its marker."""
+    marker = f"{MARKER_ENV}={job_id}\0".encode()
+    found = []
+    for pid in _pids():
+        stat = read_stat(pid)
+        if stat is None or stat.state in "ZX" or pid == os.getpid():
+            continue
+        if stat.session == session or _has_marker(pid, marker):
+            found.append(stat)
+    return found
+
+
+def memory_bytes(pid: int) -> int:
+    try:
+        resident_pages = int((PROC / str(pid) / "statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def ticks_per_second() -> int:
+    return os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,349 @@
+"""The job manager: accepts jobs, supervises each one, and answers for them.
+
+One ``JobManager`` per agent. ``submit`` checks the spec and the allocation (pure,
+``allocation.detect_misfit``), stores the job and starts its supervisor task, which walks
+it through ``pending -> pulling -> running -> exited|failed|terminated`` with the
+job's executor (``executors/``). Every state change is written to the job's ``job.json``
+before anyone can read it, so a restarted agent (``start``) re-adopts running jobs from
+the data dir: processes by pid file, containers by label. Stops are persisted too: a stop
+in progress when the agent died is finished by the next agent.
+
+The manager never kills jobs when the agent itself stops (``close``): jobs are detached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from agent.protocol import (
+    ErrorCode,
+    ExecutorKind,
+    GpuMetrics,
+    JobMetrics,
+    JobReason,
+    JobSpec,
+    JobState,
+    JobStatus,
+    LogChunk,
+)
+from agent.server.allocation import Capacity, Claim, detect_misfit
+from agent.server.errors import AgentError, EngineUnavailableError
+from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
+from agent.server.logs import read_log
+from agent.server.store import JobFiles, JobStore, StopOrder, StoredJob
+
+log = logging.getLogger(__name__)
+
+GpuSampler = Callable[[], Awaitable[list[GpuMetrics]]]
+ENGINE_RETRY_SECONDS = (1.0, 2.0, 5.0)
+CPU_SAMPLE_WINDOW = 0.25
+
+
+@dataclass(eq=False)
+class _Job:
+    stored: StoredJob
+    files: JobFiles
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    supervisor: asyncio.Task[None] | None = None
+    stopper: asyncio.Task[None] | None = None
+    preparing: bool = False  # in ``prepare``: a stop may cancel it, nothing runs yet
+    last_usage: tuple[float, Usage] | None = None
+
+    @property
+    def spec(self) -> JobSpec:
+        return self.stored.spec
+
+    @property
+    def state(self) -> JobState:
+        return self.stored.state
+
+    def claim(self) -> Claim:
+        spec = self.spec
+        return Claim(spec.id, frozenset(spec.gpus), spec.cpus, spec.memory_mib)
+
+
+class JobManager:
+    """Jobs of this agent; all methods run on the agent's event loop."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        executors: Mapping[ExecutorKind, Executor],
+        capacity: Capacity,
+        gpu_sampler: GpuSampler,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._executors = executors
+        self._capacity = capacity
+        self._gpu_sampler = gpu_sampler
+        self._clock = clock
+        self._jobs: dict[str, _Job] = {}
+        self._closing = False
+
+    # --- lifecycle of the manager --------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the data dir; re-adopt every job that was not finished."""
+        stored_jobs, problems = self._store.load_all()
+        for problem in problems:
+            log.warning("skipping an unreadable job record: %s", problem)
+        for stored in stored_jobs:
+            job = _Job(stored, self._store.files(stored.spec.id))
+            self._jobs[stored.spec.id] = job
+            if stored.state.status.is_finished():
+                job.done.set()
+            else:
+                job.supervisor = asyncio.create_task(self._supervise(job, resume=True))
+
+    async def close(self) -> None:
+        """Stop supervising (jobs keep running; the next agent re-adopts them)."""
+        self._closing = True
+        tasks = [t for job in self._jobs.values() for t in (job.supervisor, job.stopper) if t]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- requests --------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobState:
+        return self._job(job_id).state
+
+    def list(self) -> list[JobState]:
+        return [job.state for job in self._jobs.values()]
+
+    def spec(self, job_id: str) -> JobSpec:
+        return self._job(job_id).spec
+
+    def files(self, job_id: str) -> JobFiles:
+        return self._job(job_id).files
+
+    async def submit(self, spec: JobSpec) -> JobState:
+        if spec.id in self._jobs:
+            return self._jobs[spec.id].state
+        executor = self._executors.get(spec.executor)
+        if executor is None or not await executor.is_available():
+            raise AgentError(
+                ErrorCode.EXECUTOR_UNAVAILABLE, f"the {spec.executor} executor is not available"
+            )
+        if spec.id in self._jobs:  # submitted again while we asked the executor
+            return self._jobs[spec.id].state
+        problem = executor.check(spec)
+        if problem is not None:
+            raise AgentError(ErrorCode.INVALID_REQUEST, problem)
+        held = [job.claim() for job in self._jobs.values() if not job.state.status.is_finished()]
+        misfit = detect_misfit(
+            self._capacity, held, Claim(spec.id, frozenset(spec.gpus), spec.cpus, spec.memory_mib)
+        )
+        if misfit is not None:
+            raise AgentError(ErrorCode.NO_CAPACITY, misfit)
+        stored = StoredJob(spec=spec, state=JobState(id=spec.id, status=JobStatus.PENDING))
+        job = _Job(stored, self._store.create(stored))
+        self._jobs[spec.id] = job
+        job.supervisor = asyncio.create_task(self._supervise(job, resume=False))
+        return job.state
+
+    async def stop(self, job_id: str, *, grace: float | None, force: bool) -> JobState:
+        job = self._job(job_id)
+        if job.state.status.is_finished() or (job.stored.stop is not None and not force):
+            return job.state
+        now = self._clock()
+        seconds = 0.0 if force else (job.spec.stop_duration if grace is None else grace)
+        self._save(job, stop=StopOrder(requested_at=now, deadline=now + seconds))
+        if job.preparing and job.supervisor is not None:
+            job.supervisor.cancel()  # nothing runs yet: the supervisor records the stop
+        elif job.state.status == JobStatus.RUNNING:
+            if job.stopper is not None:
+                job.stopper.cancel()  # a forced stop replaces a graceful one
+            job.stopper = asyncio.create_task(self._enforce_stop(job))
+        return job.state
+
+    async def remove(self, job_id: str) -> None:
+        job = self._job(job_id)
+        if not job.state.status.is_finished():
+            raise AgentError(ErrorCode.JOB_ACTIVE, f"job {job_id} is {job.state.status}: stop it")
+        executor = self._executors.get(job.spec.executor)
+        if executor is not None:
+            await executor.remove(job.spec, job.files)
+        self._store.delete(job_id)
+        self._jobs.pop(job_id, None)
+
+    def read_logs(self, job_id: str, *, offset: int, limit: int) -> LogChunk:
+        job = self._job(job_id)
+        finished = job.state.status.is_finished()  # before reading: no line can follow it
+        data, next_offset = read_log(job.files.log, offset, limit)
+        return LogChunk(offset=offset, next_offset=next_offset, finished=finished, data=data)
+
+    async def metrics(self, job_id: str) -> JobMetrics:
+        job = self._job(job_id)
+        now = self._clock()
+        executor = self._executors.get(job.spec.executor)
+        if job.state.status != JobStatus.RUNNING or executor is None:
+            return JobMetrics(timestamp=now, cpu_percent=0.0, memory_bytes=0)
+        previous = job.last_usage
+        if previous is None or now - previous[0] > 60:
+            previous = (now, await executor.sample(job.spec, job.files))
+            await asyncio.sleep(CPU_SAMPLE_WINDOW)
+        usage = await executor.sample(job.spec, job.files)
+        now = self._clock()
+        job.last_usage = (now, usage)
+        elapsed = max(now - previous[0], 1e-6)
+        cpu = max(usage.cpu_seconds - previous[1].cpu_seconds, 0.0) / elapsed * 100
+        gpus = [gpu for gpu in await self._gpu_sampler() if gpu.index in job.spec.gpus]
+        return JobMetrics(
+            timestamp=now, cpu_percent=cpu, memory_bytes=usage.memory_bytes, gpus=gpus
+        )
+
+    # --- supervision -----------------------------------------------------------------------
+
+    async def _supervise(self, job: _Job, *, resume: bool) -> None:
+        executor = self._executors[job.spec.executor]
+        try:
+            launched = await self._adopt(job, executor) if resume else None
+            if launched is None and not (resume and job.state.status == JobStatus.RUNNING):
+                launched = await self._launch(job, executor)
+                if launched is None:
+                    return  # stopped before anything ran
+            if launched is not None:
+                self._mark_running(job, launched)
+                if job.stored.stop is not None:
+                    self._start_stopper(job)
+                exit_status = await self._wait(job, executor)
+            else:
+                exit_status = None  # it ran, and the host no longer knows it
+            self._finish(job, exit_status)
+        except ExecutorError as error:
+            self._fail(job, error.reason, error.message)
+        except Exception as error:  # the outermost loop of one job: record, never vanish
+            log.exception("job %s: supervisor failed", job.spec.id)
+            self._fail(job, JobReason.EXECUTOR_ERROR, f"agent error: {type(error).__name__}")
+        finally:
+            if job.state.status.is_finished():
+                job.done.set()
+
+    async def _adopt(self, job: _Job, executor: Executor) -> Launched | None:
+        attempt = 0
+        while True:
+            try:
+                return await executor.adopt(job.spec, job.files)
+            except EngineUnavailableError as error:
+                self._save(job, message=f"waiting for the engine: {error}")
+                await asyncio.sleep(ENGINE_RETRY_SECONDS[min(attempt, 2)])
+                attempt += 1
+
+    async def _wait(self, job: _Job, executor: Executor) -> int | None:
+        while True:
+            try:
+                return await executor.wait(job.spec, job.files)
+            except EngineUnavailableError as error:
+                self._save(job, message=f"waiting for the engine: {error}")
+                await asyncio.sleep(ENGINE_RETRY_SECONDS[-1])
+                if await self._adopt(job, executor) is None:
+                    return None
+
+    async def _launch(self, job: _Job, executor: Executor) -> Launched | None:
+        def progress(fraction: float | None) -> None:
+            self._save(job, persist=False, status=JobStatus.PULLING, pull_progress=fraction)
+
+        if job.stored.stop is None:
+            job.preparing = True
+            try:
+                await executor.prepare(job.spec, job.files, progress)
+            except asyncio.CancelledError:
+                if self._closing:
+                    raise
+            finally:
+                job.preparing = False
+        if job.stored.stop is not None:
+            self._finish(job, None)
+            return None
+        return await executor.launch(job.spec, job.files)
+
+    def _mark_running(self, job: _Job, launched: Launched) -> None:
+        self._save(
+            job,
+            status=JobStatus.RUNNING,
+            pull_progress=None,
+            message="",
+            pid=launched.pid,
+            container_id=launched.container_id,
+            ports=launched.ports,
+            started_at=job.state.started_at or self._clock(),
+        )
+
+    def _start_stopper(self, job: _Job) -> None:
+        if job.stopper is None or job.stopper.done():
+            job.stopper = asyncio.create_task(self._enforce_stop(job))
+
+    async def _enforce_stop(self, job: _Job) -> None:
+        """SIGTERM, then SIGKILL at the deadline unless the job ended meanwhile."""
+        executor = self._executors[job.spec.executor]
+        order = job.stored.stop
+        if order is None:
+            return
+        if not order.killed:
+            await executor.signal(job.spec, job.files, kill=False)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(job.done.wait(), max(order.deadline - self._clock(), 0))
+                return
+            self._save(job, stop=order.model_copy(update={"killed": True}))
+        await executor.signal(job.spec, job.files, kill=True)
+
+    def _finish(self, job: _Job, exit_status: int | None) -> None:
+        order = job.stored.stop
+        now = self._clock()
+        if order is not None:
+            killed = order.killed
+            if exit_status is None and killed:
+                exit_status = 137  # 128 + SIGKILL, as a shell or Docker reports it
+            reason = JobReason.KILLED if killed else JobReason.STOPPED
+            message = "killed after the grace period" if killed else "stopped on request"
+            self._save(
+                job,
+                status=JobStatus.TERMINATED,
+                reason=reason,
+                exit_status=exit_status,
+                message=message,
+                finished_at=now,
+                pull_progress=None,
+            )
+        elif exit_status is None:
+            self._fail(job, JobReason.LOST, "the job vanished without an exit status")
+        else:
+            self._save(
+                job,
+                status=JobStatus.EXITED,
+                exit_status=exit_status,
+                message=f"exited with status {exit_status}",
+                finished_at=now,
+            )
+
+    def _fail(self, job: _Job, reason: JobReason, message: str) -> None:
+        self._save(
+            job,
+            status=JobStatus.FAILED,
+            reason=reason,
+            message=message,
+            finished_at=self._clock(),
+            pull_progress=None,
+        )
+
+    def _save(
+        self, job: _Job, *, persist: bool = True, stop: StopOrder | None = None, **changes: object
+    ) -> None:
+        state = job.state.model_copy(update=changes) if changes else job.state
+        job.stored = job.stored.model_copy(update={"state": state, "stop": stop or job.stored.stop})
+        if persist:
+            self._store.save(job.stored)
+
+    def _job(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise AgentError(ErrorCode.NOT_FOUND, f"no job {job_id} on this agent")
+        return job
