@@ -1,0 +1,176 @@
+"""The `Store` methods for projects, users, API tokens, members and secrets.
+
+A token is shown once (`create_token` returns it) and stored only as its sha256 digest;
+`resolve_token` maps a presented token back to its user. Secrets arrive and leave as
+ciphertext: the server encrypts them with `secrets_crypto.SecretsCipher`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+
+from reconciler.adapters.db.models import Member, Project, Secret, Token, User
+from reconciler.adapters.db.sessions import StoreBase
+from reconciler.errors import UsageError
+
+GLOBAL_ROLES = frozenset({"admin", "user"})
+PROJECT_ROLES = frozenset({"admin", "manager", "user"})
+
+
+def hash_token(token: str) -> str:
+    """The sha256 hex digest under which a token is stored."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class AccountsStore(StoreBase):
+    # -- projects ---------------------------------------------------------------------------
+
+    def get_project(self, name: str) -> Project | None:
+        with self.reading() as session:
+            return session.scalars(select(Project).where(Project.name == name)).one_or_none()
+
+    def get_or_create_project(self, name: str) -> Project:
+        """The project called `name`, created if missing (safe under concurrent callers)."""
+        existing = self.get_project(name)
+        if existing is not None:
+            return existing
+        try:
+            return self.add(Project(name=name, created_at=self.now()))
+        except IntegrityError:  # created by someone else in between
+            found = self.get_project(name)
+            if found is None:
+                raise
+            return found
+
+    def list_projects(self) -> list[Project]:
+        with self.reading() as session:
+            return list(session.scalars(select(Project).order_by(Project.name)))
+
+    # -- users and tokens -------------------------------------------------------------------
+
+    def create_user(self, name: str, *, global_role: str = "user") -> User:
+        if global_role not in GLOBAL_ROLES:
+            raise UsageError(f"unknown global role {global_role!r}: use admin or user")
+        try:
+            return self.add(User(name=name, global_role=global_role, created_at=self.now()))
+        except IntegrityError:
+            raise UsageError(f"user {name!r} already exists") from None
+
+    def get_user(self, name: str) -> User | None:
+        with self.reading() as session:
+            return session.scalars(select(User).where(User.name == name)).one_or_none()
+
+    def list_users(self) -> list[User]:
+        with self.reading() as session:
+            return list(session.scalars(select(User).order_by(User.name)))
+
+    def create_token(self, user_id: str) -> str:
+        """A new API token for the user; only its hash is stored, so return it now or never."""
+        token = secrets.token_urlsafe(32)
+        self.add(Token(user_id=user_id, token_hash=hash_token(token), created_at=self.now()))
+        return token
+
+    def resolve_token(self, token: str) -> User | None:
+        """The user a presented token belongs to (stamping `last_used_at`), or None."""
+        with self.writing() as session:
+            found = session.execute(
+                select(Token, User)
+                .join(User, User.id == Token.user_id)
+                .where(Token.token_hash == hash_token(token))
+            ).one_or_none()
+            if found is None:
+                return None
+            found[0].last_used_at = self.now()
+            return found[1]
+
+    def revoke_tokens(self, user_id: str) -> int:
+        """Delete every token of the user; returns how many."""
+        with self.writing() as session:
+            result = session.execute(delete(Token).where(Token.user_id == user_id))
+        return int(getattr(result, "rowcount", 0))
+
+    # -- members ----------------------------------------------------------------------------
+
+    def set_member(self, project_id: str, user_id: str, role: str) -> None:
+        """Make the user a member of the project with `role` (replacing a previous role)."""
+        if role not in PROJECT_ROLES:
+            raise UsageError(f"unknown project role {role!r}: use admin, manager or user")
+        with self.writing() as session:
+            member = session.get(Member, (project_id, user_id))
+            if member is None:
+                session.add(Member(project_id=project_id, user_id=user_id, role=role))
+            else:
+                member.role = role
+
+    def get_member_role(self, project_id: str, user_id: str) -> str | None:
+        with self.reading() as session:
+            member = session.get(Member, (project_id, user_id))
+            return None if member is None else member.role
+
+    def list_members(self, project_id: str) -> list[tuple[User, str]]:
+        """(user, role) of every member of the project, by user name."""
+        with self.reading() as session:
+            rows = session.execute(
+                select(User, Member.role)
+                .join(Member, Member.user_id == User.id)
+                .where(Member.project_id == project_id)
+                .order_by(User.name)
+            )
+            return [(user, role) for user, role in rows.tuples()]
+
+    def remove_member(self, project_id: str, user_id: str) -> bool:
+        with self.writing() as session:
+            result = session.execute(
+                delete(Member).where(Member.project_id == project_id, Member.user_id == user_id)
+            )
+        return bool(getattr(result, "rowcount", 0))
+
+    # -- secrets (ciphertext only) ----------------------------------------------------------
+
+    def put_secret(self, project_id: str, name: str, ciphertext: str) -> None:
+        """Create or replace the secret `name` of the project."""
+        now = self.now()
+        with self.writing() as session:
+            secret = session.scalars(
+                select(Secret).where(Secret.project_id == project_id, Secret.name == name)
+            ).one_or_none()
+            if secret is None:
+                session.add(
+                    Secret(
+                        project_id=project_id,
+                        name=name,
+                        ciphertext=ciphertext,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+            else:
+                secret.ciphertext = ciphertext
+                secret.updated_at = now
+
+    def get_secret_ciphertext(self, project_id: str, name: str) -> str | None:
+        with self.reading() as session:
+            return session.scalars(
+                select(Secret.ciphertext).where(
+                    Secret.project_id == project_id, Secret.name == name
+                )
+            ).one_or_none()
+
+    def list_secret_names(self, project_id: str) -> list[str]:
+        with self.reading() as session:
+            return list(
+                session.scalars(
+                    select(Secret.name).where(Secret.project_id == project_id).order_by(Secret.name)
+                )
+            )
+
+    def delete_secret(self, project_id: str, name: str) -> bool:
+        with self.writing() as session:
+            result = session.execute(
+                delete(Secret).where(Secret.project_id == project_id, Secret.name == name)
+            )
+        return bool(getattr(result, "rowcount", 0))

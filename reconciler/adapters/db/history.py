@@ -1,0 +1,237 @@
+"""The `Store` methods for what happened: events, reconciles and webhook deliveries.
+
+Every state change is an event row (`append_event`). A reconcile row follows one pass:
+`create_reconcile` (queued) → `set_reconcile_stage` per stage (running; each stage's start
+and duration go to `stage_timings`) → `finish_reconcile` (succeeded|failed|aborted, with the
+outcome). `record_delivery` dedupes webhooks on (provider, delivery_id) by the unique
+constraint, so two replicas receiving the same delivery agree on which one is new.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from reconciler.adapters.db.models import Delivery, Event, Reconcile
+from reconciler.adapters.db.sessions import StoreBase
+from reconciler.errors import UsageError
+
+RECONCILE_TRIGGERS = frozenset({"timer", "webhook", "cli", "api", "startup"})
+RECONCILE_OUTCOMES = frozenset({"succeeded", "failed", "aborted"})
+
+
+class HistoryStore(StoreBase):
+    # -- events -----------------------------------------------------------------------------
+
+    def append_event(
+        self,
+        *,
+        project_id: str | None,
+        target_type: str,
+        target_name: str,
+        message: str,
+        target_id: str | None = None,
+    ) -> Event:
+        return self.add(
+            Event(
+                project_id=project_id,
+                target_type=target_type,
+                target_id=target_id,
+                target_name=target_name,
+                message=message,
+                created_at=self.now(),
+            )
+        )
+
+    def list_events(
+        self,
+        *,
+        project_id: str | None = None,
+        target_type: str | None = None,
+        target_id: str | None = None,
+        target_name: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+        ascending: bool = False,
+    ) -> list[Event]:
+        """Events matching every filter given, newest first unless `ascending`."""
+        query = select(Event)
+        if project_id is not None:
+            query = query.where(Event.project_id == project_id)
+        if target_type is not None:
+            query = query.where(Event.target_type == target_type)
+        if target_id is not None:
+            query = query.where(Event.target_id == target_id)
+        if target_name is not None:
+            query = query.where(Event.target_name == target_name)
+        if since is not None:
+            query = query.where(Event.created_at >= since)
+        if ascending:
+            query = query.order_by(Event.created_at, Event.id)
+        else:
+            query = query.order_by(Event.created_at.desc(), Event.id.desc())
+        with self.reading() as session:
+            return list(session.scalars(query.limit(limit)))
+
+    # -- reconciles -------------------------------------------------------------------------
+
+    def create_reconcile(
+        self,
+        project_id: str,
+        *,
+        trigger: str,
+        delivery_id: str | None = None,
+        attempted_revision: str | None = None,
+    ) -> Reconcile:
+        """A new queued reconcile."""
+        if trigger not in RECONCILE_TRIGGERS:
+            raise UsageError(f"unknown reconcile trigger {trigger!r}")
+        return self.add(
+            Reconcile(
+                project_id=project_id,
+                trigger=trigger,
+                status="queued",
+                delivery_id=delivery_id,
+                attempted_revision=attempted_revision,
+                created_at=self.now(),
+            )
+        )
+
+    def set_reconcile_stage(self, reconcile_id: str, stage: str, **values: Any) -> Reconcile:
+        """Enter `stage`: closes the previous stage's timing, marks the reconcile running.
+
+        Extra `values` (e.g. `attempted_revision=...`, `plan=...`) are set in the same write.
+        """
+        now = self.now()
+        with self.writing() as session:
+            row = _get_reconcile(session.get(Reconcile, reconcile_id), reconcile_id)
+            timings = _close_last_stage(row.stage_timings, now)
+            timings.append({"stage": stage, "started_at": now.isoformat(), "seconds": None})
+            row.stage_timings = timings
+            row.stage = stage
+            row.status = "running"
+            row.started_at = row.started_at or now
+            for key, value in values.items():
+                setattr(row, key, value)
+        return row
+
+    def finish_reconcile(
+        self,
+        reconcile_id: str,
+        *,
+        status: str,
+        outcome: Any = None,
+        applied_revision: str | None = None,
+        error: str | None = None,
+    ) -> Reconcile:
+        """End the reconcile with succeeded|failed|aborted; `applied_revision` when applied."""
+        if status not in RECONCILE_OUTCOMES:
+            raise UsageError(f"a reconcile ends succeeded, failed or aborted, not {status!r}")
+        now = self.now()
+        with self.writing() as session:
+            row = _get_reconcile(session.get(Reconcile, reconcile_id), reconcile_id)
+            row.stage_timings = _close_last_stage(row.stage_timings, now)
+            row.status, row.outcome, row.error, row.finished_at = status, outcome, error, now
+            if applied_revision is not None:
+                row.applied_revision = applied_revision
+        return row
+
+    def get_reconcile(self, reconcile_id: str) -> Reconcile | None:
+        return self.get(Reconcile, reconcile_id)
+
+    def list_reconciles(
+        self, project_id: str, *, status: str | None = None, limit: int = 50
+    ) -> list[Reconcile]:
+        """Reconciles of the project, newest first."""
+        query = select(Reconcile).where(Reconcile.project_id == project_id)
+        if status is not None:
+            query = query.where(Reconcile.status == status)
+        query = query.order_by(Reconcile.created_at.desc(), Reconcile.id.desc()).limit(limit)
+        with self.reading() as session:
+            return list(session.scalars(query))
+
+    def last_applied_revision(self, project_id: str) -> str | None:
+        """The revision of the newest succeeded reconcile that applied one (the last good)."""
+        query = (
+            select(Reconcile.applied_revision)
+            .where(
+                Reconcile.project_id == project_id,
+                Reconcile.status == "succeeded",
+                Reconcile.applied_revision.is_not(None),
+            )
+            .order_by(Reconcile.finished_at.desc(), Reconcile.id.desc())
+            .limit(1)
+        )
+        with self.reading() as session:
+            return session.scalars(query).first()
+
+    # -- webhook deliveries -----------------------------------------------------------------
+
+    def record_delivery(
+        self,
+        *,
+        provider: str,
+        delivery_id: str,
+        event: str,
+        ref: str | None = None,
+        status_code: int | None = None,
+        outcome: str | None = None,
+        reason: str | None = None,
+    ) -> bool:
+        """Record a webhook delivery; True if it is new, False if (provider, id) was seen."""
+        row = Delivery(
+            provider=provider,
+            delivery_id=delivery_id,
+            event=event,
+            ref=ref,
+            status_code=status_code,
+            outcome=outcome,
+            reason=reason,
+            received_at=self.now(),
+        )
+        try:
+            self.add(row)
+        except IntegrityError:
+            return False
+        return True
+
+    def set_delivery_outcome(
+        self, provider: str, delivery_id: str, *, status_code: int, outcome: str, reason: str
+    ) -> bool:
+        """Fill in what was done with a delivery; False if it was never recorded."""
+        with self.writing() as session:
+            row = session.scalars(
+                select(Delivery).where(
+                    Delivery.provider == provider, Delivery.delivery_id == delivery_id
+                )
+            ).one_or_none()
+            if row is None:
+                return False
+            row.status_code, row.outcome, row.reason = status_code, outcome, reason
+            return True
+
+    def get_delivery(self, provider: str, delivery_id: str) -> Delivery | None:
+        with self.reading() as session:
+            return session.scalars(
+                select(Delivery).where(
+                    Delivery.provider == provider, Delivery.delivery_id == delivery_id
+                )
+            ).one_or_none()
+
+
+def _get_reconcile(row: Reconcile | None, reconcile_id: str) -> Reconcile:
+    if row is None:
+        raise UsageError(f"no reconcile {reconcile_id}")
+    return row
+
+
+def _close_last_stage(timings: Any, now: datetime) -> list[dict[str, Any]]:
+    """A copy of `timings` with the open last stage given its duration."""
+    closed = [dict(entry) for entry in (timings or [])]
+    if closed and closed[-1].get("seconds") is None:
+        started = datetime.fromisoformat(closed[-1]["started_at"])
+        closed[-1]["seconds"] = round((now - started).total_seconds(), 6)
+    return closed

@@ -1,0 +1,201 @@
+"""Leases on rows for background workers: claim due rows, renew, fenced writes, release.
+
+dstack's pipeline locking (reference §4), for any model with the `Leased` columns:
+
+- `claim_due` picks due rows (`due_at` passed or NULL, no live lease, plus the caller's
+  filter) ordered by `last_processed_at` (never processed first), stamps a fresh
+  `lock_token` per row with `lock_expires_at`/`lock_owner`, and commits. On PostgreSQL the
+  pick is `SELECT … FOR UPDATE SKIP LOCKED`, so replicas claiming at once get disjoint rows;
+  on SQLite the claim holds an in-process lock and runs in a `BEGIN IMMEDIATE` transaction,
+  which also serializes claimers in other processes.
+- `renew` extends leases still held; `fenced_update` writes `UPDATE … WHERE id=? AND
+  lock_token=?` and says whether the fence held; `release` drops the lease, stamps
+  `last_processed_at` and sets when the row is due again.
+
+Everything is synchronous and short; async callers run it in a thread (see
+`workleasing.StoreLeasing`). Used by the engine's workers through that adapter.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, Connection, Engine, Table, and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from reconciler.adapters.db.connecting import writer_engine
+from reconciler.adapters.db.models import Base, Leased, new_id
+from reconciler.ports import Clock
+
+RowT = TypeVar("RowT", bound=Base)
+
+_LEASE_COLUMNS = frozenset({"lock_token", "lock_expires_at", "lock_owner"})
+
+
+def leased_table(model: type[Base]) -> Table:
+    """The table of a model that has the lease columns; refuses any other model."""
+    if not issubclass(model, Leased):
+        raise TypeError(f"{model.__name__} has no lease columns")
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+class Leases:
+    """Leasing on one database. Build one per engine and share it (it holds the SQLite lock)."""
+
+    def __init__(self, engine: Engine, *, clock: Clock) -> None:
+        self._engine = engine
+        self._writer = writer_engine(engine)
+        self._is_postgres = engine.dialect.name == "postgresql"
+        self._claim_lock = threading.Lock()
+        self._clock = clock
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock.now_ts(), UTC)
+
+    @contextmanager
+    def _claiming(self) -> Iterator[Connection]:
+        if self._is_postgres:
+            with self._writer.begin() as connection:
+                yield connection
+            return
+        with self._claim_lock, self._writer.begin() as connection:
+            yield connection
+
+    def claim_due(
+        self,
+        model: type[Base],
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+        where: ColumnElement[bool] | None = None,
+    ) -> list[tuple[str, str]]:
+        """Lease up to `limit` due rows; returns [(row id, lock token)] in claim order."""
+        if limit <= 0:
+            return []
+        table = leased_table(model)
+        c = table.c
+        now = now or self.now()
+        due = and_(
+            or_(c.due_at.is_(None), c.due_at <= now),
+            or_(c.lock_expires_at.is_(None), c.lock_expires_at <= now),
+        )
+        if where is not None:
+            due = and_(due, where)
+        query = (
+            select(c.id)
+            .where(due)
+            .order_by(c.last_processed_at.asc().nulls_first(), c.id)
+            .limit(limit)
+        )
+        if self._is_postgres:
+            query = query.with_for_update(skip_locked=True)
+        expires = now + timedelta(seconds=lease_seconds)
+        claimed: list[tuple[str, str]] = []
+        with self._claiming() as connection:
+            for row_id in connection.execute(query).scalars().all():
+                token = new_id()
+                connection.execute(
+                    update(table)
+                    .where(c.id == row_id)
+                    .values(lock_token=token, lock_expires_at=expires, lock_owner=owner)
+                )
+                claimed.append((row_id, token))
+        return claimed
+
+    def renew(
+        self,
+        model: type[Base],
+        held: Sequence[tuple[str, str]],
+        *,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> set[str]:
+        """Extend the leases [(row id, token)]; returns the tokens that were still held."""
+        table = leased_table(model)
+        expires = (now or self.now()) + timedelta(seconds=lease_seconds)
+        kept: set[str] = set()
+        with self._writer.begin() as connection:
+            for row_id, token in held:
+                result = connection.execute(
+                    update(table)
+                    .where(table.c.id == row_id, table.c.lock_token == token)
+                    .values(lock_expires_at=expires)
+                )
+                if result.rowcount:
+                    kept.add(token)
+        return kept
+
+    def fenced_update(
+        self, model: type[Base], row_id: str, token: str, values: Mapping[str, Any]
+    ) -> bool:
+        """`UPDATE … SET values WHERE id=row_id AND lock_token=token`; True if the fence held."""
+        table = leased_table(model)
+        touched = _LEASE_COLUMNS.intersection(values)
+        if touched:
+            raise ValueError(f"fenced_update may not set {sorted(touched)}; use release()")
+        with self._writer.begin() as connection:
+            result = connection.execute(
+                update(table)
+                .where(table.c.id == row_id, table.c.lock_token == token)
+                .values(**values)
+            )
+        return bool(result.rowcount)
+
+    def release(
+        self,
+        model: type[Base],
+        row_id: str,
+        token: str,
+        *,
+        due_in: float = 0.0,
+        now: datetime | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Drop the lease if still held, with `values` written in the same fenced statement.
+
+        Stamps `last_processed_at=now` and makes the row due again in `due_in` seconds.
+        Returns whether the fence held (False: the lease had been lost, nothing written).
+        """
+        table = leased_table(model)
+        now = now or self.now()
+        update_map: dict[str, Any] = dict(values or {})
+        update_map.update(
+            lock_token=None,
+            lock_expires_at=None,
+            lock_owner=None,
+            last_processed_at=now,
+            due_at=now + timedelta(seconds=due_in),
+        )
+        with self._writer.begin() as connection:
+            result = connection.execute(
+                update(table)
+                .where(table.c.id == row_id, table.c.lock_token == token)
+                .values(**update_map)
+            )
+        return bool(result.rowcount)
+
+    def load(self, model: type[RowT], row_id: str, token: str) -> RowT | None:
+        """The row if this lease still holds it, else None (reload before processing)."""
+        leased_table(model)
+        with Session(self._engine, expire_on_commit=False) as session:
+            row = session.get(model, row_id)
+            if row is None or getattr(row, "lock_token", None) != token:
+                return None
+            return row
+
+    def make_due(self, model: type[Base], row_id: str) -> bool:
+        """Make the row due now (after an API write); the caller then hints the worker."""
+        table = leased_table(model)
+        with self._writer.begin() as connection:
+            result = connection.execute(
+                update(table).where(table.c.id == row_id).values(due_at=None)
+            )
+        return bool(result.rowcount)

@@ -1,0 +1,65 @@
+"""Schema migrations: alembic driven through its API, with the scripts shipped in the package.
+
+No `alembic.ini` is needed at runtime: `alembic_config` points alembic at
+`reconciler/adapters/db/migrations` and hands it an open connection. `upgrade_database` is
+what `dockyard db upgrade` and the server start call; on PostgreSQL it holds an advisory lock
+so several server replicas starting at once migrate one after the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, text
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+_PG_MIGRATION_LOCK_KEY = 0x646F636B  # "dock": one cluster-wide advisory lock for migrations
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An alembic config for the packaged scripts, bound to `connection` when given."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The newest migration revision shipped with this version of Dockyard."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships migrations
+        raise RuntimeError("no migrations found in the package")
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at, or None for an empty database."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def upgrade_database(engine: Engine, revision: str = "head") -> str:
+    """Apply every pending migration up to `revision`; returns the revision reached."""
+    with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                text("SELECT pg_advisory_lock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY}
+            )
+            connection.commit()
+        try:
+            command.upgrade(alembic_config(connection), revision)
+            connection.commit()
+        finally:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY}
+                )
+                connection.commit()
+    reached = current_revision(engine)
+    if reached is None:  # pragma: no cover - alembic always stamps
+        raise RuntimeError("the database has no revision after upgrade")
+    return reached

@@ -1,0 +1,37 @@
+"""The ORM models of every Dockyard table (docs/contracts.md, "State store tables").
+
+Import models from here; `Base.metadata` is the schema the alembic migrations must match
+(tests/store/test_migrations.py checks it).
+"""
+
+from reconciler.adapters.db.models.accounts import Member, Project, Secret, Token, User
+from reconciler.adapters.db.models.base import Base, JSONText, Leased, UTCDateTime, new_id
+from reconciler.adapters.db.models.capacity import Fleet, Gateway, Instance, Volume
+from reconciler.adapters.db.models.resources import Delivery, Event, Reconcile, Resource
+from reconciler.adapters.db.models.workloads import Job, Run
+
+LEASED_MODELS: tuple[type[Base], ...] = (Run, Job, Fleet, Instance, Volume, Gateway, Reconcile)
+
+__all__ = [
+    "LEASED_MODELS",
+    "Base",
+    "Delivery",
+    "Event",
+    "Fleet",
+    "Gateway",
+    "Instance",
+    "JSONText",
+    "Job",
+    "Leased",
+    "Member",
+    "Project",
+    "Reconcile",
+    "Resource",
+    "Run",
+    "Secret",
+    "Token",
+    "UTCDateTime",
+    "User",
+    "Volume",
+    "new_id",
+]

@@ -1,0 +1,75 @@
+"""Runs and their jobs: the rows the run and job workers take with a lease.
+
+Statuses and termination reasons are dstack's strings (reference §2); this module does not
+interpret them. A run belongs to a project and, when managed, to a `resources` row; a job
+belongs to a run and, once placed, to an instance.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from reconciler.adapters.db.models.base import Base, JSONText, Leased, UTCDateTime, id_column
+
+
+class Run(Leased, Base, kw_only=True):
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_project_name", "project_id", "run_name"),
+        Index("ix_runs_status_processed", "status", "last_processed_at"),
+    )
+
+    id: Mapped[str] = id_column()
+    project_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("projects.id", ondelete="CASCADE")
+    )
+    run_name: Mapped[str] = mapped_column(String(200))
+    run_type: Mapped[str] = mapped_column(String(32))  # task | service | dev-environment
+    spec: Mapped[Any] = mapped_column(JSONText)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(32))
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    resource_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("resources.id", ondelete="SET NULL"), default=None, index=True
+    )
+    termination_reason: Mapped[str | None] = mapped_column(String(64), default=None)
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    deployment_num: Mapped[int] = mapped_column(Integer, default=0)
+    next_triggered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    deleted: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Job(Leased, Base, kw_only=True):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_status_processed", "status", "last_processed_at"),)
+
+    id: Mapped[str] = id_column()
+    run_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("runs.id", ondelete="CASCADE"), index=True
+    )
+    status: Mapped[str] = mapped_column(String(32))
+    job_spec: Mapped[Any] = mapped_column(JSONText)
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    replica_num: Mapped[int] = mapped_column(Integer, default=0)
+    job_num: Mapped[int] = mapped_column(Integer, default=0)
+    group_name: Mapped[str | None] = mapped_column(String(200), default=None)
+    submission_num: Mapped[int] = mapped_column(Integer, default=0)
+    deployment_num: Mapped[int] = mapped_column(Integer, default=0)
+    termination_reason: Mapped[str | None] = mapped_column(String(64), default=None)
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    exit_status: Mapped[int | None] = mapped_column(Integer, default=None)
+    instance_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("instances.id", ondelete="SET NULL"), default=None, index=True
+    )
+    agent_job_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    log_offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    unreachable_since: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    # What the jobs worker learns while the job runs: allocated GPUs and blocks, host ports,
+    # started_at, probe readiness. Owned by reconciler.engine.workers.jobs.
+    runtime: Mapped[Any] = mapped_column(JSONText, default=None, nullable=True)

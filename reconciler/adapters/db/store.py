@@ -1,0 +1,47 @@
+"""`Store`: the one object through which the control plane reads and writes its state.
+
+It is the composition of the parts (accounts, inventory, history, workloads) over one engine
+and one clock, plus `store.leases` for the background workers. Build it in the composition
+root and pass it down: `Store.from_url(url)` or `Store(engine, clock=...)`. No module
+globals, no implicit session: every method opens and closes its own short transaction and
+returns detached rows (or frozen domain values for the planner).
+
+The store is synchronous; async callers use `asyncio.to_thread` (the web layer's `Database`
+and `workleasing.StoreLeasing` do).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from reconciler.adapters.db.connecting import create_db_engine
+from reconciler.adapters.db.history import HistoryStore
+from reconciler.adapters.db.inventory import InventoryStore
+from reconciler.adapters.db.leasing import Leases
+from reconciler.adapters.db.migrating import upgrade_database
+from reconciler.adapters.db.workloads import WorkloadsStore
+from reconciler.ports import Clock
+
+
+class Store(InventoryStore, HistoryStore, WorkloadsStore):
+    """Projects, accounts, inventory, history and workloads; see docs/store.md."""
+
+    def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+        super().__init__(engine, clock=clock)
+        self.leases = Leases(engine, clock=self.clock)
+
+    @classmethod
+    def from_url(cls, db_url: str, *, clock: Clock | None = None, migrate: bool = False) -> Store:
+        """A store on a new engine for `db_url`; `migrate=True` upgrades the schema first."""
+        engine = create_db_engine(db_url)
+        if migrate:
+            upgrade_database(engine)
+        return cls(engine, clock=clock)
+
+    def upgrade(self) -> str:
+        """Apply pending migrations; returns the revision reached."""
+        return upgrade_database(self.engine)
+
+    def close(self) -> None:
+        """Dispose of the engine's connections."""
+        self.engine.dispose()

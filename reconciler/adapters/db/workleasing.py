@@ -1,0 +1,117 @@
+"""The leasing the engine's workers use, per work kind and async (`StoreLeasing`).
+
+Maps each work kind ("runs", "jobs", "instances", "fleets", "volumes", "gateways",
+"reconciles") to its table and to the filter of rows that still need processing (not
+finished, not deleted; statuses are dstack's, `reconciler.domain.statuses`), and runs the
+synchronous `Leases` calls in a thread so the event loop never blocks on the database.
+
+The adapter is generic in the lease value so it needs nothing from the engine: the engine
+passes its own `Lease` constructor (`StoreLeasing(leases, make_lease=Lease)`) and gets its
+`Lease` objects back, which satisfies `reconciler.engine.worker.Leasing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, Protocol, TypeVar
+
+from sqlalchemy import ColumnElement, and_, not_
+
+from reconciler.adapters.db.leasing import Leases
+from reconciler.adapters.db.models import (
+    Base,
+    Fleet,
+    Gateway,
+    Instance,
+    Job,
+    Reconcile,
+    Run,
+    Volume,
+)
+from reconciler.domain.statuses import InstanceStatus, JobStatus, RunStatus
+from reconciler.ports import WorkKind
+
+WORK_MODELS: Mapping[str, type[Base]] = {
+    "runs": Run,
+    "jobs": Job,
+    "instances": Instance,
+    "fleets": Fleet,
+    "volumes": Volume,
+    "gateways": Gateway,
+    "reconciles": Reconcile,
+}
+
+_FINISHED_RUNS = [s.value for s in RunStatus if s.is_finished()]
+_FINISHED_JOBS = [s.value for s in JobStatus if s.is_finished()]
+
+
+def pending_work(kind: str) -> ColumnElement[bool]:
+    """Rows of `kind` that still need processing (the claim filter)."""
+    filters: dict[str, ColumnElement[bool]] = {
+        "runs": and_(Run.deleted.is_(False), not_(Run.status.in_(_FINISHED_RUNS))),
+        "jobs": not_(Job.status.in_(_FINISHED_JOBS)),
+        "instances": Instance.status != InstanceStatus.TERMINATED.value,
+        "fleets": and_(Fleet.deleted.is_(False), not_(Fleet.status.in_(["terminated", "failed"]))),
+        "volumes": and_(Volume.deleted.is_(False), Volume.status != "failed"),
+        "gateways": and_(Gateway.deleted.is_(False), Gateway.status != "failed"),
+        "reconciles": Reconcile.status.in_(["queued", "running"]),
+    }
+    return filters[kind]
+
+
+class LeaseLike(Protocol):
+    """What the adapter needs of a lease value (the engine's `Lease` has these fields)."""
+
+    @property
+    def kind(self) -> WorkKind: ...
+
+    @property
+    def row_id(self) -> str: ...
+
+    @property
+    def token(self) -> str: ...
+
+
+L = TypeVar("L", bound=LeaseLike)
+
+
+class StoreLeasing(Generic[L]):
+    """Async, per-kind leasing over `Leases`, returning the caller's lease values."""
+
+    def __init__(self, leases: Leases, *, make_lease: Callable[[WorkKind, str, str], L]) -> None:
+        self._leases = leases
+        self._make_lease = make_lease
+
+    async def claim_due(
+        self, kind: WorkKind, *, owner: str, limit: int, lease_seconds: float
+    ) -> Sequence[L]:
+        claimed = await asyncio.to_thread(
+            self._leases.claim_due,
+            WORK_MODELS[kind],
+            owner=owner,
+            limit=limit,
+            lease_seconds=lease_seconds,
+            where=pending_work(kind),
+        )
+        return [self._make_lease(kind, row_id, token) for row_id, token in claimed]
+
+    async def renew(self, leases: Sequence[L], *, lease_seconds: float) -> set[str]:
+        by_kind: dict[WorkKind, list[tuple[str, str]]] = {}
+        for lease in leases:
+            by_kind.setdefault(lease.kind, []).append((lease.row_id, lease.token))
+        kept: set[str] = set()
+        for kind, held in by_kind.items():
+            kept |= await asyncio.to_thread(
+                self._leases.renew, WORK_MODELS[kind], held, lease_seconds=lease_seconds
+            )
+        return kept
+
+    async def release(self, lease: L, *, due_in: float) -> None:
+        await asyncio.to_thread(
+            self._leases.release,
+            WORK_MODELS[lease.kind],
+            lease.row_id,
+            lease.token,
+            due_in=due_in,
+        )
