@@ -1,0 +1,85 @@
+"""Parsed documents cached by blob SHA, and a snapshot turned into a desired state.
+
+`DocumentCache` remembers the parse result of every blob it has seen, so planning a new
+commit parses only the files whose content changed. `load_snapshot` reads the repo policy
+(`.dockyard.yml`), selects the config files it names, parses the new blobs and calls the
+pure `reconciler.core.loading.load_desired`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reconciler.adapters.gitsource.snapshots import Snapshot
+from reconciler.core.loading import ConfigParser, Document, load_desired, parse_document
+from reconciler.core.policy import RepoPolicy, parse_policy
+from reconciler.domain.desired import DesiredState
+from reconciler.domain.issues import ConfigIssue
+
+BlobReader = Callable[[str], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSnapshot:
+    """A commit's desired state and the policy it was loaded under."""
+
+    desired: DesiredState
+    policy: RepoPolicy
+
+
+class DocumentCache:
+    """Parse results by blob SHA; bounded, cleared whole when full."""
+
+    def __init__(self, parse: ConfigParser, *, max_entries: int = 100_000) -> None:
+        self._parse = parse
+        self._max = max_entries
+        self._documents: dict[str, Document] = {}
+        self._policies: dict[str, RepoPolicy | list[ConfigIssue]] = {}
+        self.parsed = 0
+        """How many documents were actually parsed (not served from the cache)."""
+
+    @property
+    def parse(self) -> ConfigParser:
+        return self._parse
+
+    def document(self, path: str, blob: str, read: BlobReader) -> Document:
+        cached = self._documents.get(blob)
+        if cached is None:
+            if len(self._documents) >= self._max:
+                self._documents.clear()
+            cached = parse_document(read(blob), path, self._parse)
+            self._documents[blob] = cached
+            self.parsed += 1
+        return cached.at(path)
+
+    def policy(
+        self, path: str, blob: str | None, read: BlobReader
+    ) -> RepoPolicy | list[ConfigIssue]:
+        if blob is None:
+            return RepoPolicy()
+        cached = self._policies.get(blob)
+        if cached is None:
+            cached = parse_policy(read(blob), path)
+            self._policies[blob] = cached
+        return cached
+
+
+def load_snapshot(snapshot: Snapshot, read: BlobReader, cache: DocumentCache) -> LoadedSnapshot:
+    """The desired state of `snapshot`, parsing only blobs the cache has not seen."""
+    policy_path = snapshot.policy_path
+    found = cache.policy(policy_path, snapshot.files.get(policy_path), read)
+    issues: list[ConfigIssue] = []
+    if isinstance(found, RepoPolicy):
+        policy = found
+    else:
+        policy, issues = RepoPolicy(), list(found)
+    documents = [
+        cache.document(path, blob, read)
+        for path, blob in snapshot.files.items()
+        if path != policy_path and policy.is_config_path(snapshot.relative(path))
+    ]
+    desired = load_desired(
+        documents, commit=snapshot.commit, policy=policy, parse=cache.parse, issues=issues
+    )
+    return LoadedSnapshot(desired=desired, policy=policy)

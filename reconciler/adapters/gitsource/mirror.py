@@ -1,0 +1,186 @@
+"""The mirror clone of a config repo in the data dir, and `fetch` (shell: runs git).
+
+A repo given as a local path is read in place (commits are immutable, and a detached
+`HEAD` of a CI checkout is then resolvable); `file://`, https and SSH URLs are mirrored.
+
+`GitMirror.fetch()` clones the remote as a bare mirror on first use and fetches it after
+that, then returns the head commit of the configured branch. git's failures become the
+errors of `reconciler.adapters.gitsource.errors`: a refused login, an unreachable remote,
+an unknown branch. A mirror that git reports as broken is deleted and cloned again, once;
+if that fails too, `CorruptMirrorError` says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import git
+
+from reconciler.adapters.gitsource.errors import (
+    AuthRefusedError,
+    CorruptMirrorError,
+    UnknownBranchError,
+    UnknownRefError,
+    UnreachableRemoteError,
+)
+from reconciler.adapters.gitsource.remotes import RepoLocation
+from reconciler.errors import DockyardError
+
+_AUTH_MARKERS = (
+    "authentication failed",
+    "could not read username",
+    "could not read password",
+    "permission denied",
+    "403",
+    "401",
+    "access denied",
+    "invalid username or password",
+    "terminal prompts disabled",
+)
+_UNREACHABLE_MARKERS = (
+    "could not resolve host",
+    "connection refused",
+    "connection timed out",
+    "timed out",
+    "network is unreachable",
+    "does not appear to be a git repository",
+    "repository not found",
+    "not found",
+    "unable to access",
+    "could not read from remote repository",
+    "no route to host",
+)
+_CORRUPT_MARKERS = (
+    "not a git repository",
+    "bad object",
+    "corrupt",
+    "unable to read",
+    "bad config",
+    "object file",
+    "missing object",
+    "broken",
+    "invalid object",
+    "fatal: bad",
+)
+
+
+class GitMirror:
+    """A bare mirror of one remote under `root`, fetched on demand."""
+
+    def __init__(self, location: RepoLocation, *, root: Path) -> None:
+        self.location = location
+        self.local = location.scheme == "local"
+        self.path = Path(location.clone_url) if self.local else root / location.mirror_name
+        self._repo: git.Repo | None = None
+
+    @property
+    def repo(self) -> git.Repo:
+        """The open mirror; `fetch()` first."""
+        if self._repo is None:
+            self._repo = self._open_or_clone(fetch=False)
+        return self._repo
+
+    def fetch(self) -> str:
+        """Update the mirror from the remote; return the branch's head commit SHA."""
+        self._repo = self._open_or_clone(fetch=True)
+        return self.branch_head()
+
+    def branch_head(self) -> str:
+        ref = f"refs/heads/{self.location.branch}"
+        try:
+            return str(self.repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}"))
+        except git.GitCommandError:
+            branches = ", ".join(sorted(h.name for h in self.repo.heads)[:20]) or "none"
+            raise UnknownBranchError(
+                f"branch {self.location.branch!r} does not exist in {self._where()} "
+                f"(branches: {branches}); pass an existing branch with --branch"
+            ) from None
+
+    def resolve(self, ref: str) -> str:
+        """The commit SHA a ref names: a SHA, a branch, a tag or an expression (`HEAD~1`)."""
+        candidates = [ref, f"refs/heads/{ref}", f"refs/tags/{ref}"]
+        for candidate in candidates:
+            try:
+                return str(
+                    self.repo.git.rev_parse("--verify", "--quiet", f"{candidate}^{{commit}}")
+                )
+            except git.GitCommandError:
+                continue
+        raise UnknownRefError(f"{ref!r} names no commit of {self._where()}; fetch first?")
+
+    def read_blob(self, sha: str) -> bytes:
+        """The content of a blob (through git's persistent `cat-file --batch`)."""
+        return bytes(self.repo.odb.stream(bytes.fromhex(sha)).read())
+
+    def _open_or_clone(self, *, fetch: bool) -> git.Repo:
+        if self.local:
+            return self._open_local()
+        try:
+            return self._open_and_fetch(fetch=fetch)
+        except _MirrorBrokenError:
+            shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            return self._open_and_fetch(fetch=True)
+        except _MirrorBrokenError as exc:
+            raise CorruptMirrorError(
+                f"the mirror of {self._where()} at {self.path} is corrupt and re-cloning it "
+                f"failed: {exc}; delete the directory and try again"
+            ) from None
+
+    def _open_local(self) -> git.Repo:
+        """A repo on this machine is read in place: commits are immutable, no mirror needed."""
+        try:
+            return git.Repo(self.path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UnreachableRemoteError(
+                f"{self._where()} is not a git repository (no such path or no .git)", delay=30.0
+            ) from None
+
+    def _open_and_fetch(self, *, fetch: bool) -> git.Repo:
+        env = self.location.git_env()
+        if not self.path.exists():
+            return self._clone(env)
+        try:
+            repo = git.Repo(self.path)
+            if fetch:
+                repo.git.update_environment(**env)
+                repo.git.fetch("--prune", "--force", "origin")
+            else:
+                repo.git.rev_parse("--git-dir")
+            return repo
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+            raise _MirrorBrokenError(type(exc).__name__) from exc
+        except git.GitCommandError as exc:
+            raise self._classify(exc, corrupt_possible=True) from exc
+
+    def _clone(self, env: dict[str, str]) -> git.Repo:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            repo = git.Repo.clone_from(self.location.clone_url, self.path, mirror=True, env=env)
+        except git.GitCommandError as exc:
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise self._classify(exc, corrupt_possible=False) from exc
+        repo.git.update_environment(**env)
+        return repo
+
+    def _classify(self, exc: git.GitCommandError, *, corrupt_possible: bool) -> Exception:
+        stderr = self.location.scrub(str(exc.stderr or "")).strip()
+        detail = stderr.splitlines()[-1].strip() if stderr else f"git exited {exc.status}"
+        low = stderr.lower()
+        where = self._where()
+        if corrupt_possible and any(m in low for m in _CORRUPT_MARKERS):
+            return _MirrorBrokenError(detail)
+        if any(m in low for m in _AUTH_MARKERS):
+            hint = "check the token" if self.location.scheme.startswith("http") else "check the key"
+            return AuthRefusedError(f"{where} refused our credentials ({detail}); {hint}")
+        if any(m in low for m in _UNREACHABLE_MARKERS):
+            return UnreachableRemoteError(f"cannot reach {where}: {detail}", delay=30.0)
+        return DockyardError(f"git failed for {where}: {detail}")
+
+    def _where(self) -> str:
+        return f"the config repo {self.location.scrub(self.location.url)}"
+
+
+class _MirrorBrokenError(Exception):
+    """Internal: the mirror is broken; re-clone once."""

@@ -1,0 +1,86 @@
+"""Immutable snapshots of a config repo at a commit: which config files, at which blobs.
+
+A `Snapshot` maps repo-relative paths of config files (`*.dstack.yml`, `*.dstack.yaml`
+and `.dockyard.yml`, under the optional subdirectory) to their blob SHAs; contents are
+read (and parsed) only for blobs not seen before. The first snapshot lists the commit's
+tree once (`git ls-tree`); the next ones apply `git diff-tree` between the two commits to
+the previous snapshot, so a one-file commit costs one small diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import git
+
+from reconciler.core.policy import CONFIG_SUFFIXES, POLICY_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The config files of one commit: path → blob SHA (read-only)."""
+
+    commit: str
+    files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    subdir: str = ""
+
+    @property
+    def policy_path(self) -> str:
+        return f"{self.subdir}/{POLICY_FILE}" if self.subdir else POLICY_FILE
+
+    def relative(self, path: str) -> str:
+        """`path` relative to the subdirectory (what `.dockyard.yml` `paths` refer to)."""
+        return path[len(self.subdir) + 1 :] if self.subdir else path
+
+
+def is_snapshot_file(path: str, subdir: str) -> bool:
+    if subdir and not path.startswith(subdir + "/"):
+        return False
+    name = path.rsplit("/", 1)[-1]
+    return path.endswith(CONFIG_SUFFIXES) or (
+        name == POLICY_FILE and path == (f"{subdir}/{POLICY_FILE}" if subdir else POLICY_FILE)
+    )
+
+
+def list_snapshot(repo: git.Repo, commit: str, subdir: str = "") -> Snapshot:
+    """The snapshot of `commit`, from one `git ls-tree` of its whole tree."""
+    args = ["-r", "-z", "--full-tree", commit]
+    if subdir:
+        args += ["--", subdir]
+    out = repo.git.ls_tree(*args)
+    files: dict[str, str] = {}
+    for entry in out.split("\0"):
+        if not entry:
+            continue
+        meta, _, path = entry.partition("\t")
+        mode, kind, sha = meta.split()
+        if kind == "blob" and mode != "120000" and is_snapshot_file(path, subdir):
+            files[path] = sha
+    return Snapshot(
+        commit=commit, files=MappingProxyType(dict(sorted(files.items()))), subdir=subdir
+    )
+
+
+def advance_snapshot(repo: git.Repo, previous: Snapshot, commit: str) -> Snapshot:
+    """The snapshot of `commit`, from `previous` and `git diff-tree` between the two."""
+    if commit == previous.commit:
+        return previous
+    args = ["-r", "-z", "--no-renames", "--no-commit-id", previous.commit, commit]
+    if previous.subdir:
+        args += ["--", previous.subdir]
+    out = repo.git.diff_tree(*args)
+    files = dict(previous.files)
+    parts = out.split("\0")
+    for meta, path in zip(parts[0::2], parts[1::2], strict=False):
+        if not meta.startswith(":"):
+            continue
+        _old_mode, new_mode, _old_sha, new_sha, status = meta[1:].split()
+        if status.startswith("D") or new_mode in ("000000", "120000", "160000"):
+            files.pop(path, None)
+        elif is_snapshot_file(path, previous.subdir):
+            files[path] = new_sha
+    return Snapshot(
+        commit=commit, files=MappingProxyType(dict(sorted(files.items()))), subdir=previous.subdir
+    )

@@ -1,0 +1,65 @@
+"""`GitSource`: one config repo as a sequence of snapshots (shell: git and the data dir).
+
+Composition: a `GitMirror` (clone/fetch, errors), snapshots built incrementally from the
+previous one, and a `DocumentCache` by blob SHA. Typical use:
+
+    source = GitSource(location, data_dir=dir, parse=schemas.parse_config)
+    head = source.fetch()
+    loaded = source.load(source.snapshot(head))
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+
+import git
+
+from reconciler.adapters.gitsource.documents import DocumentCache, LoadedSnapshot, load_snapshot
+from reconciler.adapters.gitsource.mirror import GitMirror
+from reconciler.adapters.gitsource.remotes import RepoLocation
+from reconciler.adapters.gitsource.snapshots import Snapshot, advance_snapshot, list_snapshot
+from reconciler.core.loading import ConfigParser
+
+_KEPT_SNAPSHOTS = 8
+
+
+class GitSource:
+    """Fetches a config repo and turns commits into desired states, incrementally."""
+
+    def __init__(self, location: RepoLocation, *, data_dir: Path, parse: ConfigParser) -> None:
+        self.location = location
+        self.mirror = GitMirror(location, root=data_dir / "git")
+        self.cache = DocumentCache(parse)
+        self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
+
+    def fetch(self) -> str:
+        """Update the mirror; return the head commit of the branch."""
+        return self.mirror.fetch()
+
+    def resolve(self, ref: str | None = None) -> str:
+        """The commit a ref names (the branch head when `ref` is None)."""
+        return self.mirror.branch_head() if ref is None else self.mirror.resolve(ref)
+
+    def snapshot(self, commit: str) -> Snapshot:
+        """The snapshot of `commit`, diffed from the most recent one when there is one."""
+        known = self._snapshots.get(commit)
+        if known is not None:
+            self._snapshots.move_to_end(commit)
+            return known
+        if self._snapshots:
+            previous = next(reversed(self._snapshots.values()))
+            try:
+                snap = advance_snapshot(self.mirror.repo, previous, commit)
+            except git.GitCommandError:  # the previous commit is gone (force push + gc)
+                snap = list_snapshot(self.mirror.repo, commit, self.location.subdir)
+        else:
+            snap = list_snapshot(self.mirror.repo, commit, self.location.subdir)
+        self._snapshots[commit] = snap
+        while len(self._snapshots) > _KEPT_SNAPSHOTS:
+            self._snapshots.popitem(last=False)
+        return snap
+
+    def load(self, snapshot: Snapshot) -> LoadedSnapshot:
+        """The desired state of `snapshot`; parses only blobs not seen before."""
+        return load_snapshot(snapshot, self.mirror.read_blob, self.cache)
