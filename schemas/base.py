@@ -1,0 +1,74 @@
+"""Base classes every configuration model derives from, and the error that names a field.
+
+`StrictModel` is frozen, rejects unknown keys and coerces YAML numbers to `str` where a
+string is expected (`python: 3.10`-style shorthands), like dstack. `ConfigModel` adds the
+stable `normalized()` form and `spec_hash()` the planner diffs and stores. Validators raise
+`FieldConflict` to pin a cross-field error on one field so `parse_config` can point at it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StrictModel(BaseModel):
+    """Immutable, unknown keys are errors, numbers coerced to `str` where a string is due."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        coerce_numbers_to_str=True,
+        use_enum_values=True,
+    )
+
+
+class FieldConflict(ValueError):  # noqa: N818 - pydantic only converts ValueError
+    """A validation error that belongs to `field` (a path relative to the validated model)."""
+
+    def __init__(self, field: str | tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.field: tuple[str | int, ...] = (field,) if isinstance(field, str) else field
+
+
+class ConfigModel(StrictModel):
+    """A top-level configuration (one file): carries its `type` and optional `name`."""
+
+    type: str
+    name: str | None = None
+
+    def normalized(self) -> dict[str, Any]:
+        """Stable, JSON-able dict with defaults filled and shorthands resolved.
+
+        Field names are dstack's. Parsing this dict again gives an equal model.
+        """
+        return self.model_dump(mode="json")
+
+    def spec_hash(self) -> str:
+        """sha256 hex of the canonical JSON of `normalized()`."""
+        canonical = json.dumps(
+            self.normalized(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class EntityReference(StrictModel):
+    """`name`, `project/name` or `{project, name}`: a fleet or gateway, maybe imported."""
+
+    project: str | None = None
+    name: str = Field(min_length=1)
+
+
+def to_entity_reference(value: Any) -> Any:
+    """Before-validator: `project/name` and `name` strings become `{project, name}`."""
+    if not isinstance(value, str):
+        return value
+    parts = value.split("/")
+    if any(not part for part in parts) or len(parts) > 2:
+        raise ValueError("invalid reference: use `<name>` or `<project>/<name>`")
+    if len(parts) == 1:
+        return {"project": None, "name": parts[0]}
+    return {"project": parts[0], "name": parts[1]}

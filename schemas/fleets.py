@@ -1,0 +1,154 @@
+"""`type: fleet`: cloud fleets (`nodes`) and SSH fleets (`ssh_config`), exactly one of them.
+
+Field names and defaults are dstack 0.22.5's (reference §1.5). `nodes: 2`, `nodes: 0..4`
+and `{min, target, max}` normalize to `{min, target, max}` (target defaults to min).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+
+from schemas.base import ConfigModel, FieldConflict, StrictModel
+from schemas.mounts import Env
+from schemas.profile import ProvisioningParams
+from schemas.resources import ResourcesSpec
+from schemas.scalars import ResourceName, split_range
+
+Blocks = Literal["auto"] | Annotated[int, Field(ge=1)]
+
+
+class SSHKey(StrictModel):
+    public: str
+    private: str | None = None
+
+
+class SSHProxyParams(StrictModel):
+    """A jump host."""
+
+    hostname: str
+    port: int | None = None
+    user: str
+    identity_file: str
+    ssh_key: SSHKey | None = None
+
+
+class SSHHostParams(StrictModel):
+    """One host of an SSH fleet, when it needs more than a hostname."""
+
+    hostname: str
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    proxy_jump: SSHProxyParams | None = None
+    internal_ip: str | None = None
+    ssh_key: SSHKey | None = None
+    blocks: Blocks | None = None
+
+    @field_validator("internal_ip")
+    @classmethod
+    def _private_ip(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            address = ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"invalid IP address {value!r}") from None
+        if not address.is_private:
+            raise ValueError(f"{value} is not a private IP address")
+        return value
+
+
+def _host_kind(value: Any) -> str:
+    return "~hostname" if isinstance(value, str) else "~host"
+
+
+SSHHost = Annotated[
+    Annotated[str, Tag("~hostname")] | Annotated[SSHHostParams, Tag("~host")],
+    Discriminator(_host_kind),
+]
+
+
+class SSHParams(StrictModel):
+    """`ssh_config`: defaults for all hosts, and the hosts."""
+
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    ssh_key: SSHKey | None = None
+    proxy_jump: SSHProxyParams | None = None
+    hosts: list[SSHHost]
+    network: str | None = None
+
+    @field_validator("network")
+    @classmethod
+    def _private_network(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            network = ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError(f"failed to parse network {value!r}") from None
+        if not network.is_private:
+            raise ValueError("a private network is required")
+        return value
+
+
+class FleetNodesSpec(StrictModel):
+    """How many instances: `min` kept, `target` provisioned at first, up to `max`."""
+
+    min: int = 0
+    target: int
+    max: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        value = split_range(value)
+        if isinstance(value, dict):
+            value = dict(value)
+            if value.get("min") is None:
+                value["min"] = 0
+            if value.get("target") is None:
+                value["target"] = value["min"]
+        return value
+
+    @field_validator("min")
+    @classmethod
+    def _non_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("min cannot be negative")
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FleetNodesSpec:
+        if self.target < self.min:
+            raise FieldConflict("target", "target must not be less than min")
+        if self.max is not None and self.max < self.min:
+            raise FieldConflict("max", "max must not be less than min")
+        if self.max is not None and self.max < self.target:
+            raise FieldConflict("max", "max must not be less than target")
+        return self
+
+
+class FleetConfiguration(ProvisioningParams, ConfigModel):
+    """`type: fleet`."""
+
+    type: Literal["fleet"] = "fleet"
+    name: ResourceName | None = None
+    placement: Literal["any", "cluster"] | None = None
+    blocks: Blocks = 1
+    nodes: FleetNodesSpec | None = None
+    resources: ResourcesSpec | None = None
+    ssh_config: SSHParams | None = None
+    env: Env
+
+    @model_validator(mode="after")
+    def _nodes_xor_ssh(self) -> FleetConfiguration:
+        if self.nodes is not None and self.ssh_config is not None:
+            raise FieldConflict("ssh_config", "`nodes` and `ssh_config` are mutually exclusive")
+        if self.nodes is None and self.ssh_config is None:
+            raise ValueError("set `nodes` (cloud fleet) or `ssh_config` (SSH fleet)")
+        return self

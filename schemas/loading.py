@@ -1,0 +1,126 @@
+"""YAML text -> Python data plus the composed node tree, with problems for what YAML rejects.
+
+Called by `parsing.parse_config`. Uses PyYAML's libyaml-backed loader when available
+(YAML 1.1 like dstack, which reads configs with `yaml.safe_load`) and keeps the node tree
+from the same pass, so locating validation errors costs no second parse. Duplicate keys
+are errors here (dstack silently keeps the last one); tabs, syntax errors, empty,
+non-mapping and multi-document files become `Problem`s with a line and column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from schemas.problems import Problem
+
+_BaseLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_BaseLoader):  # type: ignore[misc]
+    """A safe loader that records duplicate mapping keys instead of overwriting them."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[yaml.Node] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    self.duplicates.append(key_node)
+                seen.add(key)
+            except TypeError:
+                continue  # unhashable keys are reported by the constructor itself
+        result: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A loaded YAML document: the data, its node tree, and problems YAML itself found."""
+
+    data: Any
+    node: yaml.Node | None
+    problems: tuple[Problem, ...]
+
+
+def decode(text: str | bytes, path: str) -> tuple[str, tuple[Problem, ...]]:
+    """Bytes -> str (UTF-8, BOM tolerated)."""
+    if isinstance(text, str):
+        return text, ()
+    try:
+        return text.decode("utf-8-sig"), ()
+    except UnicodeDecodeError as exc:
+        line = text[: exc.start].count(b"\n") + 1
+        return "", (Problem(path, line, 1, "", "the file is not valid UTF-8"),)
+
+
+def load_document(text: str, path: str) -> Document:
+    """Parse one YAML document; never raises for bad input."""
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        return Document(None, None, (_marked_problem(exc, text, path),))
+    except yaml.YAMLError as exc:
+        return Document(None, None, (_unmarked_problem(exc, text, path),))
+    except RecursionError:
+        return Document(None, None, (Problem(path, 1, 1, "", "the document is nested too deeply"),))
+    finally:
+        loader.dispose()
+    duplicates = tuple(
+        Problem(
+            path,
+            key.start_mark.line + 1,
+            key.start_mark.column + 1,
+            str(key.value),
+            f"duplicate key `{key.value}` (dstack keeps the last one silently; Dockyard "
+            "rejects it)",
+            "remove one of the two",
+        )
+        for key in loader.duplicates
+    )
+    return Document(data, node, duplicates)
+
+
+def _marked_problem(exc: yaml.MarkedYAMLError, text: str, path: str) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark is not None else 1
+    column = mark.column + 1 if mark is not None else 1
+    problem = exc.problem or "invalid YAML"
+    hint = None
+    if "\\t" in problem or "tab" in problem:
+        problem, hint = "a tab character is not allowed here", "indent with spaces, not tabs"
+    elif "expected a single document" in problem:
+        problem = "multi-document files are not supported: one configuration per file"
+        hint = "split the documents into separate files"
+    elif _line_has_tab(text, line):
+        hint = "this line contains a tab; YAML indentation must use spaces"
+    message = f"invalid YAML: {problem}"
+    if exc.context and "single document" not in problem:
+        message += f" ({exc.context})"
+    return Problem(path, line, column, "", message, hint)
+
+
+def _unmarked_problem(exc: yaml.YAMLError, text: str, path: str) -> Problem:
+    position = getattr(exc, "position", None)
+    if isinstance(position, int):
+        line = text.count("\n", 0, position) + 1
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+    else:
+        line, column = 1, 1
+    reason = getattr(exc, "reason", None) or str(exc).splitlines()[0]
+    return Problem(path, line, column, "", f"invalid YAML: {reason}")
+
+
+def _line_has_tab(text: str, line: int) -> bool:
+    lines = text.splitlines()
+    return 0 < line <= len(lines) and "\t" in lines[line - 1]

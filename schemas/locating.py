@@ -1,0 +1,170 @@
+"""Pydantic validation errors -> `Problem`s pointing at the YAML key or value at fault.
+
+Called by `parsing.parse_config` only when validation failed (valid files never pay for
+it). Walks the composed node tree along each error's `loc`, skipping pydantic's union and
+tag labels, and turns messages into short sentences with hints ("did you mean
+`commands`?") computed from the model's field names or the allowed values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from pydantic_core import ErrorDetails
+
+from schemas.base import FieldConflict
+from schemas.problems import Problem
+
+Loc = tuple[str | int, ...]
+# Keys a model renames before validation: error `loc` name -> names the user may have written.
+_ALIASES: dict[str, tuple[str, ...]] = {"groups": ("replicas",), "replicas": ("count",)}
+
+
+def locate_errors(
+    errors: Iterable[ErrorDetails], root: yaml.Node | None, model: type[BaseModel], path: str
+) -> list[Problem]:
+    """One `Problem` per distinct field, messages of union alternatives merged."""
+    merged: dict[tuple[int, int, str], Problem] = {}
+    for error in errors:
+        problem = _to_problem(error, root, model, path)
+        key = (problem.line, problem.column, problem.field)
+        if key in merged:
+            earlier = merged[key]
+            if problem.message not in earlier.message:
+                merged[key] = Problem(
+                    path,
+                    earlier.line,
+                    earlier.column,
+                    earlier.field,
+                    f"{earlier.message}, or {problem.message}",
+                    earlier.hint or problem.hint,
+                )
+        else:
+            merged[key] = problem
+    return sorted(merged.values(), key=lambda p: (p.line, p.column, p.field))
+
+
+def _to_problem(
+    error: ErrorDetails, root: yaml.Node | None, model: type[BaseModel], path: str
+) -> Problem:
+    loc: Loc = tuple(error["loc"])
+    conflict = (error.get("ctx") or {}).get("error")
+    if isinstance(conflict, FieldConflict):
+        loc = loc + conflict.field
+    kind = error["type"]
+    node, field_path, rest = _walk(root, loc, want_key=kind == "extra_forbidden")
+    if kind == "missing" and rest:
+        field_path = [*field_path, rest[-1]]
+    field = _format_field(field_path)
+    message, hint = _message(error, rest, model, field_path)
+    line, column = (1, 1)
+    if node is not None:
+        line, column = node.start_mark.line + 1, node.start_mark.column + 1
+    return Problem(path, line, column, field, message, hint)
+
+
+def _walk(
+    root: yaml.Node | None, loc: Loc, *, want_key: bool
+) -> tuple[yaml.Node | None, list[str | int], list[str | int]]:
+    """Follow `loc` in the node tree: (deepest node, path walked, loc items left over)."""
+    node: yaml.Node | None = root
+    walked: list[str | int] = []
+    items = [item for item in loc if not (isinstance(item, str) and item.startswith("~"))]
+    for index, item in enumerate(items):
+        last = index == len(items) - 1
+        found = _child(node, item, want_key=want_key and last)
+        if found is None:
+            if isinstance(item, str) and not last and _is_label(item):
+                continue
+            return node, walked, items[index:]
+        node, name = found
+        walked.append(name)
+    return node, walked, []
+
+
+def _is_label(item: str) -> bool:
+    return item == "[key]" or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", item)
+
+
+def _child(
+    node: yaml.Node | None, item: str | int, *, want_key: bool
+) -> tuple[yaml.Node, str | int] | None:
+    if isinstance(node, yaml.MappingNode) and isinstance(item, str):
+        for name in (item, *_ALIASES.get(item, ())):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == name:
+                    return (key_node if want_key else value_node), name
+        return None
+    if (
+        isinstance(node, yaml.SequenceNode)
+        and isinstance(item, int)
+        and 0 <= item < len(node.value)
+    ):
+        return node.value[item], item
+    return None
+
+
+def _format_field(parts: Sequence[str | int]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _message(
+    error: ErrorDetails, rest: list[str | int], model: type[BaseModel], walked: list[str | int]
+) -> tuple[str, str | None]:
+    kind, msg = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        name = str(walked[-1]) if walked else "?"
+        allowed = fields_at(model, [p for p in walked[:-1] if isinstance(p, str)])
+        return f"unknown field `{name}`", _suggest(name, allowed)
+    if kind == "missing":
+        return f"missing required field `{rest[-1] if rest else '?'}`", None
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind in ("literal_error", "enum"):
+        given = error.get("input")
+        expected = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+        hint = _suggest(str(given), expected) if isinstance(given, str) else None
+        return f"{msg[:1].lower()}{msg[1:]} (got {given!r})", hint
+    inner = [str(p) for p in rest if not (isinstance(p, str) and _is_label(p))]
+    prefix = f"{'.'.join(inner)}: " if inner and kind != "missing" else ""
+    return f"{prefix}{msg[:1].lower()}{msg[1:]}", None
+
+
+def _suggest(given: str, choices: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def fields_at(model: type[BaseModel], names: Sequence[str]) -> list[str]:
+    """Field names of the model(s) reached from `model` along field `names`."""
+    models: list[type[BaseModel]] = [model]
+    for name in names:
+        next_models: list[type[BaseModel]] = []
+        for current in models:
+            info = current.model_fields.get(name)
+            if info is not None:
+                next_models.extend(_models_in(info.annotation))
+        models = next_models or models
+    return sorted({field for current in models for field in current.model_fields})
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if origin is not None or isinstance(annotation, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found.extend(_models_in(arg))
+    return found

@@ -1,0 +1,185 @@
+"""Profile fields shared by runs (and partly by fleets and presets): where and how to provision.
+
+`backends`, `regions`, `spot_policy`, `retry`, `max_duration`, `idle_duration`, `schedule`,
+`fleets`, `instances`, `tags`, `backend_options`, … with dstack's values and defaults
+(reference §1.1). Used by `runs.py`, `fleets.py` and `presets.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
+
+from schemas.base import EntityReference, StrictModel, to_entity_reference
+from schemas.scalars import Duration, IdleDuration, OffDuration, Tags
+
+Backend = Literal[
+    "amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch", "daytona",
+    "digitalocean", "dstack", "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "lium",
+    "remote", "nebius", "oci", "runpod", "seeweb", "tensordock", "vastai", "verda", "vultr",
+    "slurm",
+]  # fmt: skip
+SpotPolicy = Literal["spot", "on-demand", "auto"]
+RetryEvent = Literal["no-capacity", "interruption", "error"]
+_CRON_FIELD_RE = re.compile(r"^[0-9A-Za-z*?/,\-#L]+$")
+
+
+class ProfileRetry(StrictModel):
+    """`retry: {on_events, duration}`; `on_events` unset means every event."""
+
+    on_events: list[RetryEvent] | None = None
+    duration: Duration | None = None
+
+    @field_validator("on_events")
+    @classmethod
+    def _not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("`on_events` cannot be empty")
+        return value
+
+
+def _bool_or_model(value: Any) -> str:
+    return "~bool" if isinstance(value, bool) else "~model"
+
+
+Retry = Annotated[
+    Annotated[bool, Tag("~bool")] | Annotated[ProfileRetry, Tag("~model")],
+    Discriminator(_bool_or_model),
+]
+
+
+class UtilizationPolicy(StrictModel):
+    """Stop a run whose GPUs stay under `min_gpu_utilization` % for `time_window`."""
+
+    min_gpu_utilization: Annotated[int, Field(ge=0, le=100)]
+    time_window: Duration
+
+    @field_validator("time_window")
+    @classmethod
+    def _window(cls, value: int) -> int:
+        if value < 300:
+            raise ValueError("the minimum time_window is 5m")
+        if value > 3600:
+            raise ValueError("the maximum time_window is 1h")
+        return value
+
+
+def check_cron(expression: str) -> None:
+    """A five-field crontab expression (`minute hour day month day_of_week`), UTC."""
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(f"invalid cron {expression!r}: expected 5 fields, got {len(fields)}")
+    for item in fields:
+        if not _CRON_FIELD_RE.match(item):
+            raise ValueError(f"invalid cron {expression!r}: bad field {item!r}")
+
+
+class Schedule(StrictModel):
+    """`schedule: {cron: "0 8 * * *" | [..]}`; normalized to a list."""
+
+    cron: list[str]
+
+    @field_validator("cron", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        values = [value] if isinstance(value, str) else value
+        if isinstance(values, list):
+            if not values:
+                raise ValueError("at least one cron expression must be specified")
+            for item in values:
+                if isinstance(item, str):
+                    check_cron(item)
+        return values
+
+
+class InstanceNameSelector(StrictModel):
+    name: Annotated[str, Field(min_length=1)]
+
+
+class InstanceHostnameSelector(StrictModel):
+    hostname: Annotated[str, Field(min_length=1)]
+
+
+class FleetInstanceSelector(StrictModel):
+    fleet: Annotated[EntityReference, BeforeValidator(to_entity_reference)]
+    instance: Annotated[int, Field(ge=0)]
+
+
+def _selector_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        if "hostname" in value:
+            return "~hostname"
+        if "fleet" in value or "instance" in value:
+            return "~fleet"
+    if isinstance(value, InstanceHostnameSelector | FleetInstanceSelector):
+        return "~hostname" if isinstance(value, InstanceHostnameSelector) else "~fleet"
+    return "~name"
+
+
+def _selector_shorthand(value: Any) -> Any:
+    return {"name": value} if isinstance(value, str) else value
+
+
+InstanceSelector = Annotated[
+    Annotated[InstanceNameSelector, Tag("~name")]
+    | Annotated[InstanceHostnameSelector, Tag("~hostname")]
+    | Annotated[FleetInstanceSelector, Tag("~fleet")],
+    Discriminator(_selector_kind),
+    BeforeValidator(_selector_shorthand),
+]
+Reference = Annotated[
+    EntityReference,
+    BeforeValidator(to_entity_reference, json_schema_input_type=str | EntityReference),
+]
+
+
+class VastAIOptions(StrictModel):
+    """`backend_options` entry for vastai."""
+
+    type: Literal["vastai"] = "vastai"
+    offer_order: Literal["score", "price"] | None = None
+    min_reliability: Annotated[float | None, Field(ge=0, le=1)] = None
+    min_score: Annotated[int | None, Field(ge=0)] = None
+
+
+def check_backend_options(value: list[VastAIOptions] | None) -> list[VastAIOptions] | None:
+    seen: set[str] = set()
+    for option in value or []:
+        if option.type in seen:
+            raise ValueError(f"backend_options has two entries for backend {option.type!r}")
+        seen.add(option.type)
+    return value
+
+
+class ProvisioningParams(StrictModel):
+    """Fields runs and fleets share: where offers come from and what they may cost."""
+
+    backends: list[Backend] | None = None
+    regions: list[str] | None = None
+    availability_zones: list[str] | None = None
+    instance_types: list[str] | None = None
+    reservation: str | None = None
+    spot_policy: SpotPolicy | None = None
+    retry: Retry | None = None
+    max_price: Annotated[float | None, Field(gt=0.0)] = None
+    idle_duration: IdleDuration = None
+    tags: Tags = None
+    backend_options: list[VastAIOptions] | None = None
+
+    _options = field_validator("backend_options")(check_backend_options)
+
+
+class ProfileParams(ProvisioningParams):
+    """Every profile field a run (and a preset) accepts."""
+
+    max_duration: OffDuration = None
+    stop_duration: OffDuration = None
+    creation_policy: Literal["reuse", "reuse-or-create"] | None = None
+    utilization_policy: UtilizationPolicy | None = None
+    startup_order: Literal["any", "master-first", "workers-first"] | None = None
+    stop_criteria: Literal["all-done", "master-done"] | None = None
+    schedule: Schedule | None = None
+    fleets: list[Reference] | None = None
+    instances: Annotated[list[InstanceSelector] | None, Field(min_length=1)] = None

@@ -1,0 +1,171 @@
+"""`type: service`: a long-running, load-balanced run with replicas, probes and a model.
+
+Field names, defaults and checks are dstack 0.22.5's (reference §1.4); the service-only
+parts (scaling, probes, rate limits, replica groups) are in `service_parts.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Tag, field_validator, model_validator
+
+from schemas.base import EntityReference, FieldConflict, to_entity_reference
+from schemas.mounts import PortMapping, parse_port
+from schemas.runs import (
+    BaseRunConfiguration,
+    check_commands_or_image,
+    check_unique_names,
+    name_groups,
+)
+from schemas.scalars import IntRange
+from schemas.service_parts import (
+    ChatModel,
+    DiscriminateBool,
+    GatewayBool,
+    ProbeConfig,
+    RateLimit,
+    ReplicaGroup,
+    ScalingSpec,
+    check_replicas,
+    check_scaling,
+    to_chat_model,
+)
+
+_PORT_PAIR_RE = re.compile(r"^[0-9]+:[0-9]+$")
+
+
+def parse_service_port(value: Any) -> Any:
+    """`port: 8000` is served on 80; `"80:8000"` or a mapping set both sides."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"local_port": 80, "container_port": value}
+    if isinstance(value, str) and not _PORT_PAIR_RE.match(value):
+        raise ValueError(f"invalid port {value!r}: use `8000` or `80:8000`")
+    return parse_port(value)
+
+
+Gateway = Annotated[
+    GatewayBool | Annotated[EntityReference, BeforeValidator(to_entity_reference), Tag("~other")],
+    DiscriminateBool,
+]
+# (service-level field, predicate on the service, group fields it may not be mixed with)
+_EXCLUSIVE_WITH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("image", ("image", "docker", "python", "nvcc")),
+    ("docker", ("docker", "image", "python", "nvcc")),
+    ("python", ("python", "image", "docker")),
+    ("nvcc", ("nvcc", "image", "docker")),
+    ("privileged", ("privileged",)),
+    ("spot_policy", ("spot_policy",)),
+    ("reservation", ("reservation",)),
+)
+_TRUE_ONLY = ("docker", "privileged", "nvcc")
+
+
+class ServiceConfiguration(BaseRunConfiguration):
+    """`type: service`."""
+
+    type: Literal["service"] = "service"
+    commands: list[str] = []
+    port: Annotated[
+        PortMapping,
+        BeforeValidator(parse_service_port, json_schema_input_type=int | str | PortMapping),
+    ]
+    gateway: Gateway | None = None
+    strip_prefix: bool = True
+    model: Annotated[
+        ChatModel | None, BeforeValidator(to_chat_model, json_schema_input_type=str | None)
+    ] = None
+    https: bool | Literal["auto"] | None = None
+    auth: bool = True
+    scaling: ScalingSpec | None = None
+    rate_limits: list[RateLimit] = []
+    probes: list[ProbeConfig] | None = None
+    replicas: IntRange | None = None
+    groups: list[ReplicaGroup] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_groups(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if value.get("groups") is None and isinstance(value.get("replicas"), list):
+            value = {**value, "groups": value["replicas"]}
+            del value["replicas"]
+        if value.get("groups") is not None and value.get("replicas") is not None:
+            raise FieldConflict("groups", "`replicas` and `groups` are mutually exclusive")
+        return value
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _name_groups(cls, value: Any) -> Any:
+        return name_groups(value)
+
+    @field_validator("groups")
+    @classmethod
+    def _unique_groups(cls, value: list[ReplicaGroup] | None) -> list[ReplicaGroup] | None:
+        if value is not None:
+            check_unique_names(value, "replica")
+        return value
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas(cls, value: IntRange | None) -> IntRange | None:
+        return None if value is None else check_replicas(value)
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _unique_prefixes(cls, value: list[RateLimit]) -> list[RateLimit]:
+        counts = Counter(limit.prefix for limit in value)
+        for index, limit in enumerate(value):
+            if counts[limit.prefix] > 1:
+                raise FieldConflict((index, "prefix"), f"prefix {limit.prefix!r} used twice")
+        return value
+
+    @field_validator("probes")
+    @classmethod
+    def _unique_probes(cls, value: list[ProbeConfig] | None) -> list[ProbeConfig] | None:
+        for index, probe in enumerate(value or []):
+            if probe in (value or [])[:index]:
+                raise FieldConflict((index,), "probes must be unique")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServiceConfiguration:
+        check_commands_or_image(self)
+        check_scaling(self.replicas, self.scaling)
+        if self.groups is not None:
+            self._check_groups(self.groups)
+        return self
+
+    def _check_groups(self, groups: list[ReplicaGroup]) -> None:
+        for field in ("scaling", "commands"):
+            if getattr(self, field):
+                raise FieldConflict(field, f"top-level `{field}` is not allowed with `groups`")
+        for field, group_fields in _EXCLUSIVE_WITH_GROUPS:
+            value = getattr(self, field)
+            is_set = value is True if field in _TRUE_ONLY else value is not None
+            if not is_set:
+                continue
+            for index, group in enumerate(groups):
+                for other in group_fields:
+                    if getattr(group, other) is not None:
+                        raise FieldConflict(
+                            ("groups", index, other),
+                            f"`{field}` is set on the service; `{other}` cannot be set per group",
+                        )
+        for index, group in enumerate(groups):
+            if not group.commands and group.image is None and self.image is None:
+                raise FieldConflict(
+                    ("groups", index), "set `commands` or `image` in the group or on the service"
+                )
+        routers = [index for index, group in enumerate(groups) if group.router is not None]
+        if len(routers) > 1:
+            raise FieldConflict(("groups", routers[1], "router"), "at most one group may route")
+        if routers and (groups[routers[0]].replicas.min, groups[routers[0]].replicas.max) != (1, 1):
+            raise FieldConflict(
+                ("groups", routers[0], "replicas"), "a router group needs 1 replica"
+            )
