@@ -15,7 +15,7 @@ from rich.console import Console
 
 from reconciler.errors import DockyardError, UsageError
 
-_COMMAND_MODULES: tuple[str, ...] = ("db",)
+_COMMAND_MODULES: tuple[str, ...] = ("db", "plan")
 
 
 def build_app() -> typer.Typer:

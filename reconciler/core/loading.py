@@ -25,7 +25,7 @@ from reconciler.core.policy import RepoPolicy
 from reconciler.domain.desired import IMPLICIT_PATH, DesiredResource, DesiredState
 from reconciler.domain.issues import ConfigIssue
 from reconciler.domain.kinds import Kind
-from schemas.problems import ConfigError
+from schemas import ConfigError
 
 ConfigParser = Callable[[bytes, str], Any]
 """`schemas.parse_config`: text and path → model with `type`, `name`, `normalized()`,
