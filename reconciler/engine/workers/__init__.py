@@ -1,0 +1,66 @@
+"""The per-kind background workers and what they are built from.
+
+Each worker module (`runs`, `jobs`, `instances`, `fleets`, `volumes`, `gateways`) exposes
+
+    def make_process(deps: WorkerDeps) -> Process
+
+returning the `process(row_id, lock_token)` callback of the generic
+`reconciler.engine.worker.Worker` for its kind, and may expose `CONFIG: WorkerConfig`
+(batch size, lease, intervals; defaults from dstack's table in dstack-spec §4). The
+controller builds one `Worker` per kind from these; tests call `make_process(deps)` and
+then the callback (or `Worker.process_once`) directly.
+
+`WorkerDeps` carries every dependency the callbacks need — nothing is global: the store,
+the clock, `hint` (wake another kind's worker after a write that made its rows due), the
+stacks engines, the agent directory (SSH-tunnelled agent clients per instance) and the
+server settings that matter to workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.adapters.db.store import Store
+from reconciler.engine.agents import AgentDirectory
+from reconciler.ports import Clock, WorkKind
+from stacks.protocol import Engine, EngineName
+
+
+@dataclass(frozen=True, slots=True)
+class LocalAgent:
+    """How the server reaches the agent of the local fleet (this host)."""
+
+    hostname: str
+    ssh_port: int
+    ssh_user: str
+    agent_port: int
+
+
+LocalAgentStarter = Callable[[], Awaitable[LocalAgent]]
+"""Starts (or finds running) the agent of this host; returns how to reach it."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTimings:
+    """Grace windows and intervals the workers apply (all seconds; tests shorten them)."""
+
+    unreachable_grace: float = 120.0
+    """How long an agent may be unreachable before its jobs fail `instance_unreachable`."""
+    instance_check_interval: float = 14.0
+    fleet_check_interval: float = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDeps:
+    """Everything a worker callback may use; built once by the controller."""
+
+    store: Store
+    clock: Clock
+    hint: Callable[[WorkKind], None]
+    agents: AgentDirectory
+    data_dir: Path
+    engines: Mapping[EngineName, Engine] = field(default_factory=dict)
+    local_agent: LocalAgentStarter | None = None
+    timings: WorkerTimings = WorkerTimings()
