@@ -1,0 +1,216 @@
+"""The wire models of the REST API: what the server answers and the `Client` returns.
+
+Shapes follow dstack's where dstack has them (dstack-spec.md §3, §4): `Run` is dstack's Run
+JSON (`id`, `project_name`, `user`, `status`, `run_spec`, `jobs[].job_submissions[]`,
+`latest_job_submission`, `service {url, model {name, base_url, type}}`, …). Answers accept
+unknown fields, so an older client keeps working against a newer server.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Wire(BaseModel):
+    """Base of every answer: tolerant of fields it does not know."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ServerInfo(Wire):
+    server_version: str
+    project: str
+    repo: str | None
+    branch: str
+
+
+class User(Wire):
+    id: str
+    username: str
+    global_role: str
+    created_at: datetime
+
+
+class UserWithToken(Wire):
+    user: User
+    token: str
+
+
+class Member(Wire):
+    user: User
+    project_role: str
+
+
+class Project(Wire):
+    project_id: str
+    project_name: str
+    created_at: datetime
+    members: list[Member]
+
+
+class ServiceModel(Wire):
+    name: str
+    base_url: str
+    type: str = "chat"
+
+
+class ServiceInfo(Wire):
+    url: str
+    model: ServiceModel | None = None
+    options: dict[str, Any] = {}
+
+
+class JobSubmission(Wire):
+    id: str
+    submission_num: int
+    deployment_num: int
+    submitted_at: datetime
+    last_processed_at: datetime | None
+    finished_at: datetime | None = None
+    status: str
+    status_message: str
+    termination_reason: str | None
+    exit_status: int | None
+    job_provisioning_data: dict[str, Any] | None = None
+
+
+class JobInfo(Wire):
+    job_spec: dict[str, Any]
+    job_submissions: list[JobSubmission]
+
+
+class Run(Wire):
+    """dstack's Run JSON (what `dockyard run get NAME --json` prints)."""
+
+    id: str
+    project_name: str
+    user: str
+    fleet: dict[str, Any] | None = None
+    submitted_at: datetime
+    last_processed_at: datetime | None
+    status: str
+    status_message: str
+    termination_reason: str | None
+    run_spec: dict[str, Any]
+    jobs: list[JobInfo]
+    latest_job_submission: JobSubmission | None
+    cost: float = 0.0
+    service: ServiceInfo | None = None
+    deployment_num: int = 0
+    error: str | None = None
+    deleted: bool = False
+    next_triggered_at: datetime | None = None
+    origin: str | None = None
+
+
+class Instance(Wire):
+    id: str
+    name: str
+    instance_num: int
+    status: str
+    hostname: str | None
+    backend: str | None
+    region: str | None
+    instance_type: str | None
+    price: float | None
+    resources: dict[str, Any] | None
+    busy_blocks: int = 0
+    total_blocks: int = 1
+
+
+class Fleet(Wire):
+    id: str
+    name: str
+    project_name: str
+    spec: dict[str, Any]
+    status: str
+    status_message: str
+    created_at: datetime
+    instances: list[Instance]
+
+
+class Volume(Wire):
+    """A volume or a gateway: its configuration, status and the outputs of its stack."""
+
+    id: str
+    name: str
+    project_name: str
+    configuration: dict[str, Any]
+    status: str
+    status_message: str
+    outputs: dict[str, Any] | None = None
+    created_at: datetime | None = None
+
+
+class EventTarget(Wire):
+    type: str
+    project_name: str | None
+    id: str | None
+    name: str
+
+
+class Event(Wire):
+    id: str
+    message: str
+    timestamp: datetime
+    targets: list[EventTarget]
+
+
+class Reconcile(Wire):
+    id: str
+    project_name: str
+    trigger: str
+    delivery_id: str | None
+    attempted_revision: str | None
+    applied_revision: str | None
+    status: str
+    stage: str | None
+    plan: Any = None
+    outcome: Any = None
+    error: str | None
+    stage_timings: Any = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None
+
+    def is_finished(self) -> bool:
+        return self.status in ("succeeded", "failed", "aborted")
+
+
+class Delivery(Wire):
+    id: str
+    provider: str
+    delivery_id: str
+    event: str
+    ref: str | None
+    status_code: int | None
+    outcome: str | None
+    reason: str | None
+    received_at: datetime
+
+
+class Secret(Wire):
+    """A project secret; `value` is set only in answers to admins who ask for one secret."""
+
+    id: str
+    name: str
+    value: str | None = None
+
+
+class LogChunk(Wire):
+    """Bytes `[offset, next_offset)` of a job's log, base64 in `data`."""
+
+    job_id: str | None
+    offset: int
+    next_offset: int
+    data: str
+    finished: bool
+
+
+class WebhookAnswer(Wire):
+    outcome: str
+    reason: str | None = None
+    reconcile_id: str | None = None

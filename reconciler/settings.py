@@ -1,0 +1,85 @@
+"""The one `Settings` object of the server, built once and passed down.
+
+Every field can come from a `dockyard server` flag or a `DOCKYARD_*` environment
+variable (flags win). `Settings.from_env(environ, **overrides)` reads the environment
+given to it (never `os.environ` implicitly) so tests build settings without patching.
+The webhook secret is a `SecretStr`: it never shows up in a repr, a log line or an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from reconciler.errors import UsageError
+
+MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
+
+_ENV_FIELDS: dict[str, str] = {
+    "DOCKYARD_REPO": "repo",
+    "DOCKYARD_BRANCH": "branch",
+    "DOCKYARD_PATH": "path",
+    "DOCKYARD_DB": "db",
+    "DOCKYARD_DATA_DIR": "data_dir",
+    "DOCKYARD_HOST": "host",
+    "DOCKYARD_PORT": "port",
+    "DOCKYARD_WEBHOOK_SECRET": "webhook_secret",
+    "DOCKYARD_PROJECT": "project",
+    "DOCKYARD_CONFIG": "cli_config",
+    "DOCKYARD_FETCH_INTERVAL": "fetch_interval",
+}
+
+
+def default_data_dir() -> Path:
+    return Path.home() / ".dockyard" / "data"
+
+
+def default_cli_config() -> Path:
+    return Path.home() / ".dockyard" / "config.yml"
+
+
+class Settings(BaseModel):
+    """How the server runs: which repo it watches, where it keeps state, where it listens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo: str | None = Field(default=None, description="config repo: a path or a Git URL")
+    branch: str = Field(default="main", description="the branch that is the desired state")
+    path: str = Field(default="", description="subdirectory of the repo holding the configs")
+    db: str | None = Field(default=None, description="SQLAlchemy URL; SQLite in the data dir")
+    data_dir: Path = Field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = Field(default=3000, ge=0, le=65535)
+    webhook_secret: SecretStr | None = None
+    project: str = Field(default="main", description="project the webhooks reconcile")
+    cli_config: Path = Field(default_factory=default_cli_config)
+    fetch_interval: float = Field(default=60.0, gt=0)
+    max_webhook_bytes: int = Field(default=MAX_WEBHOOK_BYTES, gt=0)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
+        """Settings from `DOCKYARD_*` variables, then `overrides` (flags; None = unset)."""
+        values: dict[str, Any] = {}
+        for var, field in _ENV_FIELDS.items():
+            raw = environ.get(var)
+            if raw not in (None, ""):
+                values[field] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise UsageError(f"invalid server setting {where}: {first['msg']}") from None
+
+    @property
+    def public_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def admin_token_path(self) -> Path:
+        return self.data_dir / "admin-token"

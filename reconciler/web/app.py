@@ -1,0 +1,104 @@
+"""The app factory: `create_app(...)` wires one FastAPI app from what it is given.
+
+There is no global app. The composition root (`reconciler.app`) and the tests call
+`create_app` with a `Settings`, a `Database`, a `Controller`, the secrets cipher and a clock;
+the app mounts the service proxy (`reconciler.web.proxy.ServiceProxy`, built by the
+composition root) at `/proxy/services` and starts the controller when it starts serving
+and stops it on shutdown (jobs keep running on their hosts). Routes: `/healthcheck` and
+the webhooks are open; everything else under `/api/` needs a bearer token; `/metrics`
+needs a global admin's token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.responses import Response
+from starlette.types import ASGIApp
+
+from reconciler.ports import Clock, Controller
+from reconciler.settings import Settings
+from reconciler.web.auth import Principal, require_admin
+from reconciler.web.context import SecretBox, WebContext, get_context
+from reconciler.web.database import Database
+from reconciler.web.errors import install_error_handlers
+from reconciler.web.metrics import Metrics
+from reconciler.web.routes_capacity import build_capacity_router
+from reconciler.web.routes_core import SERVER_VERSION, build_core_router
+from reconciler.web.routes_logs import build_logs_router
+from reconciler.web.routes_project import build_deliveries_router, build_project_router
+from reconciler.web.routes_runs import build_runs_router
+from reconciler.web.webhooks import build_webhooks_router
+
+
+def _build_ops_router() -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/healthcheck", tags=["server"])
+    async def healthcheck() -> dict[str, str]:
+        return {"status": "ok", "service": "dockyard", "version": SERVER_VERSION}
+
+    @router.get("/metrics", tags=["server"], response_class=Response)
+    async def metrics(
+        _: Principal = Depends(require_admin), context: WebContext = Depends(get_context)
+    ) -> Response:
+        body = await anyio.to_thread.run_sync(context.metrics.render)
+        return Response(content=body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return router
+
+
+def create_app(
+    *,
+    settings: Settings,
+    db: Database,
+    controller: Controller,
+    secrets: SecretBox,
+    clock: Clock,
+    proxy: ASGIApp | None = None,
+    start_controller: bool = True,
+) -> FastAPI:
+    context = WebContext(
+        settings=settings,
+        db=db,
+        controller=controller,
+        metrics=Metrics(db.engine),
+        secrets=secrets,
+        clock=clock,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if start_controller:
+            await controller.start()
+        try:
+            yield
+        finally:
+            if start_controller:
+                await controller.stop()
+
+    app = FastAPI(
+        title="Dockyard",
+        version=SERVER_VERSION,
+        description="GitOps for GPU workloads: the REST API of the Dockyard server.",
+        lifespan=lifespan,
+    )
+    app.state.context = context
+    install_error_handlers(app)
+    for router in (
+        _build_ops_router(),
+        build_core_router(),
+        build_runs_router(),
+        build_capacity_router(),
+        build_logs_router(),
+        build_project_router(),
+        build_deliveries_router(),
+        build_webhooks_router(),
+    ):
+        app.include_router(router)
+    if proxy is not None:
+        app.mount("/proxy/services", proxy)
+    return app

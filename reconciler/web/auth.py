@@ -1,0 +1,124 @@
+"""Bearer-token authentication and project authorization (roles admin > manager > user).
+
+Tokens are random strings handed out once; the database keeps only their sha256 hex
+(`hash_token`). `require_user` resolves the `Authorization: Bearer` header to a
+`Principal`; `project_access(min_role)` builds the dependency of every
+`/api/project/{project_name}/…` route: global admins may act on any project, everyone else
+only where they are a member with at least `min_role`. A non-member gets the same 403 for a
+project that exists and one that does not, so project names do not leak.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from fastapi import Depends, HTTPException, Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from reconciler.adapters.db.models import Member, Project, Token, User
+from reconciler.web.context import WebContext, get_context
+
+Role = Literal["user", "manager", "admin"]
+_RANK: dict[str, int] = {"user": 0, "manager": 1, "admin": 2}
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    user_id: str
+    username: str
+    global_role: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.global_role == "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectAccess:
+    principal: Principal
+    project_id: str
+    project_name: str
+    role: str
+
+    def has_role(self, role: Role) -> bool:
+        return _RANK.get(self.role, -1) >= _RANK[role]
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def find_principal(session: Session, token_hash: str) -> Principal | None:
+    row = session.execute(
+        select(User.id, User.name, User.global_role)
+        .join(Token, Token.user_id == User.id)
+        .where(Token.token_hash == token_hash)
+    ).first()
+    return None if row is None else Principal(row[0], row[1], row[2])
+
+
+def find_membership(session: Session, project_name: str, user_id: str) -> tuple[str, str | None]:
+    """(project id or "", the user's role there or None)."""
+    project_id = session.scalar(select(Project.id).where(Project.name == project_name))
+    if project_id is None:
+        return "", None
+    role = session.scalar(
+        select(Member.role).where(Member.project_id == project_id, Member.user_id == user_id)
+    )
+    return project_id, role
+
+
+async def require_user(request: Request, context: WebContext = Depends(get_context)) -> Principal:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
+    principal = await context.db.read(find_principal, hash_token(token.strip()))
+    if principal is None:
+        raise _unauthorized("invalid token")
+    return principal
+
+
+async def require_admin(principal: Principal = Depends(require_user)) -> Principal:
+    if not principal.is_admin:
+        raise HTTPException(status_code=403, detail="only a global admin may do this")
+    return principal
+
+
+def project_access(min_role: Role = "user") -> Callable[..., Awaitable[ProjectAccess]]:
+    """The dependency checking the caller's role in the path's `{project_name}`."""
+
+    async def dependency(
+        project_name: str,
+        principal: Principal = Depends(require_user),
+        context: WebContext = Depends(get_context),
+    ) -> ProjectAccess:
+        project_id, role = await context.db.read(find_membership, project_name, principal.user_id)
+        if principal.is_admin:
+            if not project_id:
+                raise HTTPException(status_code=404, detail=f"project {project_name} not found")
+            return ProjectAccess(principal, project_id, project_name, "admin")
+        if not project_id or role is None:
+            raise HTTPException(status_code=403, detail=f"no access to project {project_name}")
+        if _RANK.get(role, -1) < _RANK[min_role]:
+            raise HTTPException(
+                status_code=403,
+                detail=f"role {role} in project {project_name} may not do this; "
+                f"it needs {min_role} or higher",
+            )
+        return ProjectAccess(principal, project_id, project_name, role)
+
+    return dependency

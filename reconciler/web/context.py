@@ -1,0 +1,39 @@
+"""What every request handler needs, built once by the app factory and kept on `app.state`.
+
+No module-level state: handlers get the `WebContext` through the `get_context` dependency,
+so two apps (two tests, two servers) never share a registry, an engine or a controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+from fastapi import Request
+
+from reconciler.ports import Clock, Controller
+from reconciler.settings import Settings
+from reconciler.web.database import Database
+from reconciler.web.metrics import Metrics
+
+
+class SecretBox(Protocol):
+    """Encrypts project secrets at rest (the store's crypto helper implements it)."""
+
+    def encrypt(self, plaintext: str) -> str: ...
+
+    def decrypt(self, ciphertext: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WebContext:
+    settings: Settings
+    db: Database
+    controller: Controller
+    metrics: Metrics
+    secrets: SecretBox
+    clock: Clock
+
+
+def get_context(request: Request) -> WebContext:
+    return cast(WebContext, request.app.state.context)

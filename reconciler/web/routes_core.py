@@ -1,0 +1,164 @@
+"""Core routes (dstack's shapes): server info, users and tokens, projects and members.
+
+Users are managed by global admins; any user may create a project (and becomes its admin);
+project admins and managers manage its members.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, Depends, HTTPException
+
+from reconciler.api import models as wire
+from reconciler.api import requests as req
+from reconciler.web import queries_accounts as q
+from reconciler.web.auth import (
+    Principal,
+    ProjectAccess,
+    project_access,
+    require_admin,
+    require_user,
+)
+from reconciler.web.context import WebContext, get_context
+
+SERVER_VERSION = "0.1.0"
+
+
+def _now(context: WebContext) -> datetime:
+    return datetime.fromtimestamp(context.clock.now_ts(), UTC)
+
+
+def build_core_router() -> APIRouter:
+    router = APIRouter(prefix="/api")
+    _add_server_routes(router)
+    _add_user_routes(router)
+    _add_project_routes(router)
+    return router
+
+
+def _add_server_routes(router: APIRouter) -> None:
+    @router.post("/server/get_info", response_model=wire.ServerInfo, tags=["server"])
+    async def get_info(
+        _: Principal = Depends(require_user), context: WebContext = Depends(get_context)
+    ) -> wire.ServerInfo:
+        s = context.settings
+        return wire.ServerInfo(
+            server_version=SERVER_VERSION, project=s.project, repo=s.repo, branch=s.branch
+        )
+
+
+def _add_user_routes(router: APIRouter) -> None:
+    @router.post("/users/list", response_model=list[wire.User], tags=["users"])
+    async def list_users(
+        _: Principal = Depends(require_admin), context: WebContext = Depends(get_context)
+    ) -> list[wire.User]:
+        return await context.db.read(q.list_users)
+
+    @router.post("/users/get_my_user", response_model=wire.User, tags=["users"])
+    async def get_my_user(
+        me: Principal = Depends(require_user), context: WebContext = Depends(get_context)
+    ) -> wire.User:
+        return await context.db.read(q.get_user, me.user_id)
+
+    @router.post("/users/create", response_model=wire.UserWithToken, tags=["users"])
+    async def create_user(
+        body: req.CreateUserRequest,
+        _: Principal = Depends(require_admin),
+        context: WebContext = Depends(get_context),
+    ) -> wire.UserWithToken:
+        return await context.db.write(q.create_user, body.username, body.global_role, _now(context))
+
+    @router.post("/users/refresh_token", response_model=wire.UserWithToken, tags=["users"])
+    async def refresh_token(
+        body: req.UsernameRequest,
+        _: Principal = Depends(require_admin),
+        context: WebContext = Depends(get_context),
+    ) -> wire.UserWithToken:
+        return await context.db.write(q.refresh_token, body.username, _now(context))
+
+    @router.post("/users/delete", tags=["users"])
+    async def delete_user(
+        body: req.UsernameRequest,
+        me: Principal = Depends(require_admin),
+        context: WebContext = Depends(get_context),
+    ) -> dict[str, str]:
+        await context.db.write(q.delete_user, body.username, me)
+        return {"deleted": body.username}
+
+
+def _add_project_routes(router: APIRouter) -> None:
+    @router.post("/projects/list", response_model=list[wire.Project], tags=["projects"])
+    async def list_projects(
+        me: Principal = Depends(require_user), context: WebContext = Depends(get_context)
+    ) -> list[wire.Project]:
+        return await context.db.read(q.list_projects, me)
+
+    @router.post("/projects/create", response_model=wire.Project, tags=["projects"])
+    async def create_project(
+        body: req.CreateProjectRequest,
+        me: Principal = Depends(require_user),
+        context: WebContext = Depends(get_context),
+    ) -> wire.Project:
+        return await context.db.write(
+            q.create_project, body.project_name, me.user_id, _now(context)
+        )
+
+    @router.post("/projects/{project_name}/get", response_model=wire.Project, tags=["projects"])
+    async def get_project(
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> wire.Project:
+        return await context.db.read(q.get_project, access.project_id)
+
+    @router.post("/projects/{project_name}/delete", tags=["projects"])
+    async def delete_project(
+        access: ProjectAccess = Depends(project_access("admin")),
+        context: WebContext = Depends(get_context),
+    ) -> dict[str, str]:
+        await context.db.write(q.delete_project, access.project_name)
+        return {"deleted": access.project_name}
+
+    _add_member_routes(router)
+
+
+def _add_member_routes(router: APIRouter) -> None:
+    @router.post(
+        "/projects/{project_name}/set_members", response_model=wire.Project, tags=["projects"]
+    )
+    async def set_members(
+        body: req.MembersRequest,
+        access: ProjectAccess = Depends(project_access("manager")),
+        context: WebContext = Depends(get_context),
+    ) -> wire.Project:
+        members = _checked_members(body, access)
+        return await context.db.write(q.set_members, access.project_id, members, replace=True)
+
+    @router.post(
+        "/projects/{project_name}/add_members", response_model=wire.Project, tags=["projects"]
+    )
+    async def add_members(
+        body: req.MembersRequest,
+        access: ProjectAccess = Depends(project_access("manager")),
+        context: WebContext = Depends(get_context),
+    ) -> wire.Project:
+        members = _checked_members(body, access)
+        return await context.db.write(q.set_members, access.project_id, members, replace=False)
+
+    @router.post(
+        "/projects/{project_name}/remove_members", response_model=wire.Project, tags=["projects"]
+    )
+    async def remove_members(
+        body: req.RemoveMembersRequest,
+        access: ProjectAccess = Depends(project_access("manager")),
+        context: WebContext = Depends(get_context),
+    ) -> wire.Project:
+        return await context.db.write(q.remove_members, access.project_id, body.usernames)
+
+
+def _checked_members(body: req.MembersRequest, access: ProjectAccess) -> dict[str, str]:
+    """`username: role`; only project admins may hand out the admin role."""
+    members = {m.username: m.project_role for m in body.members}
+    if "admin" in members.values() and not access.has_role("admin"):
+        raise HTTPException(status_code=403, detail="only a project admin may grant admin")
+    return members

@@ -1,0 +1,105 @@
+"""Job logs: poll by byte offset, or follow as a live stream.
+
+The jobs worker appends each job's raw output to
+`<data-dir>/projects/<project>/logs/<run>/<job_id>.log`; offsets are byte offsets into that
+file, so a client that reconnects with its last `next_offset` loses and repeats nothing.
+`logs/poll` answers one base64 chunk; `logs/stream` sends raw bytes as they are written and
+ends once the job (or its run) has finished and every byte was sent.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+from fastapi import APIRouter, Depends
+from fastapi.responses import StreamingResponse
+
+from reconciler.api import models as wire
+from reconciler.api import requests as req
+from reconciler.web.auth import ProjectAccess, project_access
+from reconciler.web.context import WebContext, get_context
+from reconciler.web.queries_runs import FINISHED_JOB, FINISHED_RUN, find_job
+
+STREAM_POLL_SECONDS = 0.25
+
+
+def log_path(data_dir: Path, project: str, run_name: str, job_id: str) -> Path:
+    return data_dir / "projects" / project / "logs" / run_name / f"{job_id}.log"
+
+
+def read_chunk(path: Path, offset: int, limit: int) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read(limit)
+    except FileNotFoundError:
+        return b""
+
+
+async def _locate(
+    context: WebContext, access: ProjectAccess, body: req.LogsRequest
+) -> tuple[Path | None, str | None, bool]:
+    """(log file or None, job id, finished?) of the latest submission of the job."""
+    run, job = await context.db.read(
+        find_job, access.project_id, body.run_name, body.replica_num, body.job_num
+    )
+    if job is None:
+        return None, None, run.status in FINISHED_RUN
+    path = log_path(context.settings.data_dir, access.project_name, run.run_name, job.id)
+    return path, job.id, job.status in FINISHED_JOB or run.status in FINISHED_RUN
+
+
+async def _follow(
+    context: WebContext, access: ProjectAccess, body: req.LogsRequest
+) -> AsyncIterator[bytes]:
+    offset = body.offset
+    while True:
+        path, _, finished = await _locate(context, access, body)
+        data = await anyio.to_thread.run_sync(read_chunk, path, offset, body.limit) if path else b""
+        if data:
+            offset += len(data)
+            yield data
+        elif finished:
+            return
+        else:
+            await anyio.sleep(STREAM_POLL_SECONDS)
+
+
+def build_logs_router() -> APIRouter:
+    router = APIRouter(prefix="/api/project/{project_name}/logs", tags=["logs"])
+
+    @router.post("/poll", response_model=wire.LogChunk)
+    async def poll(
+        body: req.LogsRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> wire.LogChunk:
+        path, job_id, finished = await _locate(context, access, body)
+        data = (
+            await anyio.to_thread.run_sync(read_chunk, path, body.offset, body.limit)
+            if path
+            else b""
+        )
+        return wire.LogChunk(
+            job_id=job_id,
+            offset=body.offset,
+            next_offset=body.offset + len(data),
+            data=base64.b64encode(data).decode(),
+            finished=finished and len(data) < body.limit,
+        )
+
+    @router.post("/stream", response_class=StreamingResponse)
+    async def stream(
+        body: req.LogsRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> StreamingResponse:
+        await _locate(context, access, body)  # 404 now rather than inside the stream
+        return StreamingResponse(
+            _follow(context, access, body), media_type="application/octet-stream"
+        )
+
+    return router

@@ -1,0 +1,123 @@
+"""Run routes, dstack-style: `/api/project/{p}/runs/{list,get,get_plan,apply,stop,delete}`.
+
+Reads come from the store; plan, apply, stop and delete go through the `Controller`, which
+owns the runtime. `get_plan`/`apply` take one configuration as YAML `text` (or a parsed
+`configuration` dict) with its `path`, for any kind (tasks, services, dev environments,
+fleets, volumes, gateways), so `dockyard apply -f` needs one route. The same handlers are
+mounted under `…/fleets/`, `…/volumes/` and `…/gateways/` for dstack's paths.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from reconciler.api import models as wire
+from reconciler.api import requests as req
+from reconciler.web.auth import ProjectAccess, project_access
+from reconciler.web.context import WebContext, get_context
+from reconciler.web.errors import InvalidError
+from reconciler.web.queries_runs import find_run, get_run, list_runs
+
+
+def _now(context: WebContext) -> datetime:
+    return datetime.fromtimestamp(context.clock.now_ts(), UTC)
+
+
+def config_text(body: req.ConfigurationRequest) -> str:
+    """The YAML text of the posted configuration (JSON is YAML)."""
+    if body.text is not None:
+        return body.text
+    if body.configuration is not None:
+        return json.dumps(body.configuration)
+    raise InvalidError("post the configuration as 'text' (YAML) or 'configuration' (an object)")
+
+
+def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
+    """`{prefix}/get_plan` and `{prefix}/apply` for one kind (all share the handlers)."""
+
+    @router.post(f"{prefix}/get_plan", tags=[tag], operation_id=f"{tag}_get_plan")
+    async def get_plan(
+        body: req.ConfigurationRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> dict[str, Any]:
+        return await context.controller.plan_unmanaged(
+            access.project_name,
+            text=config_text(body),
+            path=body.path,
+            user=access.principal.username,
+        )
+
+    @router.post(f"{prefix}/apply", tags=[tag], operation_id=f"{tag}_apply")
+    async def apply(
+        body: req.ApplyRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> dict[str, Any]:
+        return await context.controller.apply_unmanaged(
+            access.project_name,
+            text=config_text(body),
+            path=body.path,
+            user=access.principal.username,
+            force=body.force,
+        )
+
+
+def build_runs_router() -> APIRouter:
+    router = APIRouter(prefix="/api/project/{project_name}")
+    add_plan_routes(router, "/runs", "runs")
+
+    @router.post("/runs/list", response_model=list[wire.Run], tags=["runs"])
+    async def list_(
+        body: req.RunsListRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> list[wire.Run]:
+        return await context.db.read(
+            list_runs,
+            access.project_id,
+            access.project_name,
+            all_runs=body.all,
+            limit=body.limit,
+            now=_now(context),
+        )
+
+    @router.post("/runs/get", response_model=wire.Run, tags=["runs"])
+    async def get(
+        body: req.RunGetRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> wire.Run:
+        return await context.db.read(
+            get_run, access.project_id, access.project_name, body.run_name, _now(context)
+        )
+
+    @router.post("/runs/stop", tags=["runs"])
+    async def stop(
+        body: req.StopRunsRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> dict[str, list[str]]:
+        for name in body.runs_names:
+            await context.db.read(find_run, access.project_id, name)
+        for name in body.runs_names:
+            await context.controller.stop_run(access.project_name, name, abort=body.abort)
+        return {"stopped": body.runs_names}
+
+    @router.post("/runs/delete", tags=["runs"])
+    async def delete(
+        body: req.DeleteRunsRequest,
+        access: ProjectAccess = Depends(project_access("user")),
+        context: WebContext = Depends(get_context),
+    ) -> dict[str, list[str]]:
+        for name in body.runs_names:
+            await context.db.read(find_run, access.project_id, name)
+        for name in body.runs_names:
+            await context.controller.delete_resource(access.project_name, "run", name)
+        return {"deleted": body.runs_names}
+
+    return router

@@ -1,0 +1,135 @@
+"""A minimal local `Controller` for the web tests (the real one is `reconciler.engine`).
+
+It does what the server needs to observe: queues reconciles as rows, records unmanaged
+runs and fleets as rows (status `submitted`), and marks stops and deletes. It runs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from reconciler.adapters.db import Store
+from reconciler.adapters.db.models import Fleet, Job, Project, Resource, Run
+from reconciler.ports import Trigger, WorkKind
+from schemas import parse_config
+
+
+class FakeController:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.started = False
+        self.stopped = False
+        self.hints: list[WorkKind] = []
+        self.reconciles: list[tuple[str, str, str | None, str | None]] = []
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def hint(self, kind: WorkKind) -> None:
+        self.hints.append(kind)
+
+    def _project_id(self, project: str) -> str:
+        with self.store.reading() as session:
+            project_id = session.scalar(select(Project.id).where(Project.name == project))
+        assert project_id is not None
+        return project_id
+
+    async def request_reconcile(
+        self,
+        project: str,
+        *,
+        trigger: Trigger,
+        delivery_id: str | None = None,
+        revision: str | None = None,
+    ) -> str:
+        self.reconciles.append((project, trigger, delivery_id, revision))
+        row = self.store.create_reconcile(
+            self._project_id(project),
+            trigger=trigger if trigger != "startup" else "timer",
+            delivery_id=delivery_id,
+            attempted_revision=revision,
+        )
+        return row.id
+
+    async def plan_unmanaged(
+        self, project: str, *, text: str, path: str, user: str
+    ) -> dict[str, Any]:
+        config = parse_config(text, path)
+        return {
+            "project": project,
+            "actions": [{"action": "create", "kind": config.type, "name": config.name}],
+            "offers": [],
+        }
+
+    async def apply_unmanaged(
+        self, project: str, *, text: str, path: str, user: str, force: bool
+    ) -> dict[str, Any]:
+        config = parse_config(text, path)
+        plan = await self.plan_unmanaged(project, text=text, path=path, user=user)
+        now = datetime.now(UTC)
+        spec = config.normalized()
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        with self.store.writing() as session:
+            project_id = session.scalar(select(Project.id).where(Project.name == project))
+            assert project_id is not None and config.name is not None
+            resource = Resource(
+                project_id=project_id,
+                kind=config.type,
+                name=config.name,
+                origin=f"cli:{user}",
+                path=path,
+                commit=None,
+                spec=spec,
+                spec_hash=digest,
+                status="submitted",
+                created_at=now,
+                updated_at=now,
+            )
+            session.add(resource)
+            session.flush()
+            if config.type == "fleet":
+                session.add(
+                    Fleet(
+                        project_id=project_id,
+                        name=config.name,
+                        spec=spec,
+                        status="active",
+                        created_at=now,
+                        resource_id=resource.id,
+                    )
+                )
+            else:
+                run = Run(
+                    project_id=project_id,
+                    run_name=config.name,
+                    run_type=config.type,
+                    spec=spec,
+                    spec_hash=digest,
+                    status="submitted",
+                    submitted_at=now,
+                    resource_id=resource.id,
+                )
+                session.add(run)
+                session.flush()
+                session.add(Job(run_id=run.id, status="submitted", job_spec={}, submitted_at=now))
+        return plan
+
+    async def stop_run(self, project: str, name: str, *, abort: bool) -> None:
+        with self.store.writing() as session:
+            for run in session.scalars(select(Run).where(Run.run_name == name)):
+                run.status = "terminated"
+                run.termination_reason = "aborted_by_user" if abort else "stopped_by_user"
+
+    async def delete_resource(self, project: str, kind: str, name: str) -> None:
+        model: Any = Run if kind == "run" else Fleet
+        column = model.run_name if kind == "run" else model.name
+        with self.store.writing() as session:
+            for row in session.scalars(select(model).where(column == name)):
+                row.deleted = True
