@@ -1,0 +1,361 @@
+"""Deploying the agent to an SSH host: probe, install the bundle, start it, tunnel to it.
+
+``deploy_agent`` is idempotent and runs over the host's pooled SSH connection (the same
+one the tunnel uses afterwards):
+
+1. probe (one remote shell round trip): Pythons on PATH, the installed bundle id, the
+   agent's pid file, free disk space;
+2. pick a Python ≥ 3.11 whose ABI matches the bundle (`agent.bundle`);
+3. if the installed bundle is ours and its agent answers with our version: done;
+4. otherwise stop the old agent (jobs are detached and survive it), upload the bundle by
+   SFTP, unpack it next to the old one, switch the ``current`` link, start the agent
+   detached (``setsid nohup``), and wait until its healthcheck answers through the tunnel.
+
+Every failure is a `DeployError` naming the host and one `DeployFailure`: auth refused,
+unreachable, no Python, disk full, port in use, install or start failed; with what to do.
+
+Layout on the host (``remote_dir``, default ``~/.dockyard/agent``)::
+
+    current -> bundle-<id>/site/…    the agent code and its dependencies
+    data/                            the agent's data dir (jobs, logs)
+    agent.pid, agent.log             the running agent
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import shlex
+import time
+from dataclasses import dataclass
+
+import asyncssh
+
+from agent.bundle import Bundle
+from agent.client import AgentClient, AgentError
+from agent.protocol import SERVICE_NAME
+from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool, UnreachableKind
+
+DEFAULT_REMOTE_DIR = ".dockyard/agent"
+DEFAULT_AGENT_PORT = 10998
+MIN_PYTHON = (3, 11)
+_PYTHONS = "python3.11 python3 python3.12 python3.13 python3.14"
+_PY_PROBE = (
+    "import sys,platform;print('PY',sys.executable,sys.implementation.cache_tag,"
+    "platform.machine(),'%d.%d.%d'%sys.version_info[:3])"
+)
+
+
+class DeployFailure(enum.StrEnum):
+    auth_refused = "auth_refused"
+    unreachable = "unreachable"
+    no_python = "no_python"
+    disk_full = "disk_full"
+    port_in_use = "port_in_use"
+    install_failed = "install_failed"
+    start_failed = "start_failed"
+
+
+class DeployError(Exception):
+    """The agent could not be deployed to one host; the message says which and why."""
+
+    def __init__(self, host: str, failure: DeployFailure, detail: str) -> None:
+        super().__init__(f"host {host}: {failure.value.replace('_', ' ')}: {detail}")
+        self.host = host
+        self.failure = failure
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class PythonFound:
+    executable: str
+    cache_tag: str
+    machine: str
+    version: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one remote round trip learned about a host (parsed by `parse_probe`)."""
+
+    home: str
+    pythons: tuple[PythonFound, ...]
+    bundle_id: str | None
+    agent_pid: int | None
+    agent_alive: bool
+    free_kib: int | None
+
+
+@dataclass(frozen=True)
+class DeployedAgent:
+    target: SSHTarget
+    agent_port: int
+    python: str
+    bundle_id: str
+    reused: bool
+
+
+def probe_script(remote_dir: str) -> str:
+    d = shlex.quote(remote_dir)
+    return (
+        f'echo "HOME $HOME"; for p in {_PYTHONS}; do '
+        f'command -v "$p" >/dev/null 2>&1 && "$p" -c {shlex.quote(_PY_PROBE)} 2>/dev/null; done; '
+        f"mkdir -p {d} 2>/dev/null; "
+        f'echo "BUNDLE $(readlink {d}/current 2>/dev/null)"; '
+        f'pid=$(cat {d}/agent.pid 2>/dev/null); echo "PID $pid"; '
+        f'[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo ALIVE; '
+        f"echo \"DF $(df -Pk {d} 2>/dev/null | awk 'NR==2 {{print $4}}')\""
+    )
+
+
+def _parse_python(fields: list[str]) -> PythonFound | None:
+    if len(fields) != 4:
+        return None
+    try:
+        version = tuple(int(part) for part in fields[3].split("."))
+    except ValueError:
+        return None
+    return PythonFound(fields[0], fields[1], fields[2], version)
+
+
+def parse_probe(output: str) -> Probe:
+    """Pure: the probe script's output as a `Probe`."""
+    home, bundle_id, pid, alive, free = "", None, None, False, None
+    pythons: list[PythonFound] = []
+    for line in output.splitlines():
+        tag, _, rest = line.strip().partition(" ")
+        if tag == "HOME":
+            home = rest.strip()
+        elif tag == "PY" and (found := _parse_python(rest.split())):
+            if found.executable not in {p.executable for p in pythons}:
+                pythons.append(found)
+        elif tag == "BUNDLE" and rest.strip():
+            bundle_id = rest.strip().rstrip("/").removeprefix("bundle-")
+        elif tag == "PID" and rest.strip().isdigit():
+            pid = int(rest.strip())
+        elif tag == "ALIVE":
+            alive = True
+        elif tag == "DF" and rest.strip().isdigit():
+            free = int(rest.strip())
+    return Probe(home, tuple(pythons), bundle_id, pid, alive, free)
+
+
+def choose_python(host: str, probe: Probe, bundle: Bundle) -> PythonFound:
+    """Pure: the first Python ≥ 3.11 able to run `bundle`, or the `DeployError` saying why."""
+    recent = [p for p in probe.pythons if p.version[:2] >= MIN_PYTHON]
+    for python in recent:
+        if python.cache_tag == bundle.cache_tag and python.machine == bundle.machine:
+            return python
+    found = ", ".join(f"{p.executable} {'.'.join(map(str, p.version))}" for p in probe.pythons)
+    if not recent:
+        raise DeployError(
+            host,
+            DeployFailure.no_python,
+            f"no Python ≥ 3.11 on PATH (found: {found or 'none'}); install python3.11 or newer",
+        )
+    raise DeployError(
+        host,
+        DeployFailure.no_python,
+        f"the agent bundle needs {bundle.cache_tag} on {bundle.machine}, found: {found}; "
+        f"install {bundle.cache_tag.replace('cpython-3', 'python3.')} on the host",
+    )
+
+
+def classify_output(text: str) -> DeployFailure | None:
+    """Pure: a failure kind recognisable in a remote command's output, if any."""
+    lowered = text.lower()
+    if "no space left on device" in lowered or "disk quota exceeded" in lowered:
+        return DeployFailure.disk_full
+    if "address already in use" in lowered:
+        return DeployFailure.port_in_use
+    return None
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return " | ".join(line for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+async def _run(
+    conn: asyncssh.SSHClientConnection, host: str, command: str, failure: DeployFailure
+) -> str:
+    result = await conn.run(command, check=False)
+    stdout, stderr = str(result.stdout or ""), str(result.stderr or "")
+    if result.exit_status != 0:
+        detail = _tail(stderr or stdout) or f"exit status {result.exit_status}"
+        raise DeployError(host, classify_output(stderr + stdout) or failure, detail)
+    return stdout
+
+
+async def _connect(pool: TunnelPool, target: SSHTarget) -> asyncssh.SSHClientConnection:
+    try:
+        return await pool.connection(target)
+    except AgentUnreachable as exc:
+        if exc.kind is UnreachableKind.auth_refused:
+            detail = (
+                f"the key {target.identity_file or '(default)'} was refused for user "
+                f"{target.user}; add its public key to ~{target.user}/.ssh/authorized_keys"
+            )
+            raise DeployError(str(target), DeployFailure.auth_refused, detail) from exc
+        raise DeployError(str(target), DeployFailure.unreachable, exc.detail) from exc
+
+
+async def _install(
+    conn: asyncssh.SSHClientConnection, host: str, bundle: Bundle, remote_dir: str, probe: Probe
+) -> None:
+    packed = bundle.path.stat().st_size
+    need_kib = (packed + bundle.unpacked_bytes) // 1024 + 10 * 1024
+    if probe.free_kib is not None and probe.free_kib < need_kib:
+        free_mib, need_mib = probe.free_kib // 1024, need_kib // 1024
+        detail = f"{free_mib} MiB free in {remote_dir}, the agent needs {need_mib} MiB"
+        raise DeployError(host, DeployFailure.disk_full, detail)
+    name = f"bundle-{bundle.bundle_id}"
+    upload = f"{remote_dir}/{name}.tar.gz"
+    try:
+        async with conn.start_sftp_client() as sftp:
+            await sftp.put(str(bundle.path), upload)
+    except (OSError, asyncssh.Error) as exc:
+        await _run(conn, host, f"rm -f {shlex.quote(upload)}", DeployFailure.install_failed)
+        failure = DeployFailure.install_failed
+        if probe.free_kib is not None and probe.free_kib * 1024 < packed * 2:
+            failure = DeployFailure.disk_full
+        raise DeployError(host, failure, f"uploading the agent bundle: {exc}") from exc
+    d, n = shlex.quote(remote_dir), shlex.quote(name)
+    script = (
+        f"cd {d} && rm -rf {n}.tmp && mkdir {n}.tmp && "
+        f"{{ tar -xzf {n}.tar.gz -C {n}.tmp || {{ rm -rf {n}.tmp {n}.tar.gz; exit 1; }}; }} && "
+        f"rm -f {n}.tar.gz && rm -rf {n} && mv {n}.tmp {n} && ln -sfn {n} current && "
+        f'for b in bundle-*; do [ "$b" = {n} ] || rm -rf "$b"; done'
+    )
+    await _run(conn, host, script, DeployFailure.install_failed)
+
+
+async def _stop(
+    conn: asyncssh.SSHClientConnection, host: str, remote_dir: str, pid: int | None
+) -> None:
+    if pid is None:
+        return
+    script = (
+        f"kill {pid} 2>/dev/null; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || break; "
+        f"sleep 0.1; done; kill -9 {pid} 2>/dev/null; "
+        f"rm -f {shlex.quote(remote_dir)}/agent.pid; true"
+    )
+    await _run(conn, host, script, DeployFailure.start_failed)
+
+
+def start_script(remote_dir: str, python: str, agent_port: int) -> str:
+    d = shlex.quote(remote_dir)
+    return (
+        f"cd {d} && mkdir -p data && S=$(command -v setsid || true) && "
+        f'PYTHONPATH="$PWD/current/site" PYTHONNOUSERSITE=1 $S nohup {shlex.quote(python)} -s '
+        f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} '
+        f"> agent.log 2>&1 < /dev/null & echo $! > agent.pid; echo $!"
+    )
+
+
+async def _check_port_free(client: AgentClient, host: str, port: int) -> None:
+    try:
+        health = await client.healthcheck()
+    except AgentUnreachable as exc:
+        if exc.kind is UnreachableKind.channel_refused:
+            return  # nothing listens: free
+        detail = f"something on 127.0.0.1:{port} accepts connections but is not an agent"
+        raise DeployError(host, DeployFailure.port_in_use, detail) from exc
+    except AgentError as exc:
+        detail = f"127.0.0.1:{port} answers HTTP but is not an agent ({exc.status_code})"
+        raise DeployError(host, DeployFailure.port_in_use, detail) from exc
+    what = "another dockyard agent" if health.service == SERVICE_NAME else health.service
+    detail = f"127.0.0.1:{port} is taken by {what}; choose another agent port for this fleet"
+    raise DeployError(host, DeployFailure.port_in_use, detail)
+
+
+async def _is_current(client: AgentClient, version: str) -> bool:
+    try:
+        health = await client.healthcheck()
+    except (AgentUnreachable, AgentError):
+        return False
+    return health.service == SERVICE_NAME and health.version == version
+
+
+async def _start_and_wait(
+    conn: asyncssh.SSHClientConnection,
+    client: AgentClient,
+    host: str,
+    *,
+    remote_dir: str,
+    python: str,
+    port: int,
+    version: str,
+    wait_for: float,
+) -> None:
+    output = await _run(
+        conn, host, start_script(remote_dir, python, port), DeployFailure.start_failed
+    )
+    pid = int(output.split()[-1])
+    deadline = time.monotonic() + wait_for
+    while time.monotonic() < deadline:
+        if await _is_current(client, version):
+            return
+        alive = await conn.run(f"kill -0 {pid}", check=False)
+        if alive.exit_status != 0:
+            log = await conn.run(f"tail -n 20 {shlex.quote(remote_dir)}/agent.log", check=False)
+            text = str(log.stdout or "")
+            failure = classify_output(text) or DeployFailure.start_failed
+            raise DeployError(host, failure, f"the agent exited: {_tail(text) or 'no output'}")
+        await asyncio.sleep(0.2)
+    raise DeployError(
+        host, DeployFailure.start_failed, f"no healthcheck answer in {wait_for:.0f} s"
+    )
+
+
+async def deploy_agent(
+    pool: TunnelPool,
+    target: SSHTarget,
+    bundle: Bundle,
+    *,
+    agent_port: int = DEFAULT_AGENT_PORT,
+    remote_dir: str = DEFAULT_REMOTE_DIR,
+    start_timeout: float = 30.0,
+) -> DeployedAgent:
+    """Make `target` run the agent of `bundle` on 127.0.0.1:agent_port (idempotent).
+
+    `remote_dir` is relative to the login user's home unless absolute.
+    """
+    host = str(target)
+    conn = await _connect(pool, target)
+    probe = parse_probe(await _run(conn, host, probe_script(remote_dir), DeployFailure.unreachable))
+    python = choose_python(host, probe, bundle)
+    client = AgentClient.over_tunnel(pool, target, agent_port, timeout=5.0)
+    try:
+        current = probe.bundle_id == bundle.bundle_id
+        if current and probe.agent_alive and await _is_current(client, bundle.version):
+            return DeployedAgent(target, agent_port, python.executable, bundle.bundle_id, True)
+        if probe.agent_alive:
+            await _stop(conn, host, remote_dir, probe.agent_pid)
+        await _check_port_free(client, host, agent_port)
+        if not current:
+            await _install(conn, host, bundle, remote_dir, probe)
+        await _start_and_wait(
+            conn,
+            client,
+            host,
+            remote_dir=remote_dir,
+            python=python.executable,
+            port=agent_port,
+            version=bundle.version,
+            wait_for=start_timeout,
+        )
+    finally:
+        await client.aclose()
+    return DeployedAgent(target, agent_port, python.executable, bundle.bundle_id, False)
+
+
+async def stop_agent(
+    pool: TunnelPool, target: SSHTarget, remote_dir: str = DEFAULT_REMOTE_DIR
+) -> None:
+    """Stop the agent on `target` (its jobs are detached and keep running)."""
+    conn = await _connect(pool, target)
+    probe = parse_probe(
+        await _run(conn, str(target), probe_script(remote_dir), DeployFailure.unreachable)
+    )
+    if probe.agent_alive:
+        await _stop(conn, str(target), remote_dir, probe.agent_pid)
