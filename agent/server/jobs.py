@@ -109,6 +109,8 @@ class JobManager:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for executor in self._executors.values():
+            await executor.close()
 
     # --- requests --------------------------------------------------------------------------
 

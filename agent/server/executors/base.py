@@ -81,3 +81,6 @@ class Executor(Protocol):
     async def sample(self, spec: JobSpec, files: JobFiles) -> Usage: ...
 
     async def remove(self, spec: JobSpec, files: JobFiles) -> None: ...
+
+    async def close(self) -> None:
+        """Let go of the jobs (they keep running) and of engine connections."""

@@ -138,6 +138,9 @@ class ProcessExecutor:
     async def remove(self, spec: JobSpec, files: JobFiles) -> None:
         self._children.pop(spec.id, None)
 
+    async def close(self) -> None:
+        self._children.clear()  # the wrappers live on; a later agent adopts them
+
 
 def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
     """Start the wrapper in a new session, output appended to the job's log."""

@@ -1,0 +1,71 @@
+"""``python -m agent serve --data-dir DIR --http-port P``: run the host agent.
+
+The agent serves its HTTP API on 127.0.0.1 only (see ``agent/server/serving.py``);
+``--http-port 0`` picks a free port, written to ``<data-dir>/agent.json``. Extra
+services run in the same process: ``extra_services(args)`` turns their options into
+``AgentService`` values (the embedded SSH server adds ``--ssh-port`` and friends here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.protocol import agent_version
+from agent.server.serving import (
+    DEFAULT_HTTP_PORT,
+    AgentConfig,
+    AgentLockedError,
+    AgentService,
+    serve,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agent", description="Dockyard host agent")
+    parser.add_argument("--version", action="version", version=agent_version())
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_parser = commands.add_parser("serve", help="serve the agent API on 127.0.0.1")
+    serve_parser.add_argument("--data-dir", type=Path, required=True, help="jobs, logs, state")
+    serve_parser.add_argument(
+        "--http-port", type=int, default=DEFAULT_HTTP_PORT, help="0 picks a free port"
+    )
+    serve_parser.add_argument("--no-docker", action="store_true", help="process executor only")
+    serve_parser.add_argument("--docker-url", default=None, help="default: DOCKER_HOST or socket")
+    serve_parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def extra_services(args: argparse.Namespace) -> list[AgentService]:
+    """Services started beside the HTTP API, from their command-line options."""
+    return []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = AgentConfig(
+        data_dir=args.data_dir.resolve(),
+        http_port=args.http_port,
+        docker=not args.no_docker,
+        docker_url=args.docker_url,
+    )
+    try:
+        asyncio.run(serve(config, extra_services(args)))
+    except AgentLockedError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: cannot serve on 127.0.0.1:{args.http_port}: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

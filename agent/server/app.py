@@ -1,0 +1,119 @@
+"""The agent's HTTP API (FastAPI): thin routes over the ``JobManager``.
+
+Every route is under ``/api/v1`` (``protocol.API_PREFIX``); models come from
+``agent/protocol.py`` and ``docs/contracts.md`` ("Agent API") describes them. Errors are
+``ErrorBody`` JSON: ``AgentError`` maps to its code and status, a request that does not
+validate to ``422 invalid_request``. The app holds no state of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from agent.protocol import (
+    API_PREFIX,
+    DEFAULT_LOG_LIMIT,
+    HEADER_JOB_FINISHED,
+    HEADER_LOG_OFFSET,
+    HEADER_NEXT_OFFSET,
+    MAX_LOG_LIMIT,
+    ErrorBody,
+    ErrorCode,
+    Healthcheck,
+    HostInfo,
+    JobMetrics,
+    JobSpec,
+    JobState,
+    StopRequest,
+    agent_version,
+)
+from agent.server.errors import AgentError
+from agent.server.jobs import JobManager
+
+HostProbe = Callable[[], Awaitable[HostInfo]]
+
+
+def create_app(manager: JobManager, host_probe: HostProbe) -> FastAPI:
+    app = FastAPI(title="dockyard-agent", version=agent_version(), docs_url=None, redoc_url=None)
+    app.include_router(_routes(manager, host_probe), prefix=API_PREFIX)
+    app.add_exception_handler(AgentError, _agent_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    return app
+
+
+def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
+    router = APIRouter()
+    version = agent_version()
+
+    @router.get("/healthcheck")
+    async def healthcheck() -> Healthcheck:
+        return Healthcheck(version=version)
+
+    @router.get("/host")
+    async def host() -> HostInfo:
+        return await host_probe()
+
+    @router.post("/jobs")
+    async def submit(spec: JobSpec) -> JobState:
+        return await manager.submit(spec)
+
+    @router.get("/jobs")
+    async def list_jobs() -> list[JobState]:
+        return manager.list()
+
+    @router.get("/jobs/{job_id}")
+    async def get_job(job_id: str) -> JobState:
+        return manager.get(job_id)
+
+    @router.get("/jobs/{job_id}/logs")
+    async def logs(
+        job_id: str,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_LOG_LIMIT)] = DEFAULT_LOG_LIMIT,
+    ) -> Response:
+        manager.get(job_id)  # 404 before going to a thread
+        chunk = await asyncio.to_thread(manager.read_logs, job_id, offset=offset, limit=limit)
+        headers = {
+            HEADER_LOG_OFFSET: str(chunk.offset),
+            HEADER_NEXT_OFFSET: str(chunk.next_offset),
+            HEADER_JOB_FINISHED: "1" if chunk.finished else "0",
+        }
+        return Response(chunk.data, media_type="application/octet-stream", headers=headers)
+
+    @router.post("/jobs/{job_id}/stop")
+    async def stop(job_id: str, request: StopRequest | None = None) -> JobState:
+        request = request or StopRequest()
+        return await manager.stop(job_id, grace=request.timeout, force=request.force)
+
+    @router.delete("/jobs/{job_id}", status_code=204)
+    async def remove(job_id: str) -> Response:
+        await manager.remove(job_id)
+        return Response(status_code=204)
+
+    @router.get("/jobs/{job_id}/metrics")
+    async def metrics(job_id: str) -> JobMetrics:
+        return await manager.metrics(job_id)
+
+    return router
+
+
+async def _agent_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, AgentError)
+    body = ErrorBody(error=error.code, message=error.message)
+    return JSONResponse(body.model_dump(mode="json"), status_code=error.http_status)
+
+
+async def _invalid_request(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in problem.get('loc', ()))}: {problem.get('msg')}"
+        for problem in error.errors()
+    )
+    body = ErrorBody(error=ErrorCode.INVALID_REQUEST, message=problems or "invalid request")
+    return JSONResponse(body.model_dump(mode="json"), status_code=422)

@@ -1,0 +1,98 @@
+"""A ``JobSpec`` as Docker container arguments, and the mapped ports back (pure).
+
+Commands are joined as dstack joins them: ``entrypoint [shell, "-c"]`` and one command
+``" && ".join(commands)``. With an explicit ``entrypoint``, ``commands`` are its
+arguments, unjoined. Without either, the image's own entrypoint and command run.
+
+Network: ``host`` for a job that has the whole instance; ``bridge`` with each requested
+port published on 127.0.0.1 (a fixed ``host_port``, or a free one the engine picks) when
+the instance is shared. GPUs: an NVIDIA device request on exactly the allocated indices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docker.types import DeviceRequest
+
+from agent.protocol import JobSpec, NetworkMode, PortMapping
+from agent.server.executors.proctable import MARKER_ENV
+
+LABEL_JOB_ID = "dockyard.job-id"
+LABEL_RUN_NAME = "dockyard.run-name"
+PUBLISH_ADDRESS = "127.0.0.1"
+
+
+def container_name(job_id: str) -> str:
+    return f"dockyard-{job_id}"
+
+
+def to_container_kwargs(spec: JobSpec) -> dict[str, Any]:
+    """Keyword arguments of ``docker.DockerClient.containers.create`` for ``spec``."""
+    kwargs: dict[str, Any] = {
+        "image": spec.image,
+        "name": container_name(spec.id),
+        "labels": {**spec.labels, LABEL_JOB_ID: spec.id, LABEL_RUN_NAME: spec.run_name},
+        "environment": {**spec.env, MARKER_ENV: spec.id, "DOCKYARD_RUN_NAME": spec.run_name},
+        "privileged": spec.privileged,
+        "volumes": {
+            volume.host_path: {
+                "bind": volume.container_path,
+                "mode": "ro" if volume.read_only else "rw",
+            }
+            for volume in spec.volumes
+        },
+    }
+    if spec.entrypoint is not None:
+        kwargs["entrypoint"] = spec.entrypoint
+        kwargs["command"] = spec.commands or None
+    elif spec.commands:
+        kwargs["entrypoint"] = [spec.shell, "-c"]
+        kwargs["command"] = [" && ".join(spec.commands)]
+    if spec.working_dir:
+        kwargs["working_dir"] = spec.working_dir
+    if spec.user:
+        kwargs["user"] = spec.user
+    if spec.network_mode == NetworkMode.HOST:
+        kwargs["network_mode"] = "host"
+    else:
+        kwargs["ports"] = {
+            f"{port.container_port}/tcp": (PUBLISH_ADDRESS, port.host_port)
+            if port.host_port
+            else (PUBLISH_ADDRESS,)
+            for port in spec.ports
+        }
+    if spec.gpus:
+        kwargs["device_requests"] = [
+            DeviceRequest(
+                driver="nvidia",
+                device_ids=[str(index) for index in spec.gpus],
+                capabilities=[["gpu"]],
+            )
+        ]
+    if spec.shm_size_mib:
+        kwargs["shm_size"] = f"{spec.shm_size_mib}m"
+    if spec.cpus:
+        kwargs["nano_cpus"] = int(spec.cpus * 1e9)
+    if spec.memory_mib:
+        kwargs["mem_limit"] = f"{spec.memory_mib}m"
+    return kwargs
+
+
+def to_port_mappings(spec: JobSpec, attrs: dict[str, Any]) -> list[PortMapping]:
+    """The published ports of a started container (``attrs`` from inspect)."""
+    if spec.network_mode == NetworkMode.HOST:
+        return [
+            PortMapping(container_port=p.container_port, host_port=p.container_port)
+            for p in spec.ports
+        ]
+    published = (attrs.get("NetworkSettings") or {}).get("Ports") or {}
+    mappings = []
+    for port in spec.ports:
+        bindings = published.get(f"{port.container_port}/tcp") or []
+        host_ports = [int(b["HostPort"]) for b in bindings if b.get("HostPort")]
+        if host_ports:
+            mappings.append(
+                PortMapping(container_port=port.container_port, host_port=host_ports[0])
+            )
+    return mappings

@@ -1,0 +1,257 @@
+"""The Docker executor: one container per job, through the docker SDK.
+
+``prepare`` pulls the image unless the engine has it (reported as ``pulling`` with the
+fraction of bytes done); ``launch`` creates and starts the container named
+``dockyard-<job-id>`` and labelled ``dockyard.job-id`` (arguments from
+``containers.to_container_kwargs``); its output is copied to the job's log by a
+``LogFollower``. A restarted agent finds the container by label (``adopt``).
+
+The SDK is synchronous: short calls run in worker threads, the calls that block for the
+life of a job (wait, log stream) in daemon threads, so that they never hold up the
+agent's exit. Engine connection errors become ``EngineUnavailableError`` (the manager
+waits and asks again); other engine refusals become ``ExecutorError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import docker
+import docker.errors
+import docker.utils
+import requests.exceptions
+
+from agent.protocol import ExecutorKind, JobReason, JobSpec
+from agent.server.errors import EngineUnavailableError
+from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
+from agent.server.executors.containers import (
+    LABEL_JOB_ID,
+    container_name,
+    to_container_kwargs,
+    to_port_mappings,
+)
+from agent.server.executors.dockerlogs import LogFollower
+from agent.server.store import JobFiles
+
+T = TypeVar("T")
+API_TIMEOUT = 60
+_UNREACHABLE = (requests.exceptions.ConnectionError, ConnectionError)
+
+
+class DockerExecutor:
+    """Runs jobs as containers of the engine at ``base_url`` (None: the environment's)."""
+
+    kind = ExecutorKind.DOCKER
+
+    def __init__(self, base_url: str | None = None) -> None:
+        self._base_url = base_url
+        self._clients: dict[bool, docker.DockerClient] = {}
+        self._followers: dict[str, LogFollower] = {}
+        self._containers: dict[str, str] = {}
+
+    def _client(self, *, streaming: bool = False) -> docker.DockerClient:
+        """A client; the streaming one has no read timeout (waits and log streams)."""
+        if streaming not in self._clients:
+            timeout: Any = None if streaming else API_TIMEOUT  # None: no read timeout
+            try:
+                self._clients[streaming] = (
+                    docker.DockerClient(base_url=self._base_url, timeout=timeout)
+                    if self._base_url
+                    else docker.from_env(timeout=timeout)
+                )
+            except docker.errors.DockerException as error:
+                raise EngineUnavailableError(f"no Docker engine answers: {error}") from error
+        return self._clients[streaming]
+
+    async def is_available(self) -> bool:
+        def ping() -> bool:
+            return bool(self._client().ping())
+
+        try:
+            return await asyncio.to_thread(ping)
+        except (EngineUnavailableError, docker.errors.DockerException, *_UNREACHABLE):
+            return False
+
+    def check(self, spec: JobSpec) -> str | None:
+        return None if spec.image else "a docker job needs an image"
+
+    async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
+        loop = asyncio.get_running_loop()
+
+        def report(fraction: float | None) -> None:
+            loop.call_soon_threadsafe(progress, fraction)
+
+        await _call(lambda: _pull(self._client(streaming=True), str(spec.image), report))
+
+    async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
+        def create() -> tuple[str, dict[str, Any]]:
+            client = self._client()
+            _remove_stale(client, spec.id)
+            container = client.containers.create(**to_container_kwargs(spec))
+            container.start()
+            container.reload()
+            return str(container.id), container.attrs
+
+        container_id, attrs = await _call(create)
+        self._follow(spec, files, container_id)
+        return Launched(container_id=container_id, ports=to_port_mappings(spec, attrs))
+
+    async def adopt(self, spec: JobSpec, files: JobFiles) -> Launched | None:
+        def find() -> tuple[str, dict[str, Any]] | None:
+            client = self._client()
+            found = client.containers.list(all=True, filters={"label": f"{LABEL_JOB_ID}={spec.id}"})
+            return (str(found[0].id), found[0].attrs) if found else None
+
+        located = await _call(find)
+        if located is None:
+            return None
+        self._follow(spec, files, located[0])
+        return Launched(container_id=located[0], ports=to_port_mappings(spec, located[1]))
+
+    async def wait(self, spec: JobSpec, files: JobFiles) -> int | None:
+        container_id = self._containers.get(spec.id)
+        if container_id is None:
+            return None
+        api = self._client(streaming=True).api
+        try:
+            result = await _in_daemon_thread(lambda: api.wait(container_id))
+        except docker.errors.NotFound:
+            result = None
+        except _UNREACHABLE as error:
+            raise EngineUnavailableError(str(error)) from error
+        follower = self._followers.pop(spec.id, None)
+        if follower is not None:
+            await _in_daemon_thread(follower.finished.wait)
+        return int(result["StatusCode"]) if result else None
+
+    async def signal(self, spec: JobSpec, files: JobFiles, *, kill: bool) -> None:
+        container_id = self._containers.get(spec.id)
+        if container_id is None:
+            return
+        api = self._client().api
+
+        def send() -> None:
+            try:
+                api.kill(container_id, signal="SIGKILL" if kill else "SIGTERM")
+            except docker.errors.APIError as error:
+                if error.status_code not in (404, 409):  # gone, or not running
+                    raise
+
+        await _call(send)
+
+    async def sample(self, spec: JobSpec, files: JobFiles) -> Usage:
+        container_id = self._containers.get(spec.id)
+        if container_id is None:
+            return Usage(cpu_seconds=0.0, memory_bytes=0)
+        api = self._client().api
+        stats = await _call(lambda: api.stats(container_id, stream=False, one_shot=True))
+        cpu_ns = ((stats.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage", 0)
+        memory = stats.get("memory_stats") or {}
+        cache = (memory.get("stats") or {}).get("inactive_file", 0)
+        used = max(int(memory.get("usage", 0)) - int(cache), 0)
+        return Usage(cpu_seconds=cpu_ns / 1e9, memory_bytes=used)
+
+    async def remove(self, spec: JobSpec, files: JobFiles) -> None:
+        follower = self._followers.pop(spec.id, None)
+        if follower is not None:
+            follower.stop()
+        self._containers.pop(spec.id, None)
+        await _call(lambda: _remove_stale(self._client(), spec.id))
+
+    async def close(self) -> None:
+        for follower in self._followers.values():
+            follower.stop()
+        self._followers.clear()
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def _follow(self, spec: JobSpec, files: JobFiles, container_id: str) -> None:
+        self._containers[spec.id] = container_id
+        old = self._followers.pop(spec.id, None)
+        if old is not None:
+            old.stop()
+        api = self._client(streaming=True).api
+
+        def frames(since_ns: int) -> Iterable[bytes]:
+            since = since_ns / 1e9 - 1 if since_ns else None
+            stream: Iterable[bytes] = api.logs(
+                container_id, stream=True, follow=True, timestamps=True, since=since
+            )
+            return stream
+
+        self._followers[spec.id] = LogFollower(files, frames).start()
+
+
+def _pull(client: docker.DockerClient, image: str, report: Callable[[float | None], None]) -> None:
+    """Pull ``image`` unless the engine has it, reporting the fraction of bytes done."""
+    try:
+        client.images.get(image)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    report(None)
+    repository, tag = docker.utils.parse_repository_tag(image)
+    layers: dict[str, tuple[int, int]] = {}
+    try:
+        for event in client.api.pull(repository, tag=tag or "latest", stream=True, decode=True):
+            if "error" in event:
+                raise ExecutorError(
+                    JobReason.IMAGE_NOT_FOUND, f"cannot pull {image}: {event['error']}"
+                )
+            detail = event.get("progressDetail") or {}
+            if event.get("id") and detail.get("total"):
+                layers[event["id"]] = (int(detail.get("current", 0)), int(detail["total"]))
+                done, total = (sum(values) for values in zip(*layers.values(), strict=True))
+                report(min(done / total, 1.0))
+    except docker.errors.APIError as error:
+        raise ExecutorError(JobReason.IMAGE_NOT_FOUND, f"cannot pull {image}: {error}") from error
+
+
+def _remove_stale(client: docker.DockerClient, job_id: str) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        client.api.remove_container(container_name(job_id), force=True)
+
+
+async def _call(function: Callable[[], T]) -> T:
+    """Run a short SDK call in a worker thread, translating engine errors."""
+    try:
+        return await asyncio.to_thread(function)
+    except _UNREACHABLE as error:
+        raise EngineUnavailableError(f"the Docker engine does not answer: {error}") from error
+    except docker.errors.APIError as error:
+        raise ExecutorError(
+            JobReason.EXECUTOR_ERROR, f"Docker refused: {error.explanation or error}"
+        ) from error
+
+
+def _in_daemon_thread(function: Callable[[], T]) -> asyncio.Future[T]:
+    """Run a call that may block for the life of a job in a daemon thread."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():
+            outcome()
+
+    def run() -> None:
+        try:
+            result = function()
+        except BaseException as error:  # noqa: BLE001 - handed to the awaiting task
+            failure = error
+            _post(loop, lambda: settle(lambda: future.set_exception(failure)))
+        else:
+            _post(loop, lambda: settle(lambda: future.set_result(result)))
+
+    threading.Thread(target=run, daemon=True, name="docker-wait").start()
+    return future
+
+
+def _post(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    if not loop.is_closed():
+        with contextlib.suppress(RuntimeError):  # closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(callback)

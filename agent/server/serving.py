@@ -1,0 +1,168 @@
+"""Composition root of the agent: build the parts, serve HTTP on 127.0.0.1, run services.
+
+``start_agent(config, services)`` is an async context manager that takes the data-dir
+lock, builds executors, store and ``JobManager`` (re-adopting jobs), binds the HTTP
+socket (port 0 picks a free one), starts uvicorn, then enters each extra service, and
+writes ``<data-dir>/agent.json`` (pid, port, version) once all is up. ``serve`` runs it
+until SIGINT/SIGTERM. Jobs outlive the agent: leaving only stops supervising them.
+
+Extension point: an ``AgentService`` is a callable taking the ``AgentContext`` and
+returning an async context manager; the embedded SSH server is one (``--ssh-port``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from agent.protocol import ExecutorKind, HostInfo, agent_version
+from agent.server.app import create_app
+from agent.server.executors.base import Executor
+from agent.server.executors.docker import DockerExecutor
+from agent.server.executors.process import ProcessExecutor
+from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpus, to_capacity
+from agent.server.jobs import JobManager
+from agent.server.store import JobStore, write_atomically
+
+log = logging.getLogger(__name__)
+
+HTTP_HOST = "127.0.0.1"  # never anything else: the agent is reached through SSH only
+DEFAULT_HTTP_PORT = 10998
+
+
+class AgentLockedError(Exception):
+    """Another agent already serves this data dir."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    data_dir: Path
+    http_port: int = DEFAULT_HTTP_PORT  # 0: any free port (see agent.json)
+    docker: bool = True  # offer the docker executor when an engine answers
+    docker_url: str | None = None  # None: DOCKER_HOST or the default socket
+    tool_runner: ToolRunner = run_tool
+
+
+@dataclass
+class AgentContext:
+    """What extra services get: the config, the job manager and the bound HTTP port."""
+
+    config: AgentConfig
+    manager: JobManager
+    http_port: int
+    executors: Mapping[ExecutorKind, Executor] = field(default_factory=dict)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def request_stop(self) -> None:
+        """Ask the agent to leave ``serve`` (jobs keep running)."""
+        self.stopping.set()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: ``serve`` owns SIGINT and SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+AgentService = Callable[[AgentContext], AbstractAsyncContextManager[None]]
+
+
+def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
+    executors: dict[ExecutorKind, Executor] = {ExecutorKind.PROCESS: ProcessExecutor()}
+    if config.docker:
+        executors[ExecutorKind.DOCKER] = DockerExecutor(base_url=config.docker_url)
+    return executors
+
+
+@contextlib.asynccontextmanager
+async def start_agent(
+    config: AgentConfig, services: Sequence[AgentService] = ()
+) -> AsyncIterator[AgentContext]:
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    with _data_dir_lock(config.data_dir):
+        executors = build_executors(config)
+
+        async def probe() -> HostInfo:
+            return await detect_host(
+                data_dir=config.data_dir, executors=executors.values(), runner=config.tool_runner
+            )
+
+        host = await probe()
+        manager = JobManager(
+            store=JobStore(config.data_dir),
+            executors=executors,
+            capacity=to_capacity(host),
+            gpu_sampler=lambda: sample_gpus(config.tool_runner),
+        )
+        await manager.start()
+        sock = _bind(config.http_port)
+        server = _Server(
+            uvicorn.Config(create_app(manager, probe), log_level="warning", lifespan="off")
+        )
+        server_task = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            context = AgentContext(config, manager, sock.getsockname()[1], executors)
+            async with contextlib.AsyncExitStack() as stack:
+                for service in services:
+                    await stack.enter_async_context(service(context))
+                _write_agent_file(config.data_dir, context.http_port)
+                yield context
+        finally:
+            server.should_exit = True
+            await asyncio.gather(server_task, return_exceptions=True)
+            sock.close()
+            await manager.close()
+
+
+async def serve(config: AgentConfig, services: Sequence[AgentService] = ()) -> None:
+    """Run the agent until SIGINT or SIGTERM."""
+    async with start_agent(config, services) as context:
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(number, context.request_stop)
+        log.info(
+            "agent serving on %s:%d, data dir %s", HTTP_HOST, context.http_port, config.data_dir
+        )
+        await context.stopping.wait()
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HTTP_HOST, port))
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+@contextlib.contextmanager
+def _data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """Hold ``agent.lock`` so that two agents never supervise the same jobs."""
+    with open(data_dir / "agent.lock", "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise AgentLockedError(f"another agent serves {data_dir}") from error
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _write_agent_file(data_dir: Path, http_port: int) -> None:
+    info = {"pid": os.getpid(), "http_port": http_port, "version": agent_version()}
+    write_atomically(data_dir / "agent.json", json.dumps(info).encode())
