@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler.core.diffing import top_field
-from reconciler.core.inplace import Verdict
+from reconciler.core.inplace import SERVICE_ROLLING, Verdict
 from reconciler.domain.desired import IMPLICIT_PATH, DesiredResource
 from reconciler.domain.kinds import Kind
 from reconciler.domain.observed import ObservedResource
@@ -39,10 +39,13 @@ def reason_for_change(
     changes: Sequence[FieldChange],
 ) -> str:
     if verdict.action is ActionKind.UPDATE:
-        fields = _names(tuple(dict.fromkeys(top_field(c.field) for c in changes)))
+        tops = tuple(dict.fromkeys(top_field(c.field) for c in changes))
         if verdict.rollout is Rollout.ROLLING:
-            return f"rolling update of {fields}: replicas are replaced one at a time"
-        return f"update in place: {fields}"
+            rolling = [f for f in tops if f in SERVICE_ROLLING or f == "https"]
+            at_once = [f for f in tops if f not in rolling]
+            reason = f"rolling update of {_names(rolling)}: replicas are replaced one at a time"
+            return reason + (f"; applied at once: {_names(at_once)}" if at_once else "")
+        return f"update in place, applied at once: {_names(tops)}"
     return _reason_for_replace(resource, live, verdict)
 
 
