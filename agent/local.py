@@ -1,0 +1,250 @@
+"""The local fleet: an agent on the server's own host, started on first use.
+
+The embedded default needs no SSH host at all: `ensure_local_agent` starts
+``python -m agent serve`` as a detached process (its own session, so it outlives the
+server and its jobs keep running across server restarts), with its data dir under the
+server's data dir, a generated host key, and the server's public key in its
+``authorized_keys``. The server then reaches it like any other agent: SSH to the agent's
+embedded server, ``direct-tcpip`` to its HTTP port.
+
+Idempotent: a state file (pid and ports) plus a healthcheck through the tunnel tell
+whether the running agent can be reused; a dead one is started again, a wrong version is
+stopped and replaced. A file lock serialises concurrent callers (several server workers).
+
+Layout (``<server data dir>/local-agent/``): ``data/`` (the agent's), ``host_key``,
+``authorized_keys``, ``state.json``, ``agent.log``, ``lock``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from agent.client import AgentClient, AgentError
+from agent.protocol import agent_version
+from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
+
+LOCAL_USER = "dockyard"
+
+
+class LocalAgentError(Exception):
+    """The local agent could not be started; the message has the reason and its log."""
+
+
+@dataclass(frozen=True)
+class LocalAgent:
+    """How the server reaches the local agent."""
+
+    target: SSHTarget
+    agent_port: int
+    ssh_port: int
+    pid: int
+    started: bool  # False: an agent already running was reused
+
+
+@dataclass(frozen=True)
+class LocalPaths:
+    root: Path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def host_key(self) -> Path:
+        return self.root / "host_key"
+
+    @property
+    def authorized_keys(self) -> Path:
+        return self.root / "authorized_keys"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "agent.log"
+
+
+def ensure_client_key(path: Path) -> Path:
+    """The server's SSH key at `path`, generated (ed25519, 0600) if missing."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = asyncssh.generate_private_key("ssh-ed25519", comment="dockyard-server")
+        key.write_private_key(str(path))
+        path.chmod(0o600)
+        key.write_public_key(str(path) + ".pub")
+    return path
+
+
+def authorize_key(authorized_keys: Path, private_key: Path) -> None:
+    """Add the public half of `private_key` to `authorized_keys` unless already there."""
+    public = asyncssh.read_private_key(str(private_key)).export_public_key().decode().strip()
+    lines = authorized_keys.read_text().splitlines() if authorized_keys.exists() else []
+    if public.split()[1] not in {line.split()[1] for line in lines if len(line.split()) > 1}:
+        authorized_keys.parent.mkdir(parents=True, exist_ok=True)
+        with open(authorized_keys, "a") as handle:
+            handle.write(public + "\n")
+        authorized_keys.chmod(0o600)
+
+
+def _is_our_agent(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"serve" in cmdline and bool({b"agent", b"agent.ssh"} & set(cmdline))
+
+
+def _free_port(preferred: int | None) -> int:
+    for candidate in (preferred or 0, 0):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise LocalAgentError("no free port on 127.0.0.1")  # pragma: no cover
+
+
+@contextlib.asynccontextmanager
+async def _locked(path: Path) -> AsyncIterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a+b") as handle:
+        await asyncio.to_thread(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _read_state(paths: LocalPaths) -> dict[str, int]:
+    try:
+        raw = json.loads(paths.state.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: int(v) for k, v in raw.items() if k in ("pid", "http_port", "ssh_port")}
+
+
+def _target(paths: LocalPaths, ssh_port: int, client_key: Path) -> SSHTarget:
+    return SSHTarget("127.0.0.1", ssh_port, user=LOCAL_USER, identity_file=str(client_key))
+
+
+async def _healthy(pool: TunnelPool, target: SSHTarget, http_port: int) -> bool:
+    async with AgentClient.over_tunnel(pool, target, http_port, timeout=5.0) as client:
+        try:
+            health = await client.healthcheck()
+        except (AgentUnreachable, AgentError):
+            return False
+    return health.version == agent_version()
+
+
+def stop_local_agent(server_data_dir: Path, *, wait_for: float = 10.0) -> bool:
+    """Stop the local agent if one runs (jobs are detached and keep running)."""
+    pid = _read_state(LocalPaths(server_data_dir / "local-agent")).get("pid")
+    if pid is None or not _is_our_agent(pid):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_for
+    while time.monotonic() < deadline and _is_our_agent(pid):
+        time.sleep(0.05)
+    if _is_our_agent(pid):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int) -> int:
+    argv = [
+        python,
+        "-m",
+        "agent.ssh",
+        "serve",
+        "--data-dir",
+        str(paths.data_dir),
+        "--http-port",
+        str(http_port),
+        "--ssh-port",
+        str(ssh_port),
+        "--authorized-keys",
+        str(paths.authorized_keys),
+        "--host-key",
+        str(paths.host_key),
+    ]
+    with open(paths.log, "wb") as log:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=paths.root,
+            start_new_session=True,
+        )
+    return process.pid
+
+
+async def _wait_started(
+    pool: TunnelPool,
+    target: SSHTarget,
+    http_port: int,
+    pid: int,
+    paths: LocalPaths,
+    wait_for: float,
+) -> None:
+    deadline = time.monotonic() + wait_for
+    while time.monotonic() < deadline:
+        if await _healthy(pool, target, http_port):
+            return
+        if not _is_our_agent(pid):
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise LocalAgentError(f"the local agent exited: {' | '.join(tail) or 'no output'}")
+        await asyncio.sleep(0.1)
+    raise LocalAgentError(
+        f"the local agent did not answer within {wait_for:.0f} s (see {paths.log})"
+    )
+
+
+async def ensure_local_agent(
+    server_data_dir: Path,
+    client_key: Path,
+    pool: TunnelPool,
+    *,
+    python: str = sys.executable,
+    start_timeout: float = 30.0,
+) -> LocalAgent:
+    """The running local agent, started first if needed (idempotent, process-safe)."""
+    paths = LocalPaths(server_data_dir / "local-agent")
+    paths.root.mkdir(parents=True, exist_ok=True)
+    async with _locked(paths.root / "lock"):
+        authorize_key(paths.authorized_keys, client_key)
+        state = _read_state(paths)
+        pid, http_port, ssh_port = state.get("pid"), state.get("http_port"), state.get("ssh_port")
+        if pid and http_port and ssh_port and _is_our_agent(pid):
+            target = _target(paths, ssh_port, client_key)
+            if await _healthy(pool, target, http_port):
+                return LocalAgent(target, http_port, ssh_port, pid, started=False)
+            await asyncio.to_thread(stop_local_agent, server_data_dir)
+            pool.drop(target)
+        http_port, ssh_port = _free_port(http_port), _free_port(ssh_port)
+        if http_port == ssh_port:
+            ssh_port = _free_port(None)
+        pid = _spawn(paths, python, http_port, ssh_port)
+        paths.state.write_text(
+            json.dumps({"pid": pid, "http_port": http_port, "ssh_port": ssh_port})
+        )
+        target = _target(paths, ssh_port, client_key)
+        await _wait_started(pool, target, http_port, pid, paths, start_timeout)
+        return LocalAgent(target, http_port, ssh_port, pid, started=True)

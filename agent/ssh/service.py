@@ -1,0 +1,83 @@
+"""The embedded SSH server as an agent service (``python -m agent serve --ssh-port …``).
+
+`ssh_server_service` plugs into the agent's composition root (``agent.server.serving``,
+an ``AgentService``): it starts `agent.ssh.server` once the HTTP port is bound and stops
+it when the agent leaves. What the server allows is read live from the `JobManager`:
+
+- forwarding to the agent's HTTP port and to the host ports of jobs that run;
+- a session for user ``<job id>`` or ``<run name>`` (the newest running job of that run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+
+from agent.protocol import ExecutorKind, JobState, JobStatus
+from agent.server.executors.process import job_environment
+from agent.server.serving import AgentContext, AgentService
+from agent.ssh.server import ForwardPolicy, SSHServerOptions, start_ssh_server
+from agent.ssh.sessions import JobSession, SessionResolver
+
+ACTIVE = (JobStatus.RUNNING, JobStatus.PULLING, JobStatus.PENDING)
+
+
+def forward_policy(context: AgentContext) -> ForwardPolicy:
+    def allowed(port: int) -> bool:
+        if port == context.http_port:
+            return True
+        return any(
+            mapping.host_port == port
+            for state in context.manager.list()
+            if state.status == JobStatus.RUNNING
+            for mapping in state.ports
+        )
+
+    return allowed
+
+
+def find_job(states: list[JobState], run_names: dict[str, str], name: str) -> JobState | None:
+    """Pure: the job a session user name means (an id, else the newest running job of a run)."""
+    for state in states:
+        if state.id == name:
+            return state
+    candidates = [s for s in states if run_names.get(s.id) == name and s.status in ACTIVE]
+    candidates.sort(key=lambda s: (s.status == JobStatus.RUNNING, s.started_at or 0.0))
+    return candidates[-1] if candidates else None
+
+
+def session_resolver(context: AgentContext) -> SessionResolver:
+    manager = context.manager
+
+    async def resolve(name: str) -> JobSession | None:
+        states = manager.list()
+        run_names = {state.id: manager.spec(state.id).run_name for state in states}
+        state = find_job(states, run_names, name)
+        if state is None or state.status != JobStatus.RUNNING:
+            return None
+        spec = manager.spec(state.id)
+        if spec.executor == ExecutorKind.DOCKER:
+            return JobSession(state.id, "docker", spec.working_dir, {}, state.container_id)
+        work_dir = spec.working_dir or str(manager.files(state.id).work_dir)
+        env = job_environment(spec, dict(os.environ))
+        return JobSession(state.id, "process", work_dir, env)
+
+    return resolve
+
+
+def ssh_server_service(options: SSHServerOptions) -> AgentService:
+    """An ``AgentService`` running the embedded SSH server with `options`."""
+
+    @contextlib.asynccontextmanager
+    async def service(context: AgentContext) -> AsyncIterator[None]:
+        acceptor = await start_ssh_server(
+            options, policy=forward_policy(context), sessions=session_resolver(context)
+        )
+        try:
+            yield
+        finally:
+            acceptor.close()
+            await acceptor.wait_closed()
+
+    return service
