@@ -1,0 +1,91 @@
+"""The preview stage: dry-run every changing action before anything is applied.
+
+Capacity actions (fleets, volumes, gateways being created, updated or replaced) are
+previewed by the `stacks` engine that would bring them up: `select_engine` picks it from
+the spec, the engine must be available on this host (a cloud fleet without a `pulumi` CLI
+is *blocked*, with the engine's message), and its `preview` must succeed. Run actions are
+not previewed against live capacity here: placement happens in the jobs worker, which
+waits for capacity or fails the run with dstack's reasons.
+
+`Previewer.preview(plan)` returns one line per failed preview (empty: all good); the
+reconcile aborts the whole pass when the list is not empty (Argo's whole-sync dry-run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from reconciler.domain.plan import Action, ActionKind, Plan
+from reconciler.engine.outcomes import outcome_of
+from stacks.protocol import (
+    Engine,
+    EngineName,
+    ResourceKind,
+    StackError,
+    StackResource,
+    select_engine,
+)
+
+_PREVIEWED = frozenset({ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE})
+
+
+_KINDS: dict[str, ResourceKind] = {"fleet": "fleet", "volume": "volume", "gateway": "gateway"}
+
+
+def to_stack_resource(
+    project: str, kind: str, name: str, path: str | None, spec: object
+) -> StackResource:
+    """The engine's view of a capacity resource (`kind` is fleet, volume or gateway)."""
+    return StackResource(
+        project=project,
+        kind=_KINDS[kind],
+        name=name,
+        path=path or "(unknown)",
+        spec=dict(spec) if isinstance(spec, Mapping) else {},
+    )
+
+
+def engine_for(
+    engines: Mapping[EngineName, Engine], kind: str, spec: Mapping[str, object]
+) -> tuple[Engine | None, str]:
+    """The engine that handles this resource, or None and why (a user-facing line)."""
+    choice = select_engine(kind, spec)
+    if choice.engine is None:
+        return None, choice.message
+    engine = engines.get(choice.engine)
+    if engine is None:
+        return None, f"the {choice.engine} engine is not configured on this server"
+    availability = engine.available()
+    if not availability:
+        return None, availability.message
+    return engine, ""
+
+
+class Previewer:
+    """Previews the capacity actions of a plan with the configured engines."""
+
+    def __init__(self, engines: Mapping[EngineName, Engine]) -> None:
+        self._engines = dict(engines)
+
+    async def preview(self, plan: Plan) -> list[str]:
+        actions = [a for a in plan.actions if a.action in _PREVIEWED and not a.kind.is_run]
+        lines = await asyncio.gather(*(self._preview_one(a) for a in actions))
+        return [line for line in lines if line]
+
+    async def _preview_one(self, action: Action) -> str:
+        label = f"{action.kind.value} {action.name!r} ({action.path})"
+        spec = dict(action.spec or {})
+        engine, why = engine_for(self._engines, action.kind.value, spec)
+        if engine is None:
+            return f"{label}: blocked: {why}"
+        resource = to_stack_resource(
+            action.project, action.kind.value, action.name, action.path, spec
+        )
+        try:
+            await engine.preview(resource)
+        except StackError as exc:
+            outcome = outcome_of(exc)
+            message = outcome.event if outcome is not None else str(exc)
+            return f"{label}: {message}"
+        return ""

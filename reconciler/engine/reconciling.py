@@ -1,0 +1,254 @@
+"""One reconcile pass: fetch → parse → plan → preview → apply → record → report.
+
+`Reconciler.process(reconcile_id, lock_token)` is the callback of the `reconciles` worker:
+it takes one queued reconcile row and runs the stages in a straight line (Flux's
+`reconcile()`), recording each stage on the row *before* it starts so a stuck pass shows
+where it stopped. The rules of the loop (DESIGN.md):
+
+- a commit with any invalid config (or an empty snapshot the policy does not allow) plans
+  errors and applies nothing; the last good revision stays in force;
+- every changing action is previewed first (stack previews through the `stacks` engines);
+  if one preview fails the whole reconcile is aborted before anything is applied;
+- the apply writes intent rows for the whole plan in one transaction (`applying`), so a
+  server killed mid-apply either applied everything or nothing, and the next pass
+  re-plans from the store and converges;
+- a pass that applies after a newer pass of the same project has started applying is
+  superseded: an older commit never overwrites a newer one.
+
+Slow work (git, engines) runs outside DB transactions; the store is synchronous and is
+called through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import select
+
+from reconciler.adapters.db.models import Project, Reconcile
+from reconciler.adapters.db.store import Store
+from reconciler.adapters.gitsource.source import GitSource
+from reconciler.core.planning import plan as plan_actions
+from reconciler.core.policy import RepoPolicy
+from reconciler.core.reconcile_status import (
+    ActionResult,
+    Conclusion,
+    ReconcileStatus,
+    Stage,
+    conclude,
+)
+from reconciler.core.rendering_json import to_json_dict
+from reconciler.domain.desired import DesiredState
+from reconciler.domain.plan import Plan
+from reconciler.engine.applying import ApplyContext, apply_action
+from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
+from reconciler.engine.previewing import Previewer
+from reconciler.errors import PermanentError
+from reconciler.ports import WorkKind
+
+log = logging.getLogger(__name__)
+
+_APPLYING_STAGES = (Stage.APPLY.value, Stage.RECORD.value, Stage.REPORT.value)
+
+
+class ConfigSource(Protocol):
+    """The config repo as the reconciler reads it (implemented over the git source)."""
+
+    def fetch(self, revision: str | None) -> str:
+        """Update the mirror; the commit of `revision` (None: the branch head)."""
+
+    def load(self, commit: str) -> tuple[DesiredState, RepoPolicy]:
+        """The desired state and repo policy at `commit` (parsed, cached by blob)."""
+
+
+class GitConfigSource:
+    """`ConfigSource` over the git source; serializes its calls (the mirror is not shared)."""
+
+    def __init__(self, source: GitSource) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+
+    def fetch(self, revision: str | None) -> str:
+        with self._lock:
+            head = self._source.fetch()
+            return head if revision is None else self._source.resolve(revision)
+
+    def load(self, commit: str) -> tuple[DesiredState, RepoPolicy]:
+        with self._lock:
+            loaded = self._source.load(self._source.snapshot(commit))
+        return loaded.desired, loaded.policy
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a reporter is told when a reconcile ends (for commit statuses, PR comments)."""
+
+    reconcile_id: str
+    project: str
+    commit: str | None
+    status: ReconcileStatus
+    error: str | None
+    plan: Mapping[str, Any] | None
+
+
+class Reporter(Protocol):
+    async def report(self, report: Report) -> None: ...
+
+
+class NoReporter:
+    """The default reporter: reports nowhere (the PR engineer plugs in commit statuses)."""
+
+    async def report(self, report: Report) -> None:
+        del report
+
+
+class Reconciler:
+    """Runs reconcile rows; see the module docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        source: ConfigSource,
+        *,
+        previewer: Previewer,
+        hint: Callable[[WorkKind], None],
+        reporter: Reporter | None = None,
+        retry: Callable[[str, float], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._source = source
+        self._previewer = previewer
+        self._hint = hint
+        self._reporter: Reporter = reporter or NoReporter()
+        self._retry = retry
+
+    async def process(self, reconcile_id: str, lock_token: str) -> float | None:
+        """The `reconciles` worker callback: one full pass of one reconcile row."""
+        row = await asyncio.to_thread(self._store.leases.load, Reconcile, reconcile_id, lock_token)
+        if row is None or row.status not in ("queued", "running"):
+            return None
+        try:
+            conclusion, plan = await self._run(row)
+        except Exception as exc:
+            outcome = outcome_of(exc)
+            if outcome is None:
+                raise
+            conclusion, plan = _failed(outcome), None
+            if outcome.retry_after is not None and self._retry is not None:
+                self._retry(row.project_id, outcome.retry_after)
+        await self._finish(row, conclusion, plan)
+        return None
+
+    async def _stage(self, row: Reconcile, stage: Stage, **values: Any) -> None:
+        await asyncio.to_thread(self._store.set_reconcile_stage, row.id, stage.value, **values)
+
+    async def _run(self, row: Reconcile) -> tuple[Conclusion, Plan | None]:
+        await self._stage(row, Stage.FETCH)
+        commit = await asyncio.to_thread(self._source.fetch, row.attempted_revision)
+        row.attempted_revision = commit
+        await self._stage(row, Stage.PARSE, attempted_revision=commit)
+        desired, policy = await asyncio.to_thread(self._source.load, commit)
+        project = await asyncio.to_thread(self._project_name, row.project_id)
+        if desired.project != project:
+            raise PermanentError(
+                f".dockyard.yml at {commit[:12]} says project {desired.project!r}, but this "
+                f"reconcile is for project {project!r}: fix `project:` in .dockyard.yml or "
+                "run the server for that project"
+            )
+        await self._stage(row, Stage.PLAN)
+        last_applied = await asyncio.to_thread(self._store.last_applied_revision, row.project_id)
+        observed = await asyncio.to_thread(self._store.load_observed, project)
+        plan = plan_actions(desired, observed, policy, base=last_applied)
+        if not plan.ok:
+            errors = [str(issue) for issue in plan.errors]
+            return conclude(attempted=commit, last_applied=last_applied, plan_errors=errors), plan
+        await self._stage(row, Stage.PREVIEW, plan=to_json_dict(plan))
+        preview_errors = await self._previewer.preview(plan)
+        if preview_errors:
+            verdict = conclude(
+                attempted=commit, last_applied=last_applied, preview_errors=preview_errors
+            )
+            return verdict, plan
+        await self._stage(row, Stage.APPLY)
+        results = await asyncio.to_thread(self._apply, row, plan)
+        if results is None:
+            error = "superseded: a newer reconcile of this project has applied; nothing applied"
+            return Conclusion(ReconcileStatus.ABORTED, last_applied, error), plan
+        return conclude(attempted=commit, last_applied=last_applied, results=results), plan
+
+    def _project_name(self, project_id: str) -> str:
+        project = self._store.get(Project, project_id)
+        if project is None:
+            raise PermanentError(f"project {project_id} no longer exists")
+        return project.name
+
+    def _apply(self, row: Reconcile, plan: Plan) -> list[ActionResult] | None:
+        """Apply the whole plan in one transaction; None when a newer pass got there first."""
+        with self._store.writing() as session:
+            lock = select(Project).where(Project.id == row.project_id).with_for_update()
+            session.execute(lock)
+            if _superseded(session, row):
+                return None
+            ctx = ApplyContext(
+                session=session,
+                project_id=row.project_id,
+                now=self._store.now(),
+                commit=plan.commit,
+            )
+            results = [apply_action(ctx, action) for action in plan.actions]
+        for kind in sorted(ctx.hints):
+            self._hint(kind)
+        return results
+
+    async def _finish(self, row: Reconcile, conclusion: Conclusion, plan: Plan | None) -> None:
+        plan_json = to_json_dict(plan) if plan is not None else None
+        await self._stage(row, Stage.RECORD, **({"plan": plan_json} if plan_json else {}))
+        outcome = {"status": conclusion.status.value, "error": conclusion.error}
+        await asyncio.to_thread(
+            self._store.finish_reconcile,
+            row.id,
+            status=conclusion.status.value,
+            outcome=outcome,
+            applied_revision=conclusion.applied_revision,
+            error=conclusion.error,
+        )
+        await self._report(row, conclusion, plan_json)
+
+    async def _report(
+        self, row: Reconcile, conclusion: Conclusion, plan: Mapping[str, Any] | None
+    ) -> None:
+        project = await asyncio.to_thread(self._project_name, row.project_id)
+        report = Report(
+            row.id, project, row.attempted_revision, conclusion.status, conclusion.error, plan
+        )
+        try:
+            await self._reporter.report(report)
+        except Exception as exc:
+            outcome = outcome_of(exc)
+            if outcome is None:
+                raise
+            log.warning("reporting reconcile %s failed: %s", row.id, outcome.message)
+
+
+def _superseded(session: Any, row: Reconcile) -> bool:
+    newer = session.scalars(
+        select(Reconcile.id).where(
+            Reconcile.project_id == row.project_id,
+            Reconcile.created_at > row.created_at,
+            Reconcile.stage.in_(_APPLYING_STAGES),
+        )
+    ).first()
+    return newer is not None
+
+
+def _failed(outcome: Outcome) -> Conclusion:
+    """A pass that raised: transient problems abort it (retried), others fail it."""
+    status = ReconcileStatus.FAILED
+    if outcome.verdict in (Verdict.RETRY, Verdict.WAIT):
+        status = ReconcileStatus.ABORTED
+    return Conclusion(status, None, outcome.event)

@@ -1,0 +1,160 @@
+"""One reconcile pass against a real git repo and a real SQLite store (no workers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.db.models import Reconcile, Run
+from tests.engine.fixtures import Rig, make_rig, service_yaml, task_yaml
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Rig:
+    return make_rig(tmp_path)
+
+
+def _runs(rig: Rig) -> list[Run]:
+    project = rig.store.get_or_create_project("main")
+    return sorted(rig.store.list_runs(project.id), key=lambda r: (r.run_name, r.submitted_at))
+
+
+async def _reconcile(rig: Rig, revision: str | None = None) -> Reconcile:
+    reconcile_id = rig.request(revision=revision)
+    assert await rig.worker.process_once() == 1
+    row = rig.store.get_reconcile(reconcile_id)
+    assert row is not None
+    return row
+
+
+async def test_a_commit_creates_runs_and_the_implicit_local_fleet(rig: Rig) -> None:
+    commit = rig.repo.commit(
+        {"a.dstack.yml": task_yaml("alpha"), "web.dstack.yml": service_yaml("web", 8000)}
+    )
+
+    row = await _reconcile(rig)
+
+    assert (row.status, row.error) == ("succeeded", None)
+    assert (row.attempted_revision, row.applied_revision) == (commit, commit)
+    assert [t["stage"] for t in row.stage_timings] == [
+        "fetch",
+        "parse",
+        "plan",
+        "preview",
+        "apply",
+        "record",
+    ]
+    assert all(t["seconds"] is not None for t in row.stage_timings)
+    assert [(r.run_name, r.run_type, r.status) for r in _runs(rig)] == [
+        ("alpha", "task", "submitted"),
+        ("web", "service", "submitted"),
+    ]
+    project = rig.store.get_or_create_project("main")
+    fleets = rig.store.list_fleets(project.id)
+    assert [(f.name, f.status) for f in fleets] == [("local", "submitted")]
+    assert {"runs", "fleets"} <= set(rig.hints)
+    resources = {(r.kind, r.name): r for r in rig.store.list_resources("main")}
+    assert resources[("task", "alpha")].origin == f"git:a.dstack.yml@{commit}"
+    assert row.plan["summary"]["create"] == 3
+
+
+async def test_the_same_commit_again_changes_nothing(rig: Rig) -> None:
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha")})
+    await _reconcile(rig)
+    first = [(r.id, r.status) for r in _runs(rig)]
+
+    again = await _reconcile(rig)
+
+    assert again.status == "succeeded"
+    assert [(r.id, r.status) for r in _runs(rig)] == first
+    assert again.plan["summary"]["create"] == 0
+
+
+async def test_an_edited_task_is_replaced_by_a_new_run(rig: Rig) -> None:
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha", "echo one")})
+    await _reconcile(rig)
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha", "echo two")})
+
+    row = await _reconcile(rig)
+
+    assert row.status == "succeeded"
+    runs = _runs(rig)
+    assert [(r.status, r.spec["commands"]) for r in runs] == [
+        ("terminating", ["echo one"]),
+        ("submitted", ["echo two"]),
+    ]
+    assert runs[0].termination_reason == "stopped_by_user"
+
+
+async def test_an_invalid_commit_applies_nothing_and_keeps_the_last_good_revision(
+    rig: Rig,
+) -> None:
+    good = rig.repo.commit({"a.dstack.yml": task_yaml("alpha")})
+    await _reconcile(rig)
+    bad = rig.repo.commit(
+        {
+            "b.dstack.yml": task_yaml("beta"),
+            "a.dstack.yml": "type: task\nname: alpha\ncomands: [x]\n",
+        }
+    )
+
+    row = await _reconcile(rig)
+
+    assert row.status == "failed"
+    assert row.attempted_revision == bad
+    assert "a.dstack.yml:3" in (row.error or "")
+    assert [r.run_name for r in _runs(rig)] == ["alpha"]
+    project = rig.store.get_or_create_project("main")
+    assert rig.store.last_applied_revision(project.id) == good
+    assert rig.retries == []  # an invalid commit is not retried; a new commit is needed
+
+
+async def test_a_removed_file_stops_its_run_and_an_empty_repo_deletes_nothing(rig: Rig) -> None:
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha"), "b.dstack.yml": task_yaml("beta")})
+    await _reconcile(rig)
+    rig.repo.commit({"b.dstack.yml": None})
+
+    row = await _reconcile(rig)
+
+    assert row.status == "succeeded"
+    assert [(r.run_name, r.status) for r in _runs(rig)] == [
+        ("alpha", "submitted"),
+        ("beta", "terminating"),
+    ]
+    rig.repo.commit({"a.dstack.yml": None})
+    empty = await _reconcile(rig)
+    assert empty.status == "failed"
+    assert "empty snapshot" in (empty.error or "")
+    assert [(r.run_name, r.status) for r in _runs(rig)] == [
+        ("alpha", "submitted"),
+        ("beta", "terminating"),
+    ]
+
+
+async def test_an_older_reconcile_does_not_apply_after_a_newer_one_did(rig: Rig) -> None:
+    old = rig.repo.commit({"a.dstack.yml": task_yaml("alpha", "echo old")})
+    older_id = rig.request(revision=old)
+    newer_id = rig.request()
+    rig.store.set_reconcile_stage(newer_id, "apply")
+    rig.store.finish_reconcile(newer_id, status="succeeded")
+
+    assert await rig.worker.process_once() == 1
+
+    older = rig.store.get_reconcile(older_id)
+    assert older is not None and older.status == "aborted"
+    assert (older.error or "").startswith("superseded")
+    assert _runs(rig) == []
+
+
+async def test_an_unavailable_engine_aborts_the_whole_reconcile(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, engines={})
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha")})
+
+    row = await _reconcile(rig)
+
+    assert row.status == "aborted"
+    assert "fleet 'local'" in (row.error or "") and "not configured" in (row.error or "")
+    assert _runs(rig) == []
+    project = rig.store.get_or_create_project("main")
+    assert rig.store.list_fleets(project.id) == []
