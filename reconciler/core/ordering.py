@@ -35,7 +35,7 @@ def references(kind: Kind, spec: Mapping[str, Any], project: str) -> tuple[Resou
     gateway_name = _ref_name(gateway, project) if not isinstance(gateway, bool) else None
     if gateway_name:
         keys.add(ResourceKey(project, Kind.GATEWAY, gateway_name))
-    return tuple(sorted(keys))
+    return tuple(sorted(keys, key=lambda key: (key.kind.rank, key.name)))
 
 
 def _volume_names(volume: Any) -> list[str]:
