@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent.client import AgentError, AgentUnreachable, AgentVersionError
+from agent.deploy import DeployError, DeployFailure
+from agent.local import LocalAgentError
 from reconciler.errors import PermanentError, TransientError, UsageError, WaitingError
 from schemas.problems import ConfigError
 from stacks.protocol import (
@@ -29,6 +32,9 @@ from stacks.protocol import (
 
 STACK_FAILED_DELAY = 30.0
 """Seconds before retrying a stack operation that failed (cloud error, I/O)."""
+
+AGENT_RETRY_DELAY = 5.0
+"""Seconds before calling an agent again after a transport failure or a 5xx answer."""
 
 RETRY_BACKOFF: tuple[float, ...] = (15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 """Back-off for repeated failures of the same thing (dstack's pending-run resubmission)."""
@@ -112,7 +118,22 @@ def _stack_outcome(exc: BaseException) -> Outcome | None:
 
 
 def _agent_outcome(exc: BaseException) -> Outcome | None:
-    del exc  # the agent client's errors are mapped here once `agent.client` lands
+    if isinstance(exc, AgentUnreachable):
+        return Outcome(Verdict.RETRY, str(exc), retry_after=exc.retry_in or AGENT_RETRY_DELAY)
+    if isinstance(exc, AgentVersionError):
+        return Outcome(Verdict.RETRY, f"{exc}; re-deploying the agent", retry_after=1.0)
+    if isinstance(exc, AgentError):
+        if exc.code == "no_capacity":
+            return Outcome(Verdict.WAIT, str(exc), retry_after=AGENT_RETRY_DELAY)
+        if exc.status_code >= 500:
+            return Outcome(Verdict.RETRY, str(exc), retry_after=AGENT_RETRY_DELAY)
+        return Outcome(Verdict.FAILED, str(exc))
+    if isinstance(exc, DeployError):
+        if exc.failure in (DeployFailure.unreachable, DeployFailure.start_failed):
+            return Outcome(Verdict.RETRY, str(exc), retry_after=STACK_FAILED_DELAY)
+        return Outcome(Verdict.FAILED, str(exc))
+    if isinstance(exc, LocalAgentError):
+        return Outcome(Verdict.RETRY, str(exc), retry_after=STACK_FAILED_DELAY)
     return None
 
 

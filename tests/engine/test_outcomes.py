@@ -81,3 +81,22 @@ def test_retry_delay_follows_the_schedule_and_caps() -> None:
     assert [retry_delay(i) for i in range(8)] == [15, 30, 60, 120, 300, 600, 600, 600]
     assert retry_delay(-3) == 15
     assert retry_delay(2, ()) == 0
+
+
+def test_agent_errors_separate_transport_from_answers() -> None:
+    from agent.client import AgentError, AgentUnreachable
+    from agent.deploy import DeployError, DeployFailure
+    from agent.tunnel import UnreachableKind
+
+    unreachable = outcome_of(AgentUnreachable("h:22", UnreachableKind.closed, "gone"))
+    assert unreachable is not None and unreachable.verdict is Verdict.RETRY
+    full = outcome_of(AgentError("h", 409, "no_capacity", "2 GPUs busy"))
+    assert full is not None and full.verdict is Verdict.WAIT
+    missing = outcome_of(AgentError("h", 404, "not_found", "no job"))
+    assert missing is not None and missing.verdict is Verdict.FAILED
+    crashed = outcome_of(AgentError("h", 500, "internal", "boom"))
+    assert crashed is not None and crashed.verdict is Verdict.RETRY
+    no_python = outcome_of(DeployError("h", DeployFailure.no_python, "3.8 only"))
+    assert no_python is not None and no_python.verdict is Verdict.FAILED
+    down = outcome_of(DeployError("h", DeployFailure.unreachable, "timeout"))
+    assert down is not None and down.retries
