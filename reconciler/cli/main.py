@@ -15,7 +15,22 @@ from rich.console import Console
 
 from reconciler.errors import DockyardError, UsageError
 
-_COMMAND_MODULES: tuple[str, ...] = ("db", "plan")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "db",
+    "plan",
+    "server",
+    "apply",
+    "ps",
+    "run",
+    "logs",
+    "stop",
+    "resources",
+    "event",
+    "reconcile",
+    "delivery",
+    "project",
+    "secret",
+)
 
 
 def build_app() -> typer.Typer:

@@ -1,0 +1,75 @@
+"""`dockyard server`: start the Dockyard server (API, webhooks, proxy, workers).
+
+Every flag also comes from a `DOCKYARD_*` environment variable (the flag wins); see
+docs/server.md. On first start the admin token is written to `<data-dir>/admin-token` and,
+when this machine's CLI has no config yet, project `main` is added to it, so `dockyard ps`
+works right away.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reconciler.cli.console import err
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("server")
+    def server(
+        repo: Annotated[
+            str | None, typer.Option(help="Config repo: path or Git URL. [DOCKYARD_REPO]")
+        ] = None,
+        branch: Annotated[
+            str | None, typer.Option(help="Branch to reconcile (main). [DOCKYARD_BRANCH]")
+        ] = None,
+        path: Annotated[
+            str | None, typer.Option(help="Subdirectory with the configs. [DOCKYARD_PATH]")
+        ] = None,
+        db: Annotated[
+            str | None, typer.Option(help="Database URL (SQLite in the data dir). [DOCKYARD_DB]")
+        ] = None,
+        data_dir: Annotated[
+            Path | None, typer.Option(help="Data directory (~/.dockyard/data). [DOCKYARD_DATA_DIR]")
+        ] = None,
+        host: Annotated[
+            str | None, typer.Option(help="Listen address (127.0.0.1). [DOCKYARD_HOST]")
+        ] = None,
+        port: Annotated[
+            int | None, typer.Option(help="Listen port (3000). [DOCKYARD_PORT]")
+        ] = None,
+        webhook_secret: Annotated[
+            str | None,
+            typer.Option(help="Webhook secret. [DOCKYARD_WEBHOOK_SECRET]", show_default=False),
+        ] = None,
+        project: Annotated[
+            str | None, typer.Option(help="Project the repo feeds (main). [DOCKYARD_PROJECT]")
+        ] = None,
+    ) -> None:
+        """Start the server."""
+        from reconciler.app import build_server, serve
+        from reconciler.settings import Settings
+
+        settings = Settings.from_env(
+            os.environ,
+            repo=repo,
+            branch=branch,
+            path=path,
+            db=db,
+            data_dir=data_dir,
+            host=host,
+            port=port,
+            webhook_secret=webhook_secret,
+            project=project,
+        )
+        built = build_server(settings)
+        console = err()
+        if built.admin_token is not None:
+            console.print(f"Admin token written to {settings.admin_token_path} (mode 600).")
+        if built.cli_config_written:
+            console.print(f"Project {settings.project} added to {settings.cli_config}.")
+        console.print(f"Dockyard server listening on {settings.public_url}")
+        serve(built)
