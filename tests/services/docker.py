@@ -1,0 +1,142 @@
+"""A Docker engine for the tests, and a tiny test image made without a registry.
+
+`docker_engine` (session scope) uses the engine that answers on ``DOCKER_HOST`` or
+``/var/run/docker.sock``. If none answers and the tests run as root with ``dockerd``
+installed (``docker.io`` from Debian), it starts ``dockerd --storage-driver=vfs
+--iptables=false`` (default data root and socket, log in a temp file) and polls until it
+answers. That engine is left running after the session: other test sessions on the
+machine may be using it. Otherwise the tests that need it skip and say why.
+
+The test image ``dockyard-test/busybox:1`` is built with ``docker import`` (the SDK's
+``import_image_from_data``) from a rootfs tarball made at test time: ``/bin/busybox``
+(Debian's ``busybox-static``, statically linked) with a symlink per applet, ``/etc/passwd``
+and the usual empty dirs. No registry is needed.
+
+Use it from any conftest::
+
+    from tests.services.docker import docker_engine  # noqa: F401
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+import requests.exceptions
+
+TEST_IMAGE = "dockyard-test/busybox:1"
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+BUSYBOX = Path("/bin/busybox")
+START_DEADLINE = 60.0
+
+
+@dataclass(frozen=True)
+class DockerEngine:
+    base_url: str
+    image: str
+
+    def client(self) -> docker.DockerClient:
+        return docker.DockerClient(base_url=self.base_url, timeout=60)
+
+
+def _answers(base_url: str) -> bool:
+    try:
+        client = docker.DockerClient(base_url=base_url, timeout=5)
+    except docker.errors.DockerException:
+        return False
+    try:
+        return bool(client.ping())
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        return False
+    finally:
+        client.close()
+
+
+def _start_dockerd(log_path: Path) -> str | None:
+    """Start dockerd on the default socket; None when it comes up, else why not."""
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            ["dockerd", "--storage-driver=vfs", "--iptables=false"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + START_DEADLINE
+    died_at: float | None = None
+    while time.monotonic() < deadline:
+        if _answers(DEFAULT_SOCKET):
+            return None
+        if died_at is None and process.poll() is not None:
+            died_at = time.monotonic()  # another session's dockerd may be coming up: wait a bit
+        if died_at is not None and time.monotonic() - died_at > 10:
+            break
+        time.sleep(0.2)
+    tail = log_path.read_text(errors="replace")[-2000:]
+    return f"dockerd did not answer within {START_DEADLINE:.0f}s; its log ends with:\n{tail}"
+
+
+def _rootfs_tarball() -> bytes:
+    applets = subprocess.run(
+        [str(BUSYBOX), "--list"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in ("bin", "etc", "tmp", "proc", "sys", "dev", "root", "work"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
+            tar.addfile(info)
+        tar.add(str(BUSYBOX), arcname="bin/busybox")
+        for applet in applets:
+            if applet != "busybox":
+                link = tarfile.TarInfo(f"bin/{applet}")
+                link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+                tar.addfile(link)
+        passwd = b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+    return buffer.getvalue()
+
+
+def ensure_test_image(client: docker.DockerClient) -> str:
+    try:
+        client.images.get(TEST_IMAGE)
+    except docker.errors.ImageNotFound:
+        repository, tag = TEST_IMAGE.split(":")
+        client.api.import_image_from_data(
+            _rootfs_tarball(), repository=repository, tag=tag, changes=["ENV PATH=/bin"]
+        )
+    return TEST_IMAGE
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[DockerEngine]:
+    base_url = os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    if not _answers(base_url):
+        if os.environ.get("DOCKER_HOST"):
+            pytest.skip(f"no Docker engine answers on DOCKER_HOST={base_url}")
+        if os.geteuid() != 0 or shutil.which("dockerd") is None:
+            pytest.skip("no Docker engine answers, and dockerd cannot be started (needs root)")
+        log_path = Path(tempfile.mkdtemp(prefix="dockyard-dockerd-")) / "dockerd.log"
+        problem = _start_dockerd(log_path)
+        if problem is not None:
+            pytest.skip(problem)
+    if not BUSYBOX.is_file():
+        pytest.skip(f"{BUSYBOX} is missing: apt-get install busybox-static (for the test image)")
+    client = docker.DockerClient(base_url=base_url, timeout=60)
+    try:
+        image = ensure_test_image(client)
+    finally:
+        client.close()
+    yield DockerEngine(base_url=base_url, image=image)
