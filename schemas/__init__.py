@@ -11,7 +11,7 @@ from schemas.discovery import is_config_path, select_config_paths
 from schemas.fleets import FleetConfiguration, FleetNodesSpec, SSHHostParams, SSHParams
 from schemas.gateways import GatewayConfiguration
 from schemas.mounts import InstanceMountPoint, PortMapping, RepoSpec, VolumeMountPoint
-from schemas.parsing import parse_config, parse_data
+from schemas.parsing import parse_config, parse_data, peek_kind
 from schemas.presets import PresetConfiguration
 from schemas.problems import ConfigError, Problem
 from schemas.resources import CPUSpec, DiskSpec, GPUSpec, ResourcesSpec
@@ -57,5 +57,6 @@ __all__ = [
     "is_config_path",
     "parse_config",
     "parse_data",
+    "peek_kind",
     "select_config_paths",
 ]

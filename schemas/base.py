@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 
 class StrictModel(BaseModel):
@@ -24,6 +26,20 @@ class StrictModel(BaseModel):
         coerce_numbers_to_str=True,
         use_enum_values=True,
     )
+    # JSON types also accepted through a shorthand (`count: 2..8`), for the JSON Schema.
+    json_shorthands: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        if cls.json_shorthands:
+            target = handler.resolve_ref_schema(schema)
+            as_object = dict(target)
+            target.clear()
+            target["anyOf"] = [as_object, *({"type": kind} for kind in cls.json_shorthands)]
+        return schema
 
 
 class FieldConflict(ValueError):  # noqa: N818 - pydantic only converts ValueError
@@ -64,6 +80,8 @@ class EntityReference(StrictModel):
 
 def to_entity_reference(value: Any) -> Any:
     """Before-validator: `project/name` and `name` strings become `{project, name}`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # YAML numbers read as names, as dstack does
     if not isinstance(value, str):
         return value
     parts = value.split("/")

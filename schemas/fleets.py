@@ -62,7 +62,8 @@ class SSHHostParams(StrictModel):
 
 
 def _host_kind(value: Any) -> str:
-    return "~hostname" if isinstance(value, str) else "~host"
+    is_name = isinstance(value, str | int | float) and not isinstance(value, bool)
+    return "~hostname" if is_name else "~host"
 
 
 SSHHost = Annotated[
@@ -98,6 +99,8 @@ class SSHParams(StrictModel):
 
 class FleetNodesSpec(StrictModel):
     """How many instances: `min` kept, `target` provisioned at first, up to `max`."""
+
+    json_shorthands = ("string", "integer")
 
     min: int = 0
     target: int

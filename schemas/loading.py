@@ -96,18 +96,28 @@ def _marked_problem(exc: yaml.MarkedYAMLError, text: str, path: str) -> Problem:
     line = mark.line + 1 if mark is not None else 1
     column = mark.column + 1 if mark is not None else 1
     problem = exc.problem or "invalid YAML"
-    hint = None
-    if "\\t" in problem or "tab" in problem:
-        problem, hint = "a tab character is not allowed here", "indent with spaces, not tabs"
-    elif "expected a single document" in problem:
-        problem = "multi-document files are not supported: one configuration per file"
-        hint = "split the documents into separate files"
-    elif _line_has_tab(text, line):
-        hint = "this line contains a tab; YAML indentation must use spaces"
-    message = f"invalid YAML: {problem}"
-    if exc.context and "single document" not in problem:
-        message += f" ({exc.context})"
-    return Problem(path, line, column, "", message, hint)
+    context = exc.context or ""
+    if "single document" in problem + context:
+        return Problem(
+            path,
+            line,
+            column,
+            "",
+            "multi-document files are not supported: one configuration per file",
+            "split the documents into separate files",
+        )
+    tab_line = _tab_indented_line(text, line)
+    if tab_line:
+        return Problem(
+            path,
+            tab_line,
+            1,
+            "",
+            "invalid YAML: a tab character is used for indentation",
+            "indent with spaces; YAML does not allow tabs",
+        )
+    message = f"invalid YAML: {problem}" + (f" ({context})" if context else "")
+    return Problem(path, line, column, "", message, None)
 
 
 def _unmarked_problem(exc: yaml.YAMLError, text: str, path: str) -> Problem:
@@ -121,6 +131,13 @@ def _unmarked_problem(exc: yaml.YAMLError, text: str, path: str) -> Problem:
     return Problem(path, line, column, "", f"invalid YAML: {reason}")
 
 
-def _line_has_tab(text: str, line: int) -> bool:
+def _tab_indented_line(text: str, line: int) -> int | None:
+    """The line (at or just before the error) whose indentation has a tab, if any."""
     lines = text.splitlines()
-    return 0 < line <= len(lines) and "\t" in lines[line - 1]
+    for number in (line, line - 1):
+        if 0 < number <= len(lines):
+            content = lines[number - 1]
+            indent = content[: len(content) - len(content.lstrip(" \t"))]
+            if "\t" in indent:
+                return number
+    return None

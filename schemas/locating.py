@@ -25,6 +25,11 @@ from schemas.problems import Problem
 Loc = tuple[str | int, ...]
 # Keys a model renames before validation: error `loc` name -> names the user may have written.
 _ALIASES: dict[str, tuple[str, ...]] = {"groups": ("replicas",), "replicas": ("count",)}
+_TYPE_LABELS = frozenset({"[key]", "bool", "int", "float", "str", "none", "list", "dict"})
+_PATTERNS = {
+    r"^[a-z][a-z0-9-]{1,40}$": "use 2-41 lowercase letters, digits or `-`, starting with a letter",
+    r"^[a-z0-9][a-z0-9-]{0,39}$": "use 1-40 lowercase letters, digits or `-`",
+}
 
 
 def locate_errors(
@@ -90,7 +95,8 @@ def _walk(
 
 
 def _is_label(item: str) -> bool:
-    return item == "[key]" or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", item)
+    """Pydantic's names for union members and dict keys, as opposed to field names."""
+    return item in _TYPE_LABELS or not re.fullmatch(r"[a-z_][a-z0-9_]*", item)
 
 
 def _child(
@@ -133,10 +139,19 @@ def _message(
         given = error.get("input")
         expected = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
         hint = _suggest(str(given), expected) if isinstance(given, str) else None
-        return f"{msg[:1].lower()}{msg[1:]} (got {given!r})", hint
+        return f"{_sentence(msg)} (got {given!r})", hint
+    if kind == "string_pattern_mismatch":
+        pattern = str((error.get("ctx") or {}).get("pattern", ""))
+        if pattern in _PATTERNS:
+            return f"invalid name {error.get('input')!r}: {_PATTERNS[pattern]}", None
     inner = [str(p) for p in rest if not (isinstance(p, str) and _is_label(p))]
-    prefix = f"{'.'.join(inner)}: " if inner and kind != "missing" else ""
-    return f"{prefix}{msg[:1].lower()}{msg[1:]}", None
+    prefix = f"{'.'.join(inner)}: " if inner else ""
+    return f"{prefix}{_sentence(msg)}", None
+
+
+def _sentence(msg: str) -> str:
+    """Lower-case pydantic's capitalised first word, but not an acronym (`GPU`)."""
+    return msg[:1].lower() + msg[1:] if msg[1:2].islower() else msg
 
 
 def _suggest(given: str, choices: Iterable[str]) -> str | None:

@@ -149,6 +149,8 @@ def _split_drive(parts: list[str]) -> list[str]:
 class RepoSpec(StrictModel):
     """A Git repo cloned into the run: `local_path` or `url` (exactly one)."""
 
+    json_shorthands = ("string",)
+
     local_path: str | None = None
     url: str | None = None
     branch: str | None = None
@@ -193,6 +195,8 @@ class RepoSpec(StrictModel):
 
 class FilePathMapping(StrictModel):
     """A local file or directory uploaded to `path` in the container."""
+
+    json_shorthands = ("string",)
 
     local_path: str
     path: str

@@ -102,3 +102,19 @@ def _problem_at(
 
 def _in_order(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line, p.column))
+
+
+def peek_kind(text: str | bytes) -> tuple[str | None, str | None]:
+    """Best-effort `(type, name)` of a document, even an invalid one (for reports)."""
+    source, problems = decode(text, "")
+    if problems:
+        return None, None
+    document = load_document(source, "")
+    data = document.data
+    if not isinstance(data, dict):
+        return None, None
+    kind, name = data.get("type"), data.get("name")
+    return (
+        kind if isinstance(kind, str) and kind in CONFIG_MODELS else None,
+        name if isinstance(name, str) else None,
+    )

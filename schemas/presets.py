@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from schemas.base import (
     ConfigModel,
@@ -89,8 +97,17 @@ def _prompt_kind(value: Any) -> str:
     return "~text" if isinstance(value, str) else "~file"
 
 
+def _model_not_required(schema: dict[str, Any]) -> None:
+    """JSON Schema: `base:` or `repo:` may stand in for `model:`."""
+    schema["required"] = [name for name in schema.get("required", []) if name != "model"]
+    if not schema["required"]:
+        del schema["required"]
+
+
 class PresetConfiguration(ProfileParams, ConfigModel):
     """`type: preset`."""
+
+    model_config = ConfigDict(json_schema_extra=_model_not_required)
 
     type: Literal["preset"] = "preset"
     model: PresetModel
@@ -116,7 +133,11 @@ class PresetConfiguration(ProfileParams, ConfigModel):
     gateway: (
         Annotated[
             GatewayBool
-            | Annotated[EntityReference, BeforeValidator(to_entity_reference), Tag("~other")],
+            | Annotated[
+                EntityReference,
+                BeforeValidator(to_entity_reference, json_schema_input_type=str | EntityReference),
+                Tag("~other"),
+            ],
             DiscriminateBool,
         ]
         | None

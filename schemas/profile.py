@@ -41,7 +41,8 @@ class ProfileRetry(StrictModel):
 
 
 def _bool_or_model(value: Any) -> str:
-    return "~bool" if isinstance(value, bool) else "~model"
+    """A mapping is the model form; anything else is read as a boolean (`yes`, `1`, …)."""
+    return "~model" if isinstance(value, dict | StrictModel) else "~bool"
 
 
 Retry = Annotated[
@@ -81,7 +82,7 @@ class Schedule(StrictModel):
 
     cron: list[str]
 
-    @field_validator("cron", mode="before")
+    @field_validator("cron", mode="before", json_schema_input_type=str | list[str])
     @classmethod
     def _listify(cls, value: Any) -> Any:
         values = [value] if isinstance(value, str) else value
@@ -94,6 +95,12 @@ class Schedule(StrictModel):
         return values
 
 
+Reference = Annotated[
+    EntityReference,
+    BeforeValidator(to_entity_reference, json_schema_input_type=str | EntityReference),
+]
+
+
 class InstanceNameSelector(StrictModel):
     name: Annotated[str, Field(min_length=1)]
 
@@ -103,7 +110,7 @@ class InstanceHostnameSelector(StrictModel):
 
 
 class FleetInstanceSelector(StrictModel):
-    fleet: Annotated[EntityReference, BeforeValidator(to_entity_reference)]
+    fleet: Reference
     instance: Annotated[int, Field(ge=0)]
 
 
@@ -127,11 +134,13 @@ InstanceSelector = Annotated[
     | Annotated[InstanceHostnameSelector, Tag("~hostname")]
     | Annotated[FleetInstanceSelector, Tag("~fleet")],
     Discriminator(_selector_kind),
-    BeforeValidator(_selector_shorthand),
-]
-Reference = Annotated[
-    EntityReference,
-    BeforeValidator(to_entity_reference, json_schema_input_type=str | EntityReference),
+    BeforeValidator(
+        _selector_shorthand,
+        json_schema_input_type=str
+        | InstanceNameSelector
+        | InstanceHostnameSelector
+        | FleetInstanceSelector,
+    ),
 ]
 
 

@@ -56,6 +56,8 @@ def _parse_cpu(value: Any) -> Any:
 class CPUSpec(StrictModel):
     """`8`, `8..`, `arm:8..`, `x86`, `{arch, count}`."""
 
+    json_shorthands = ("string", "integer")
+
     arch: CpuArch | None = None
     count: IntRange = IntRange(min=2)
 
@@ -126,6 +128,8 @@ ComputeCapability = Annotated[
 class GPUSpec(StrictModel):
     """A GPU requirement: tokens string, count, range, or the mapping form."""
 
+    json_shorthands = ("string", "integer")
+
     vendor: GpuVendor | None = None
     name: list[str] | None = None
     count: IntRange = IntRange(min=1)
@@ -156,6 +160,8 @@ class GPUSpec(StrictModel):
 
 class DiskSpec(StrictModel):
     """`200GB..1TB`, `100GB` or `{size}`."""
+
+    json_shorthands = ("string", "number")
 
     size: MemoryRange
 

@@ -54,7 +54,7 @@ class BaseRunConfiguration(ProfileParams, ConfigModel):
     dstack: bool = False
     setup: list[str] = []
 
-    @field_validator("python", mode="before")
+    @field_validator("python", mode="before", json_schema_input_type=PythonVersion | float | None)
     @classmethod
     def _python(cls, value: Any) -> Any:
         return to_python_version(value)
@@ -107,7 +107,9 @@ class DevEnvironmentConfiguration(BaseRunConfiguration):
     init: list[str] = []
     inactivity_duration: int | None = None
 
-    @field_validator("inactivity_duration", mode="before")
+    @field_validator(
+        "inactivity_duration", mode="before", json_schema_input_type=int | str | bool | None
+    )
     @classmethod
     def _inactivity(cls, value: Any) -> Any:
         parsed = parse_off_duration(value)

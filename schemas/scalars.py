@@ -117,6 +117,8 @@ def _check_order(low: float | None, high: float | None) -> None:
 class IntRange(StrictModel):
     """A count range: `2`, `2..8`, `2..`, `..8` or `{min, max}`."""
 
+    json_shorthands = ("string", "integer")
+
     min: int | None = None
     max: int | None = None
 
@@ -133,6 +135,8 @@ class IntRange(StrictModel):
 
 class MemoryRange(StrictModel):
     """A memory range in GB: `24GB`, `24GB..`, `200GB..1TB` or `{min, max}`."""
+
+    json_shorthands = ("string", "number")
 
     min: Memory | None = None
     max: Memory | None = None

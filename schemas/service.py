@@ -25,10 +25,12 @@ from schemas.service_parts import (
     ChatModel,
     DiscriminateBool,
     GatewayBool,
+    OpenAIChatModel,
     ProbeConfig,
     RateLimit,
     ReplicaGroup,
     ScalingSpec,
+    TGIChatModel,
     check_replicas,
     check_scaling,
     to_chat_model,
@@ -48,8 +50,18 @@ def parse_service_port(value: Any) -> Any:
     return parse_port(value)
 
 
+def _keep(value: Any) -> Any:
+    """Identity; carries the legacy input form (`replicas:` as a list) into the JSON Schema."""
+    return value
+
+
 Gateway = Annotated[
-    GatewayBool | Annotated[EntityReference, BeforeValidator(to_entity_reference), Tag("~other")],
+    GatewayBool
+    | Annotated[
+        EntityReference,
+        BeforeValidator(to_entity_reference, json_schema_input_type=str | EntityReference),
+        Tag("~other"),
+    ],
     DiscriminateBool,
 ]
 # (service-level field, predicate on the service, group fields it may not be mixed with)
@@ -77,14 +89,20 @@ class ServiceConfiguration(BaseRunConfiguration):
     gateway: Gateway | None = None
     strip_prefix: bool = True
     model: Annotated[
-        ChatModel | None, BeforeValidator(to_chat_model, json_schema_input_type=str | None)
+        ChatModel | None,
+        BeforeValidator(
+            to_chat_model, json_schema_input_type=str | TGIChatModel | OpenAIChatModel | None
+        ),
     ] = None
     https: bool | Literal["auto"] | None = None
     auth: bool = True
     scaling: ScalingSpec | None = None
     rate_limits: list[RateLimit] = []
     probes: list[ProbeConfig] | None = None
-    replicas: IntRange | None = None
+    replicas: Annotated[
+        IntRange | None,
+        BeforeValidator(_keep, json_schema_input_type=IntRange | list[ReplicaGroup] | None),
+    ] = None
     groups: list[ReplicaGroup] | None = None
 
     @model_validator(mode="before")

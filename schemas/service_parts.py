@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from schemas.base import FieldConflict, StrictModel
 from schemas.resources import Resources
@@ -137,7 +137,9 @@ class RouterConfig(StrictModel):
 
     type: Literal["smg", "dynamo"] = "smg"
 
-    @field_validator("type", mode="before")
+    @field_validator(
+        "type", mode="before", json_schema_input_type=Literal["smg", "dynamo", "sglang"]
+    )
     @classmethod
     def _legacy(cls, value: Any) -> Any:
         return "smg" if value == "sglang" else value
@@ -172,8 +174,20 @@ def _check_image_sources(group: ReplicaGroup) -> None:
             raise FieldConflict("privileged", "`docker: true` needs privileged mode")
 
 
+def _count_alias_schema(schema: dict[str, Any]) -> None:
+    """JSON Schema: `count` is accepted for `replicas`, so neither is required alone."""
+    properties = schema.get("properties", {})
+    if "replicas" in properties:
+        properties["count"] = {**properties["replicas"], "description": "Alias of `replicas`"}
+    schema["required"] = [name for name in schema.get("required", []) if name != "replicas"]
+    if not schema["required"]:
+        del schema["required"]
+
+
 class ReplicaGroup(StrictModel):
     """One group of a heterogeneous service (`groups:` or legacy list `replicas:`)."""
+
+    model_config = ConfigDict(json_schema_extra=_count_alias_schema)
 
     name: GroupName | None = None
     replicas: IntRange
@@ -198,7 +212,7 @@ class ReplicaGroup(StrictModel):
             value.setdefault("replicas", count)
         return value
 
-    @field_validator("python", mode="before")
+    @field_validator("python", mode="before", json_schema_input_type=PythonVersion | float | None)
     @classmethod
     def _python(cls, value: Any) -> Any:
         return to_python_version(value)
@@ -215,8 +229,16 @@ class ReplicaGroup(StrictModel):
         return self
 
 
+_BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "t", "f", "y", "n", "1", "0"})
+
+
 def _is_bool(value: Any) -> str:
-    return "~bool" if isinstance(value, bool) else "~other"
+    """dstack tries `bool` first: `gateway: yes`, `1` or `"false"` are booleans, not names."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return "~bool"
+    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
+        return "~bool"
+    return "~other"
 
 
 GatewayBool = Annotated[bool, Tag("~bool")]

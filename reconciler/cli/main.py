@@ -30,6 +30,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "delivery",
     "project",
     "secret",
+    "validate",
+    "schema",
 )
 
 

@@ -1,0 +1,146 @@
+"""`dockyard validate [PATH...]`: check configuration files without a server.
+
+Directories are scanned for `*.dstack.yml`, `*.dstack.yaml` and `.dstack.yml`; files
+named explicitly are checked whatever their name. People get `file:line:col: field:
+message` with the offending line and a caret; `--json` prints one object per file.
+Exit 0 when every file is valid, 1 when any is invalid, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from schemas import ConfigError, Problem, is_config_path, parse_config, peek_kind
+
+_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
+
+
+@dataclass(frozen=True, slots=True)
+class FileReport:
+    path: str
+    text: str
+    type: str | None
+    name: str | None
+    problems: tuple[Problem, ...]
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "valid": self.valid,
+            "type": self.type,
+            "name": self.name,
+            "errors": [
+                {
+                    "line": p.line,
+                    "column": p.column,
+                    "field": p.field,
+                    "message": p.message,
+                    "hint": p.hint,
+                }
+                for p in self.problems
+            ],
+        }
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate_command)
+
+
+def validate_command(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Files or directories (default: the current directory)."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Check dstack configuration files: every problem with file, line and column."""
+    try:
+        files = collect_files(paths or [Path(".")])
+    except FileNotFoundError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not files:
+        typer.echo("error: no configuration files found (*.dstack.yml)", err=True)
+        raise typer.Exit(2)
+    reports = [check_file(path) for path in files]
+    if json_output:
+        typer.echo(json.dumps([r.to_json() for r in reports], indent=2))
+    else:
+        typer.echo(render_reports(reports), nl=False)
+    raise typer.Exit(0 if all(r.valid for r in reports) else 1)
+
+
+def collect_files(paths: list[Path]) -> list[Path]:
+    """Explicit files as given; directories walked for configuration files (sorted)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(_scan(path))
+        else:
+            raise FileNotFoundError(f"no such file or directory: {path}")
+    return list(dict.fromkeys(found))
+
+
+def _scan(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+        found.extend(Path(directory) / name for name in sorted(names) if is_config_path(name))
+    return found
+
+
+def check_file(path: Path) -> FileReport:
+    """Parse one file; unreadable files are reported as a problem on line 1."""
+    shown = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        problem = Problem(shown, 1, 1, "", f"cannot read the file: {exc.strerror or exc}")
+        return FileReport(shown, "", None, None, (problem,))
+    text = data.decode("utf-8", errors="replace")
+    try:
+        config = parse_config(data, shown)
+    except ConfigError as exc:
+        kind, name = peek_kind(data)
+        return FileReport(shown, text, kind, name, exc.problems)
+    return FileReport(shown, text, config.type, config.name, ())
+
+
+def render_reports(reports: list[FileReport]) -> str:
+    """The human report: problems with excerpts, then one summary line."""
+    out: list[str] = []
+    for report in reports:
+        if report.valid:
+            label = f"{report.type} {report.name}" if report.name else f"{report.type}"
+            out.append(f"{report.path}: ok ({label})")
+            continue
+        lines = report.text.splitlines()
+        for problem in report.problems:
+            out.append(problem.format().removesuffix(f" ({problem.hint})"))
+            out.extend(_excerpt(lines, problem))
+            if problem.hint:
+                out.append(f"    hint: {problem.hint}")
+    invalid = [r for r in reports if not r.valid]
+    count = sum(len(r.problems) for r in invalid)
+    summary = f"{len(reports)} file(s) checked, {len(invalid)} invalid"
+    out.append(f"{summary} ({count} problem(s))" if invalid else summary)
+    return "\n".join(out) + "\n"
+
+
+def _excerpt(lines: list[str], problem: Problem) -> list[str]:
+    if not 0 < problem.line <= len(lines):
+        return []
+    source = lines[problem.line - 1].replace("\t", " ")
+    return [f"    {source}", "    " + " " * (problem.column - 1) + "^"]
