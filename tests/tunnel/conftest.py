@@ -96,3 +96,33 @@ async def embedded_ssh(keys: Keys, http_port: int) -> AsyncIterator[EmbeddedSSH]
     yield EmbeddedSSH(port, keys, sessions)
     acceptor.close()
     await acceptor.wait_closed()
+
+
+@dataclass
+class AgentOverSSH:
+    """The real agent (process executor) with its embedded SSH server, in this process."""
+
+    http_port: int
+    ssh_port: int
+    keys: Keys
+    data_dir: Path
+
+    def target(self, port: int | None = None, user: str = "dockyard") -> SSHTarget:
+        return SSHTarget(
+            "127.0.0.1", port or self.ssh_port, user=user, identity_file=str(self.keys.private)
+        )
+
+    def log_file(self, job_id: str) -> Path:
+        return self.data_dir / "jobs" / job_id / "output.log"
+
+
+@pytest.fixture
+async def agent_over_ssh(keys: Keys, tmp_path: Path) -> AsyncIterator[AgentOverSSH]:
+    from agent.server.serving import AgentConfig, start_agent
+    from agent.ssh.service import ssh_server_service
+
+    ssh_port = free_port()
+    options = SSHServerOptions(ssh_port, keys.host_key, keys.authorized_keys)
+    config = AgentConfig(data_dir=tmp_path / "agent", http_port=0, docker=False)
+    async with start_agent(config, [ssh_server_service(options)]) as context:
+        yield AgentOverSSH(context.http_port, ssh_port, keys, config.data_dir)
