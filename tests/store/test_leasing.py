@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _runs(store: Store, count: int, *, status: str = "submitted") -> list[Run]:
     project = store.get_or_create_project("main")
-    return [
-        store.add(
+    return store.add_all(
+        [
             Run(
                 project_id=project.id,
                 run_name=f"run-{i:03d}",
@@ -31,9 +31,9 @@ def _runs(store: Store, count: int, *, status: str = "submitted") -> list[Run]:
                 status=status,
                 submitted_at=store.now(),
             )
-        )
-        for i in range(count)
-    ]
+            for i in range(count)
+        ]
+    )
 
 
 def test_claim_takes_due_rows_once_oldest_processed_first(store: Store, clock: FakeClock) -> None:
@@ -158,6 +158,7 @@ def test_two_processes_claim_each_row_exactly_once(store: Store, db_url: str) ->
     results = [json.loads(process.communicate(timeout=60)[0]) for process in processes]
     assert all(process.returncode == 0 for process in processes)
     everything = results[0] + results[1]
+    print("claimed per process:", [len(r) for r in results])
     assert sorted(everything) == sorted(run.id for run in runs)
     assert len(set(everything)) == len(everything) == 200
 

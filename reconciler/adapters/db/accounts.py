@@ -120,7 +120,7 @@ class AccountsStore(StoreBase):
                 .where(Member.project_id == project_id)
                 .order_by(User.name)
             )
-            return [(user, role) for user, role in rows.tuples()]
+            return [(user, role) for user, role in rows]
 
     def remove_member(self, project_id: str, user_id: str) -> bool:
         with self.writing() as session:

@@ -57,7 +57,7 @@ def normalize_db_url(db: str) -> str:
             f"unsupported database {url.get_backend_name()!r}: use sqlite:///PATH "
             "or postgresql+psycopg://USER:PASSWORD@HOST/DB"
         )
-    if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("", "psycopg2"):
+    if url.drivername == "postgresql" or url.get_driver_name() == "psycopg2":
         url = url.set(drivername="postgresql+psycopg")
     return url.render_as_string(hide_password=False)
 

@@ -9,7 +9,7 @@ commit, so the rows a method returns stay readable after the session is closed.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -63,6 +63,12 @@ class StoreBase:
         with self.writing() as session:
             session.add(row)
         return row
+
+    def add_all(self, rows: Sequence[RowT]) -> list[RowT]:
+        """Insert several rows in one transaction and return them."""
+        with self.writing() as session:
+            session.add_all(rows)
+        return list(rows)
 
     def get(self, model: type[RowT], row_id: str) -> RowT | None:
         """The row of `model` with this id, or None."""
