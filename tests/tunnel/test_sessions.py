@@ -1,0 +1,140 @@
+"""Users on the agent's SSH server: ``ssh <run>`` into the job, forwarding to job ports."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from collections.abc import AsyncIterator
+
+import asyncssh
+import httpx
+import pytest
+
+from agent.client import AgentClient
+from agent.protocol import JobSpec, JobStatus, PortRequest
+from agent.ssh.transport import SSHTransport
+from agent.tunnel import AgentUnreachable, TunnelPool, UnreachableKind
+from tests.tunnel.conftest import AgentOverSSH, free_port
+
+
+async def wait_running(client: AgentClient, job_id: str) -> None:
+    async with asyncio.timeout(20):
+        while True:
+            if (await client.job(job_id)).status == JobStatus.RUNNING:
+                return
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def running_job(agent_over_ssh: AgentOverSSH) -> AsyncIterator[tuple[AgentOverSSH, int]]:
+    """A running process job `web` (run `web`) serving HTTP on a job port."""
+    port = free_port()
+    pool = TunnelPool()
+    client = AgentClient.over_tunnel(pool, agent_over_ssh.target(), agent_over_ssh.http_port)
+    spec = JobSpec(
+        id="web-0",
+        run_name="web",
+        env={"FOO": "bar"},
+        ports=[PortRequest(container_port=port)],
+        commands=[f"exec {sys.executable} -m http.server {port} --bind 127.0.0.1"],
+    )
+    await client.submit(spec)
+    await wait_running(client, spec.id)
+    yield agent_over_ssh, port
+    await client.stop(spec.id, force=True)
+    await client.aclose()
+    await pool.close()
+
+
+def connect_as(agent: AgentOverSSH, user: str) -> asyncssh.connection._ConnectionContext:  # type: ignore[name-defined]
+    return asyncssh.connect(
+        "127.0.0.1",
+        agent.ssh_port,
+        username=user,
+        client_keys=[str(agent.keys.private)],
+        known_hosts=None,
+        config=None,
+    )
+
+
+async def test_ssh_run_gets_the_job_environment(running_job: tuple[AgentOverSSH, int]) -> None:
+    agent, _ = running_job
+    async with connect_as(agent, "web") as conn:
+        result = await conn.run("pwd; echo $FOO $DOCKYARD_RUN_NAME; exit 3")
+    lines = str(result.stdout).splitlines()
+    assert lines[0].endswith("/jobs/web-0/work")
+    assert lines[1] == "bar web"
+    assert result.exit_status == 3
+    async with connect_as(agent, "web-0") as conn:  # the job id works as well
+        assert (await conn.run("echo $FOO", check=True)).stdout == "bar\n"
+
+
+async def test_interactive_session_has_a_terminal(running_job: tuple[AgentOverSSH, int]) -> None:
+    agent, _ = running_job
+    async with connect_as(agent, "web") as conn:
+        process = await conn.create_process(term_type="xterm", term_size=(100, 40), encoding=None)
+        process.stdin.write(b"tty; stty size; echo $FOO; exit 0\n")
+        async with asyncio.timeout(20):
+            output = await process.stdout.read()
+            await process.wait()
+    assert b"/dev/pts/" in output
+    assert b"40 100" in output
+    assert b"bar" in output
+
+
+async def test_unknown_run_is_refused_with_a_reason(agent_over_ssh: AgentOverSSH) -> None:
+    async with connect_as(agent_over_ssh, "nosuchrun") as conn:
+        result = await conn.run("true")
+    assert result.exit_status == 1
+    assert "no job named 'nosuchrun'" in str(result.stderr)
+
+
+async def test_forwarding_reaches_job_ports_only(running_job: tuple[AgentOverSSH, int]) -> None:
+    agent, port = running_job
+    pool = TunnelPool()
+    target = agent.target()
+
+    async def open_stream(host: str, p: int):  # type: ignore[no-untyped-def]
+        return await pool.open_stream(target, host, p)
+
+    async with httpx.AsyncClient(transport=SSHTransport(open_stream)) as http:
+        async with asyncio.timeout(20):
+            while True:  # the job runs before its server listens
+                try:
+                    response = await http.get(f"http://127.0.0.1:{port}/")
+                    break
+                except AgentUnreachable as exc:
+                    assert exc.kind is UnreachableKind.channel_refused
+                    await asyncio.sleep(0.05)
+    assert response.status_code == 200
+    with pytest.raises(AgentUnreachable) as info:
+        await pool.open_stream(target, "127.0.0.1", free_port())
+    assert "not allowed" in info.value.detail
+    await pool.close()
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH client not installed")
+async def test_openssh_client_can_ssh_into_the_run(running_job: tuple[AgentOverSSH, int]) -> None:
+    agent, _ = running_job
+    process = await asyncio.create_subprocess_exec(
+        "ssh",
+        "-i",
+        str(agent.keys.private),
+        "-p",
+        str(agent.ssh_port),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "web@127.0.0.1",
+        "echo $FOO from $(basename $PWD)",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(20):
+        stdout, stderr = await process.communicate()
+    assert process.returncode == 0, stderr
+    assert stdout == b"bar from work\n"
