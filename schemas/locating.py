@@ -65,8 +65,10 @@ def _to_problem(
         loc = loc + conflict.field
     kind = error["type"]
     node, field_path, rest = _walk(root, loc, want_key=kind == "extra_forbidden")
-    if kind == "missing" and rest:
-        field_path = [*field_path, rest[-1]]
+    rest = [item for item in rest if not (isinstance(item, str) and _is_label(item))]
+    if rest and (kind == "missing" or not isinstance(node, yaml.ScalarNode)):
+        # The key is absent from the YAML (missing, or a conflict with a defaulted field).
+        field_path, rest = [*field_path, *rest], rest[-1:] if kind == "missing" else []
     field = _format_field(field_path)
     message, hint = _message(error, rest, model, field_path)
     line, column = (1, 1)
@@ -144,8 +146,7 @@ def _message(
         pattern = str((error.get("ctx") or {}).get("pattern", ""))
         if pattern in _PATTERNS:
             return f"invalid name {error.get('input')!r}: {_PATTERNS[pattern]}", None
-    inner = [str(p) for p in rest if not (isinstance(p, str) and _is_label(p))]
-    prefix = f"{'.'.join(inner)}: " if inner else ""
+    prefix = f"{'.'.join(str(p) for p in rest)}: " if rest else ""
     return f"{prefix}{_sentence(msg)}", None
 
 

@@ -1,0 +1,281 @@
+"""The value grammars: resources, durations, ranges, memory, env, ports, mounts, repos, files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas import (
+    FleetConfiguration,
+    InstanceMountPoint,
+    PortMapping,
+    ServiceConfiguration,
+    TaskConfiguration,
+    VolumeMountPoint,
+    parse_config,
+)
+
+
+def task(body: str) -> TaskConfiguration:
+    config = parse_config(f"type: task\nname: t1\ncommands: [run]\n{body}", "t.dstack.yml")
+    assert isinstance(config, TaskConfiguration)
+    return config
+
+
+def gpu(spec: str) -> dict[str, Any]:
+    resources = task(f"resources:\n  gpu: {spec}\n").normalized()["resources"]
+    return dict(resources["gpu"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("A100:40GB:2", {"name": ["A100"], "memory": {"min": 40.0, "max": 40.0}, "count": 2}),
+        ("24GB..", {"name": None, "memory": {"min": 24.0, "max": None}, "count": (1, None)}),
+        ("H100,A100:8", {"name": ["H100", "A100"], "count": 8}),
+        ("nvidia:2..4", {"vendor": "nvidia", "count": (2, 4)}),
+        ("2:A10G", {"name": ["A10G"], "count": 2}),
+        ("tpu:v5litepod-8", {"vendor": "google", "name": ["v5litepod-8"]}),
+        ("tt:n150", {"vendor": "tenstorrent", "name": ["n150"]}),
+        ("AMD:MI300X:8", {"vendor": "amd", "name": ["MI300X"], "count": 8}),
+        ("0", {"count": 0}),
+        ("40GB..80GB:4", {"memory": {"min": 40.0, "max": 80.0}, "count": 4}),
+        ("{name: [A100], count: 1..2, memory: 512MB}", {"memory": {"min": 0.5, "max": 0.5}}),
+        ("{compute_capability: 8.0}", {"compute_capability": [8, 0]}),
+    ],
+)
+def test_gpu_token_grammar(spec: str, expected: dict[str, Any]) -> None:
+    parsed = gpu(spec)
+    for key, value in expected.items():
+        if key == "count":
+            low, high = value if isinstance(value, tuple) else (value, value)
+            assert parsed["count"] == {"min": low, "max": high}
+        else:
+            assert parsed[key] == value
+
+
+@pytest.mark.parametrize(
+    "spec", ["A100:H100", "'2:4'", "24GB:40GB", "nvidia:amd", "A100::2", "2..1"]
+)
+def test_gpu_grammar_rejects_conflicts(spec: str) -> None:
+    with pytest.raises(Exception, match="resources.gpu"):
+        gpu(spec)
+
+
+def test_resource_defaults_are_filled() -> None:
+    resources = task("").normalized()["resources"]
+    assert resources["cpu"] == {"arch": None, "count": {"min": 2, "max": None}}
+    assert resources["memory"] == {"min": 8.0, "max": None}
+    assert resources["disk"] == {"size": {"min": 100.0, "max": None}}
+    assert resources["gpu"]["count"] == {"min": 0, "max": None}
+
+
+@pytest.mark.parametrize(
+    ("body", "cpu"),
+    [
+        ("8", {"arch": None, "count": {"min": 8, "max": 8}}),
+        ("arm:8..", {"arch": "arm", "count": {"min": 8, "max": None}}),
+        ("x86", {"arch": "x86", "count": {"min": 2, "max": None}}),
+        ("{min: 4, max: 16}", {"arch": None, "count": {"min": 4, "max": 16}}),
+        ("{arch: ARM, count: 4}", {"arch": "arm", "count": {"min": 4, "max": 4}}),
+    ],
+)
+def test_cpu_forms(body: str, cpu: dict[str, Any]) -> None:
+    assert task(f"resources:\n  cpu: {body}\n").normalized()["resources"]["cpu"] == cpu
+
+
+@pytest.mark.parametrize(
+    ("text", "gigabytes"),
+    [("512MB", 0.5), ("1TB", 1024.0), ("24", 24.0), ("16 GB", 16.0), ("1.5GB", 1.5)],
+)
+def test_memory_units(text: str, gigabytes: float) -> None:
+    resources = task(f"resources:\n  shm_size: {text}\n  disk: 200GB..1TB\n").resources
+    assert resources.shm_size == gigabytes
+    assert resources.disk is not None
+    assert (resources.disk.size.min, resources.disk.size.max) == (200.0, 1024.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("90", 90), ("5m", 300), ("2h", 7200), ("1d", 86400), ("1w", 604800), ("off", "off")],
+)
+def test_durations(value: str, seconds: int | str) -> None:
+    assert task(f"max_duration: {value}\n").max_duration == seconds
+
+
+def test_offable_and_idle_durations() -> None:
+    assert task("max_duration: false\n").max_duration == "off"
+    assert task("stop_duration: true\n").stop_duration is None
+    assert task("idle_duration: off\n").idle_duration == -1
+    assert task("idle_duration: -1\n").idle_duration == -1
+    assert task("idle_duration: 1h\n").idle_duration == 3600
+    with pytest.raises(Exception, match="negative"):
+        task("max_duration: -5\n")
+
+
+def test_env_list_and_map_forms_normalize_alike() -> None:
+    listed = task("env:\n  - A=1\n  - B\n  - C=x=y\n").env
+    mapped = task("env:\n  A: 1\n  B: null\n  C: x=y\n").env
+    assert listed == mapped == {"A": "1", "B": None, "C": "x=y"}
+    with pytest.raises(Exception, match="duplicate environment variable"):
+        task("env:\n  - A=1\n  - A=2\n")
+
+
+def test_ports_forms() -> None:
+    ports = task("ports: [8080, '80:8080', '*:9000']\n").ports
+    assert ports == [
+        PortMapping(local_port=8080, container_port=8080),
+        PortMapping(local_port=80, container_port=8080),
+        PortMapping(local_port=None, container_port=9000),
+    ]
+    with pytest.raises(Exception, match="ports"):
+        task("ports: [70000]\n")
+
+
+def test_service_port_and_model_shorthands() -> None:
+    config = parse_config(
+        "type: service\nname: s1\nimage: x\nport: 8000\nmodel: llama\n", "s.dstack.yml"
+    )
+    assert isinstance(config, ServiceConfiguration)
+    assert config.port == PortMapping(local_port=80, container_port=8000)
+    assert config.model is not None
+    assert (config.model.name, config.model.format) == ("llama", "openai")
+
+
+def test_volume_mount_forms() -> None:
+    volumes = task(
+        "volumes:\n  - data:/data\n  - /mnt/cache:/cache\n"
+        "  - {name: [a, b], path: /x}\n  - {instance_path: /h, path: /c, optional: true}\n"
+    ).volumes
+    assert volumes == [
+        VolumeMountPoint(name="data", path="/data"),
+        InstanceMountPoint(instance_path="/mnt/cache", path="/cache"),
+        VolumeMountPoint(name=["a", "b"], path="/x"),
+        InstanceMountPoint(instance_path="/h", path="/c", optional=True),
+    ]
+    with pytest.raises(Exception, match=r"volumes\[0\]"):
+        task("volumes:\n  - data:relative\n")
+
+
+def test_repos_and_files_shorthands() -> None:
+    config = task(
+        "repos:\n  - .:/workflow\nfiles:\n  - ~/.ssh/id_rsa:/root/.ssh/id_rsa\n  - local.txt\n"
+    )
+    assert (config.repos[0].local_path, config.repos[0].path) == (".", "/workflow")
+    url = task("repos: ['https://github.com/a/b.git']\n").repos[0]
+    assert (url.url, url.local_path, url.path) == ("https://github.com/a/b.git", None, ".")
+    assert [(f.local_path, f.path) for f in config.files] == [
+        ("~/.ssh/id_rsa", "/root/.ssh/id_rsa"),
+        ("local.txt", "local.txt"),
+    ]
+    with pytest.raises(Exception, match="at most one repo"):
+        task("repos: [a, b]\n")
+
+
+def test_retry_forms() -> None:
+    assert task("retry: true\n").retry is True
+    retry = task("retry:\n  on_events: [no-capacity]\n  duration: 1h\n").retry
+    assert not isinstance(retry, bool) and retry is not None
+    assert (retry.on_events, retry.duration) == (["no-capacity"], 3600)
+    with pytest.raises(Exception, match="cannot be empty"):
+        task("retry:\n  on_events: []\n")
+
+
+def test_python_version_float_is_read_as_text() -> None:
+    assert task("python: 3.10\n").python == "3.10"
+    assert task("python: 3.12\n").python == "3.12"
+    with pytest.raises(Exception, match="python"):
+        task("python: 2.7\n")
+
+
+def test_task_groups_are_named_by_position() -> None:
+    config = parse_config(
+        "type: task\nname: t1\ngroups:\n  - commands: [a]\n  - name: workers\n"
+        "    nodes: 3\n    commands: [b]\n",
+        "g.dstack.yml",
+    )
+    assert isinstance(config, TaskConfiguration) and config.groups is not None
+    assert [(g.name, g.nodes) for g in config.groups] == [("0", 1), ("workers", 3)]
+
+
+def test_service_replicas_scaling_and_legacy_groups() -> None:
+    service = parse_config(
+        "type: service\nname: s1\nimage: x\nport: 80\nreplicas: 0..4\n"
+        "scaling: {metric: rps, target: 10}\n",
+        "s.dstack.yml",
+    )
+    assert isinstance(service, ServiceConfiguration) and service.replicas is not None
+    assert (service.replicas.min, service.replicas.max) == (0, 4)
+    legacy = parse_config(
+        "type: service\nname: s1\nport: 80\nreplicas:\n  - count: 2\n    commands: [a]\n",
+        "s.dstack.yml",
+    )
+    assert isinstance(legacy, ServiceConfiguration) and legacy.groups is not None
+    assert legacy.replicas is None
+    assert (legacy.groups[0].name, legacy.groups[0].replicas.max) == ("0", 2)
+
+
+def test_probes_and_rate_limits() -> None:
+    service = parse_config(
+        "type: service\nname: s1\nimage: x\nport: 80\n"
+        "probes:\n  - {type: http, url: /health, timeout: 5s}\n"
+        "rate_limits:\n  - {prefix: /api, rps: 2, key: {type: header, header: X-Key}}\n",
+        "s.dstack.yml",
+    )
+    assert isinstance(service, ServiceConfiguration) and service.probes is not None
+    assert service.probes[0].timeout == 5
+    assert service.rate_limits[0].key.type == "header"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [("2", (2, 2, 2)), ("0..4", (0, 0, 4)), ("{min: 1, target: 2}", (1, 2, None))],
+)
+def test_fleet_nodes(nodes: str, expected: tuple[int, int, int | None]) -> None:
+    fleet = parse_config(f"type: fleet\nname: f1\nnodes: {nodes}\n", "f.dstack.yml")
+    assert isinstance(fleet, FleetConfiguration) and fleet.nodes is not None
+    assert (fleet.nodes.min, fleet.nodes.target, fleet.nodes.max) == expected
+
+
+def test_ssh_fleet_hosts() -> None:
+    fleet = parse_config(
+        "type: fleet\nname: f1\nssh_config:\n  user: ubuntu\n  hosts:\n    - 10.0.0.1\n"
+        "    - {hostname: 10.0.0.2, blocks: auto, internal_ip: 192.168.1.2}\n",
+        "f.dstack.yml",
+    )
+    assert isinstance(fleet, FleetConfiguration) and fleet.ssh_config is not None
+    first, second = fleet.ssh_config.hosts
+    assert first == "10.0.0.1"
+    assert not isinstance(second, str) and second.blocks == "auto"
+
+
+def test_fleet_needs_exactly_one_of_nodes_and_ssh_config() -> None:
+    with pytest.raises(Exception, match="`nodes` and `ssh_config` are mutually exclusive"):
+        parse_config("type: fleet\nnodes: 1\nssh_config: {hosts: [a]}\n", "f.dstack.yml")
+    with pytest.raises(Exception, match="set `nodes`"):
+        parse_config("type: fleet\nname: f1\n", "f.dstack.yml")
+
+
+def test_volume_dispatches_on_backend() -> None:
+    volume = parse_config(
+        "type: volume\nname: v1\nbackend: aws\nregion: eu-west-1\nsize: 100GB\n", "v.dstack.yml"
+    )
+    assert volume.normalized()["size"] == 100.0
+    k8s = parse_config("type: volume\nname: v1\nbackend: kubernetes\n", "v.dstack.yml")
+    assert k8s.normalized()["access_modes"] == ["ReadWriteOnce"]
+
+
+def test_spec_hash_is_stable_and_sensitive() -> None:
+    a = task("env: [A=1]\n")
+    b = task("env:\n  A: '1'\n")
+    c = task("env: [A=2]\n")
+    assert a.spec_hash() == b.spec_hash()
+    assert a.spec_hash() != c.spec_hash()
+    assert len(a.spec_hash()) == 64
+
+
+def test_models_are_frozen() -> None:
+    config = task("")
+    with pytest.raises(Exception, match="frozen"):
+        config.name = "other"  # type: ignore[misc]
