@@ -118,8 +118,13 @@ class GitMirror:
             return self._open_local()
         try:
             return self._open_and_fetch(fetch=fetch)
-        except _MirrorBrokenError:
+        except _MirrorBrokenError as exc:
             shutil.rmtree(self.path, ignore_errors=True)
+            if self.path.exists():
+                raise CorruptMirrorError(
+                    f"the mirror of {self._where()} at {self.path} is corrupt ({exc}) and "
+                    "cannot be removed; delete it by hand"
+                ) from None
         try:
             return self._open_and_fetch(fetch=True)
         except _MirrorBrokenError as exc:
@@ -166,20 +171,41 @@ class GitMirror:
 
     def _classify(self, exc: git.GitCommandError, *, corrupt_possible: bool) -> Exception:
         stderr = self.location.scrub(str(exc.stderr or "")).strip()
-        detail = stderr.splitlines()[-1].strip() if stderr else f"git exited {exc.status}"
+        detail = _detail(stderr) or f"git exited {exc.status}"
         low = stderr.lower()
         where = self._where()
         if corrupt_possible and any(m in low for m in _CORRUPT_MARKERS):
             return _MirrorBrokenError(detail)
         if any(m in low for m in _AUTH_MARKERS):
-            hint = "check the token" if self.location.scheme.startswith("http") else "check the key"
+            hint = self._auth_hint()
             return AuthRefusedError(f"{where} refused our credentials ({detail}); {hint}")
         if any(m in low for m in _UNREACHABLE_MARKERS):
             return UnreachableRemoteError(f"cannot reach {where}: {detail}", delay=30.0)
         return DockyardError(f"git failed for {where}: {detail}")
 
+    def _auth_hint(self) -> str:
+        if self.location.scheme.startswith("http"):
+            if self.location.token:
+                return "check that the token is valid and may read the repo"
+            return "set a token in $DOCKYARD_GIT_TOKEN (or the variable named by --token-env)"
+        if self.location.scheme == "ssh":
+            return "check that the SSH key (--ssh-key) is authorized for the repo"
+        return "check the credentials"
+
     def _where(self) -> str:
         return f"the config repo {self.location.scrub(self.location.url)}"
+
+
+def _detail(stderr: str) -> str:
+    """The line of git's stderr that says what failed, without GitPython's framing."""
+    lines = [
+        line.strip().removeprefix("stderr:").strip().strip("'").strip()
+        for line in stderr.splitlines()
+    ]
+    lines = [line for line in lines if line]
+    fatal = [line for line in lines if line.startswith(("fatal:", "error:", "remote:"))]
+    chosen = fatal[0] if fatal else (lines or [""])[-1]
+    return chosen.removeprefix("fatal:").removeprefix("error:").strip()
 
 
 class _MirrorBrokenError(Exception):
