@@ -21,10 +21,12 @@ class Wire(BaseModel):
 
 
 class ServerInfo(Wire):
+    """The server's version; what it reconciles is shown to global admins only."""
+
     server_version: str
-    project: str
-    repo: str | None
-    branch: str
+    project: str | None = None
+    repo: str | None = None
+    branch: str | None = None
 
 
 class User(Wire):

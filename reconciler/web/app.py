@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp
 
 from reconciler.ports import Clock, Controller
 from reconciler.settings import Settings
-from reconciler.web.auth import Principal, require_admin
+from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import SecretBox, WebContext, get_context
 from reconciler.web.database import Database
 from reconciler.web.errors import install_error_handlers
@@ -49,6 +50,14 @@ def _build_ops_router() -> APIRouter:
         return Response(content=body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return router
+
+
+def _add_openapi_route(app: FastAPI) -> None:
+    """The OpenAPI document at `/openapi.json`, for token holders like every other route."""
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(_: Principal = Depends(require_user)) -> dict[str, Any]:
+        return app.openapi()
 
 
 def create_app(
@@ -85,6 +94,9 @@ def create_app(
         version=SERVER_VERSION,
         description="GitOps for GPU workloads: the REST API of the Dockyard server.",
         lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.context = context
     install_error_handlers(app)
@@ -99,6 +111,7 @@ def create_app(
         build_webhooks_router(),
     ):
         app.include_router(router)
+    _add_openapi_route(app)
     if proxy is not None:
         app.mount("/proxy/services", proxy)
     return app

@@ -25,6 +25,14 @@ from reconciler.web.context import WebContext, get_context
 SERVER_VERSION = "0.1.0"
 
 
+def redact_repo(repo: str | None) -> str | None:
+    """The repo URL without credentials (`https://user:token@host/…` → `https://host/…`)."""
+    if repo is None or "@" not in repo or "://" not in repo:
+        return repo
+    scheme, rest = repo.split("://", 1)
+    return f"{scheme}://{rest.split('@', 1)[1]}"
+
+
 def _now(context: WebContext) -> datetime:
     return datetime.fromtimestamp(context.clock.now_ts(), UTC)
 
@@ -40,11 +48,16 @@ def build_core_router() -> APIRouter:
 def _add_server_routes(router: APIRouter) -> None:
     @router.post("/server/get_info", response_model=wire.ServerInfo, tags=["server"])
     async def get_info(
-        _: Principal = Depends(require_user), context: WebContext = Depends(get_context)
+        me: Principal = Depends(require_user), context: WebContext = Depends(get_context)
     ) -> wire.ServerInfo:
         s = context.settings
+        if not me.is_admin:
+            return wire.ServerInfo(server_version=SERVER_VERSION)
         return wire.ServerInfo(
-            server_version=SERVER_VERSION, project=s.project, repo=s.repo, branch=s.branch
+            server_version=SERVER_VERSION,
+            project=s.project,
+            repo=redact_repo(s.repo),
+            branch=s.branch,
         )
 
 
