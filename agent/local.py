@@ -113,6 +113,7 @@ def _is_our_agent(pid: int) -> bool:
 def _free_port(preferred: int | None) -> int:
     for candidate in (preferred or 0, 0):
         with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", candidate))
             except OSError:

@@ -1,0 +1,57 @@
+"""The local fleet's agent: started on first use, reused, restarted when it died."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.client import AgentClient
+from agent.local import ensure_client_key, ensure_local_agent, stop_local_agent
+from agent.tunnel import TunnelPool
+
+
+def has_exited(pid: int) -> bool:
+    """True once `pid` is gone or a zombie (this process is its parent)."""
+    status = Path(f"/proc/{pid}/status")
+    return not status.exists() or "State:\tZ" in status.read_text()
+
+
+async def until_dead(pid: int) -> None:
+    async with asyncio.timeout(10):
+        while True:
+            if has_exited(pid):
+                return
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def server_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    stop_local_agent(tmp_path)
+
+
+async def test_local_agent_is_started_once_and_reused(server_dir: Path) -> None:
+    key = ensure_client_key(server_dir / "keys" / "id_ed25519")
+    pool = TunnelPool()
+    first = await ensure_local_agent(server_dir, key, pool)
+    again = await ensure_local_agent(server_dir, key, pool)
+    assert first.started and not again.started
+    assert again.pid == first.pid and again.ssh_port == first.ssh_port
+    async with AgentClient.over_tunnel(pool, first.target, first.agent_port) as client:
+        await client.check_version()
+    authorized = (server_dir / "local-agent" / "authorized_keys").read_text().splitlines()
+    assert len(authorized) == 1
+
+    os.kill(first.pid, signal.SIGKILL)
+    await until_dead(first.pid)
+    revived = await ensure_local_agent(server_dir, key, pool)
+    assert revived.started and revived.pid != first.pid
+    assert revived.ssh_port == first.ssh_port  # the same endpoint when its port is free
+    async with AgentClient.over_tunnel(pool, revived.target, revived.agent_port) as client:
+        await client.check_version()
+    await pool.close()
