@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy.exc import IntegrityError
 
@@ -109,3 +111,27 @@ def test_set_resource_status(store: Store) -> None:
     got = store.get_resource("main", "gateway", "gw")
     assert got is not None and (got.status, got.status_message) == ("failed", "no quota")
     assert not store.set_resource_status("missing", "x")
+
+
+def test_concurrent_records_in_a_new_project_create_it_once(store: Store) -> None:
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def record(i: int) -> None:
+        barrier.wait()
+        try:
+            store.record_resource(
+                "fresh", "task", f"t{i}", origin="cli:x", path=None, commit=None,
+                spec={}, spec_hash="h", status="running",
+            )  # fmt: skip
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=record, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert [p.name for p in store.list_projects()] == ["fresh"]
+    assert [r.name for r in store.list_resources("fresh")] == ["t0", "t1", "t2", "t3"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import RowMapping, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.accounts import AccountsStore
@@ -22,9 +23,18 @@ from reconciler.domain.observed import FINISHED_RUN_STATUSES, ObservedResource, 
 
 
 class InventoryStore(AccountsStore):
-    def _project_id(self, project: str) -> str:
-        """Id of the project called `project`, created if missing."""
-        return self.get_or_create_project(project).id
+    def _project_id_in(self, session: Session, name: str) -> str:
+        """Id of the project called `name`, created (in `session`) if missing."""
+        found = session.scalars(select(Project.id).where(Project.name == name)).one_or_none()
+        if found is not None:
+            return found
+        project = Project(name=name, created_at=self.now())
+        try:
+            with session.begin_nested():
+                session.add(project)
+        except IntegrityError:  # created by another writer in between
+            return session.scalars(select(Project.id).where(Project.name == name)).one()
+        return project.id
 
     def record_resource(
         self,
@@ -41,9 +51,9 @@ class InventoryStore(AccountsStore):
         status_message: str = "",
     ) -> Resource:
         """Create or update the live resource (project, kind, name) as just deployed."""
-        project_id = self._project_id(project)
         now = self.now()
         with self.writing() as session:
+            project_id = self._project_id_in(session, project)
             row = self._live(session, project_id, kind, name)
             if row is None:
                 row = Resource(
@@ -113,16 +123,19 @@ class InventoryStore(AccountsStore):
 
     def load_observed(self, project: str) -> ObservedState:
         """The planner's view of what is deployed in `project` (frozen domain values)."""
+        r = Resource.__table__.c
+        query = (
+            select(r.id, r.kind, r.name, r.origin, r.spec, r.spec_hash, r.status, r.path, r.commit)
+            .join(Project.__table__, Project.__table__.c.id == r.project_id)
+            .where(Project.__table__.c.name == project, r.deleted_at.is_(None))
+            .order_by(r.kind, r.name)
+        )
         with self.reading() as session:
-            rows = session.execute(
-                select(Resource)
-                .join(Project, Project.id == Resource.project_id)
-                .where(Project.name == project, Resource.deleted_at.is_(None))
-                .order_by(Resource.kind, Resource.name)
-            ).scalars()
-            resources = list(rows)
-            run_status = _latest_run_statuses(session, [r.id for r in resources])
-        observed = tuple(_to_observed(project, row, run_status.get(row.id)) for row in resources)
+            rows = session.execute(query).all()
+            run_status = _latest_run_statuses(session, project)
+        observed = tuple(
+            _to_observed(project, row._mapping, run_status.get(row.id)) for row in rows
+        )
         return ObservedState(project=project, resources=observed)
 
     @staticmethod
@@ -138,34 +151,34 @@ class InventoryStore(AccountsStore):
         return found
 
 
-def _latest_run_statuses(session: Session, resource_ids: list[str]) -> dict[str, str]:
-    """resource id → status of its most recently submitted, not deleted run."""
-    latest: dict[str, str] = {}
-    if not resource_ids:
-        return latest
+def _latest_run_statuses(session: Session, project: str) -> dict[str, str]:
+    """resource id → status of its most recently submitted, not deleted run (one project)."""
     rows = session.execute(
         select(Run.resource_id, Run.status)
-        .where(Run.resource_id.in_(resource_ids), Run.deleted.is_(False))
+        .join(Resource, Resource.id == Run.resource_id)
+        .join(Project, Project.id == Resource.project_id)
+        .where(Project.name == project, Resource.deleted_at.is_(None), Run.deleted.is_(False))
         .order_by(Run.submitted_at, Run.id)
     )
+    latest: dict[str, str] = {}
     for resource_id, status in rows:
         if resource_id is not None:
             latest[resource_id] = status  # later submissions overwrite earlier ones
     return latest
 
 
-def _to_observed(project: str, row: Resource, run_status: str | None) -> ObservedResource:
-    kind = Kind(row.kind)
-    status = run_status if kind.is_run and run_status is not None else row.status
+def _to_observed(project: str, row: RowMapping, run_status: str | None) -> ObservedResource:
+    kind = Kind(row["kind"])
+    status = run_status if kind.is_run and run_status is not None else row["status"]
     return ObservedResource(
         kind=kind,
-        name=row.name,
+        name=row["name"],
         project=project,
-        origin=row.origin,
-        spec=row.spec,
-        spec_hash=row.spec_hash,
+        origin=row["origin"],
+        spec=row["spec"],
+        spec_hash=row["spec_hash"],
         status=status,
-        path=row.path,
-        commit=row.commit,
+        path=row["path"],
+        commit=row["commit"],
         finished=kind.is_run and status in FINISHED_RUN_STATUSES,
     )

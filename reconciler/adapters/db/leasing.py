@@ -24,7 +24,17 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Engine, Table, and_, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Table,
+    and_,
+    bindparam,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.connecting import writer_engine
@@ -98,16 +108,15 @@ class Leases:
         if self._is_postgres:
             query = query.with_for_update(skip_locked=True)
         expires = now + timedelta(seconds=lease_seconds)
-        claimed: list[tuple[str, str]] = []
+        stamp = (
+            update(table)
+            .where(c.id == bindparam("row_id"))
+            .values(lock_token=bindparam("token"), lock_expires_at=expires, lock_owner=owner)
+        )
         with self._claiming() as connection:
-            for row_id in connection.execute(query).scalars().all():
-                token = new_id()
-                connection.execute(
-                    update(table)
-                    .where(c.id == row_id)
-                    .values(lock_token=token, lock_expires_at=expires, lock_owner=owner)
-                )
-                claimed.append((row_id, token))
+            claimed = [(row_id, new_id()) for row_id in connection.execute(query).scalars()]
+            if claimed:
+                connection.execute(stamp, [{"row_id": i, "token": t} for i, t in claimed])
         return claimed
 
     def renew(
