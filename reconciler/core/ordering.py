@@ -69,10 +69,22 @@ def sort_key(action: Action) -> tuple[int, int, str, str]:
 
 
 def order_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
-    """Topological order over references, ties broken by `sort_key` (pure, total)."""
+    """Topological order over references, ties broken by `sort_key` (pure, total).
+
+    Only changing actions have edges; the passive ones (noop, retain, blocked) come last,
+    sorted, so a large unchanged repo costs one sort.
+    """
+    changing = [a for a in actions if a.action.changes]
+    passive = sorted((a for a in actions if not a.action.changes), key=sort_key)
+    return (*_topological(changing), *passive)
+
+
+def _topological(actions: Sequence[Action]) -> list[Action]:
     by_key = {action.key: action for action in actions}
     edges = _edges(actions, by_key)
-    indegree = {action.key: 0 for action in actions}
+    if not edges:
+        return sorted(actions, key=sort_key)
+    indegree = dict.fromkeys(by_key, 0)
     for targets in edges.values():
         for target in targets:
             indegree[target] += 1
@@ -89,7 +101,7 @@ def order_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
     if len(ordered) != len(actions):  # a cycle cannot arise from run → infra references
         done = {a.key for a in ordered}
         ordered += sorted((a for a in actions if a.key not in done), key=sort_key)
-    return tuple(ordered)
+    return ordered
 
 
 def _edges(

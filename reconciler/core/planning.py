@@ -52,11 +52,10 @@ def plan(
     live = {r.key: r for r in observed.resources if r.project == desired.project}
     actions = [plan_desired(resource, live.get(resource.key)) for resource in desired.resources]
     wanted = {resource.key for resource in desired.resources}
-    actions += [
-        plan_removed(resource, policy)
-        for key, resource in sorted(live.items())
-        if key not in wanted
-    ]
+    removed = sorted(
+        (r for key, r in live.items() if key not in wanted), key=lambda r: (r.kind.rank, r.name)
+    )
+    actions += [plan_removed(resource, policy) for resource in removed]
     return Plan(commit=desired.commit, base=base, actions=order_actions(actions))
 
 

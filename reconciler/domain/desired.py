@@ -33,9 +33,11 @@ class DesiredResource:
     model: Any = field(default=None, compare=False, repr=False)
     implicit: bool = False
 
-    @property
-    def key(self) -> ResourceKey:
-        return ResourceKey(self.project, self.kind, self.name)
+    key: ResourceKey = field(init=False, repr=False, compare=False)
+    """(project, kind, name), computed once: plans look resources up by it a lot."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", ResourceKey(self.project, self.kind, self.name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ prune it), `cli:<user>` for unmanaged resources (never pruned).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.domain.desired import DesiredResource, DesiredState
@@ -59,9 +59,11 @@ class ObservedResource:
     finished: bool = False
     """For runs: the run has ended (see `FINISHED_RUN_STATUSES`). Tasks do not re-run."""
 
-    @property
-    def key(self) -> ResourceKey:
-        return ResourceKey(self.project, self.kind, self.name)
+    key: ResourceKey = field(init=False, repr=False, compare=False)
+    """(project, kind, name), computed once: plans look resources up by it a lot."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", ResourceKey(self.project, self.kind, self.name))
 
     @property
     def is_managed(self) -> bool:

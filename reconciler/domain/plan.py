@@ -18,7 +18,7 @@ Action kinds:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -87,9 +87,11 @@ class Action:
     depends_on: tuple[ResourceKey, ...] = ()
     """Resources this one references (volumes, fleets, gateway), per its spec."""
 
-    @property
-    def key(self) -> ResourceKey:
-        return ResourceKey(self.project, self.kind, self.name)
+    key: ResourceKey = field(init=False, repr=False, compare=False)
+    """(project, kind, name), computed once: plans look resources up by it a lot."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", ResourceKey(self.project, self.kind, self.name))
 
 
 @dataclass(frozen=True, slots=True)
