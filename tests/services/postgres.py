@@ -124,7 +124,9 @@ def _run(args: list[str], what: str) -> None:
 @contextlib.contextmanager
 def start_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
     """Start a private cluster with the binaries in `bin_dir`; stop and delete it after."""
-    root = Path(tempfile.mkdtemp(prefix="dockyard-pg-"))
+    # as root, the cluster's owner must reach the dir: /tmp, not a private TMPDIR
+    parent = "/tmp" if os.geteuid() == 0 and os.path.isdir("/tmp") else None
+    root = Path(tempfile.mkdtemp(prefix="dockyard-pg-", dir=parent))
     if os.geteuid() == 0:
         owner = pwd.getpwnam(_RUN_AS)
         os.chown(root, owner.pw_uid, owner.pw_gid)

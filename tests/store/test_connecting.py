@@ -50,3 +50,16 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
         assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1
         assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30000
     engine.dispose()
+
+
+def test_in_memory_sqlite_is_one_database_for_all_threads() -> None:
+    import threading
+
+    from reconciler.adapters.db import Store
+
+    store = Store.from_url("sqlite://", migrate=True)
+    thread = threading.Thread(target=store.get_or_create_project, args=("main",))
+    thread.start()
+    thread.join(timeout=30)
+    assert [p.name for p in store.list_projects()] == ["main"]
+    store.close()

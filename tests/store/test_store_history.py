@@ -34,6 +34,8 @@ def test_events_filter_and_order(store: Store, clock: FakeClock) -> None:
     since = store.now() - timedelta(seconds=1)
     assert {e.message for e in store.list_events(since=since)} == {"event 2", "x", "up"}
     assert len(store.list_events()) == 5
+    assert store.delete_events_before(since) == 2
+    assert {e.message for e in store.list_events()} == {"event 2", "x", "up"}
 
 
 def test_reconcile_lifecycle_records_stage_timings(store: Store, clock: FakeClock) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import StaticPool
 
 from reconciler.errors import UsageError
 
@@ -81,9 +82,13 @@ def create_db_engine(db_url: str, *, pool_size: int = 20, echo: bool = False) ->
 
 
 def _create_sqlite_engine(url: URL, *, echo: bool) -> Engine:
-    if url.database and url.database != ":memory:":
+    connect_args = {"check_same_thread": False}
+    if not url.database or url.database == ":memory:":
+        # one shared connection, or every thread would see its own empty database
+        engine = create_engine(url, echo=echo, connect_args=connect_args, poolclass=StaticPool)
+    else:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False})
+        engine = create_engine(url, echo=echo, connect_args=connect_args)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from reconciler.adapters.db.models import Delivery, Event, Reconcile
@@ -75,6 +75,12 @@ class HistoryStore(StoreBase):
             query = query.order_by(Event.created_at.desc(), Event.id.desc())
         with self.reading() as session:
             return list(session.scalars(query.limit(limit)))
+
+    def delete_events_before(self, before: datetime) -> int:
+        """Housekeeping: delete events created before `before`; returns how many."""
+        with self.writing() as session:
+            result = session.execute(delete(Event).where(Event.created_at < before))
+        return int(getattr(result, "rowcount", 0))
 
     # -- reconciles -------------------------------------------------------------------------
 
