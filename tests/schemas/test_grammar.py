@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from schemas import (
+    ConfigError,
     FleetConfiguration,
     InstanceMountPoint,
     PortMapping,
@@ -59,7 +61,7 @@ def test_gpu_token_grammar(spec: str, expected: dict[str, Any]) -> None:
     "spec", ["A100:H100", "'2:4'", "24GB:40GB", "nvidia:amd", "A100::2", "2..1"]
 )
 def test_gpu_grammar_rejects_conflicts(spec: str) -> None:
-    with pytest.raises(Exception, match="resources.gpu"):
+    with pytest.raises(ConfigError, match=r"resources\.gpu"):
         gpu(spec)
 
 
@@ -110,7 +112,7 @@ def test_offable_and_idle_durations() -> None:
     assert task("idle_duration: off\n").idle_duration == -1
     assert task("idle_duration: -1\n").idle_duration == -1
     assert task("idle_duration: 1h\n").idle_duration == 3600
-    with pytest.raises(Exception, match="negative"):
+    with pytest.raises(ConfigError, match="negative"):
         task("max_duration: -5\n")
 
 
@@ -118,7 +120,7 @@ def test_env_list_and_map_forms_normalize_alike() -> None:
     listed = task("env:\n  - A=1\n  - B\n  - C=x=y\n").env
     mapped = task("env:\n  A: 1\n  B: null\n  C: x=y\n").env
     assert listed == mapped == {"A": "1", "B": None, "C": "x=y"}
-    with pytest.raises(Exception, match="duplicate environment variable"):
+    with pytest.raises(ConfigError, match="duplicate environment variable"):
         task("env:\n  - A=1\n  - A=2\n")
 
 
@@ -129,7 +131,7 @@ def test_ports_forms() -> None:
         PortMapping(local_port=80, container_port=8080),
         PortMapping(local_port=None, container_port=9000),
     ]
-    with pytest.raises(Exception, match="ports"):
+    with pytest.raises(ConfigError, match="ports"):
         task("ports: [70000]\n")
 
 
@@ -154,7 +156,7 @@ def test_volume_mount_forms() -> None:
         VolumeMountPoint(name=["a", "b"], path="/x"),
         InstanceMountPoint(instance_path="/h", path="/c", optional=True),
     ]
-    with pytest.raises(Exception, match=r"volumes\[0\]"):
+    with pytest.raises(ConfigError, match=r"volumes\[0\]"):
         task("volumes:\n  - data:relative\n")
 
 
@@ -169,7 +171,7 @@ def test_repos_and_files_shorthands() -> None:
         ("~/.ssh/id_rsa", "/root/.ssh/id_rsa"),
         ("local.txt", "local.txt"),
     ]
-    with pytest.raises(Exception, match="at most one repo"):
+    with pytest.raises(ConfigError, match="at most one repo"):
         task("repos: [a, b]\n")
 
 
@@ -178,14 +180,14 @@ def test_retry_forms() -> None:
     retry = task("retry:\n  on_events: [no-capacity]\n  duration: 1h\n").retry
     assert not isinstance(retry, bool) and retry is not None
     assert (retry.on_events, retry.duration) == (["no-capacity"], 3600)
-    with pytest.raises(Exception, match="cannot be empty"):
+    with pytest.raises(ConfigError, match="cannot be empty"):
         task("retry:\n  on_events: []\n")
 
 
 def test_python_version_float_is_read_as_text() -> None:
     assert task("python: 3.10\n").python == "3.10"
     assert task("python: 3.12\n").python == "3.12"
-    with pytest.raises(Exception, match="python"):
+    with pytest.raises(ConfigError, match="python"):
         task("python: 2.7\n")
 
 
@@ -251,9 +253,9 @@ def test_ssh_fleet_hosts() -> None:
 
 
 def test_fleet_needs_exactly_one_of_nodes_and_ssh_config() -> None:
-    with pytest.raises(Exception, match="`nodes` and `ssh_config` are mutually exclusive"):
+    with pytest.raises(ConfigError, match="`nodes` and `ssh_config` are mutually exclusive"):
         parse_config("type: fleet\nnodes: 1\nssh_config: {hosts: [a]}\n", "f.dstack.yml")
-    with pytest.raises(Exception, match="set `nodes`"):
+    with pytest.raises(ConfigError, match="set `nodes`"):
         parse_config("type: fleet\nname: f1\n", "f.dstack.yml")
 
 
@@ -277,5 +279,5 @@ def test_spec_hash_is_stable_and_sensitive() -> None:
 
 def test_models_are_frozen() -> None:
     config = task("")
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(ValidationError, match="frozen"):
         config.name = "other"  # type: ignore[misc]

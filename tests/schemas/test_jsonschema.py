@@ -1,0 +1,44 @@
+"""The committed JSON Schema files equal what the models generate, and accept the corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.cli.schema import DEFAULT_DIR, stale_files
+from schemas import CONFIG_TYPES
+from schemas.jsonschema import COMBINED_NAME, build_schemas
+from tests.schemas.corpus import Case, case_ids, valid_cases
+
+
+def test_committed_schema_files_are_current() -> None:
+    stale = stale_files(build_schemas(), DEFAULT_DIR)
+    assert not stale, f"stale {stale}: run `dockyard schema --write`"
+
+
+def test_there_is_one_file_per_type_and_a_combined_one() -> None:
+    names = {path.name for path in Path(DEFAULT_DIR).glob("*.json")}
+    assert names == {f"{kind}.json" for kind in CONFIG_TYPES} | {f"{COMBINED_NAME}.json"}
+
+
+VALID = valid_cases()
+
+
+@pytest.mark.parametrize("case", VALID, ids=case_ids(VALID))
+def test_combined_schema_accepts_every_valid_corpus_file(case: Case) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(DEFAULT_DIR) / f"{COMBINED_NAME}.json").read_text())
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(case.read())))
+    assert not errors, jsonschema.exceptions.best_match(errors).message
+
+
+def test_combined_schema_rejects_unknown_keys_and_types() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(DEFAULT_DIR) / f"{COMBINED_NAME}.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    assert not validator.is_valid({"type": "task", "comands": ["x"]})
+    assert not validator.is_valid({"type": "tsk"})
+    assert validator.is_valid({"type": "task", "commands": ["x"], "resources": {"gpu": "A100:2"}})
