@@ -97,17 +97,30 @@ def expand_jobs(spec: Mapping[str, Any], *, replicas: int | None = None) -> list
     return [JobSlot(0, n, None, nodes, spec) for n in range(nodes)]
 
 
+_DEFAULT_MEMORY = {"min": 8.0, "max": None}
+_DEFAULT_DISK = {"size": {"min": 100.0, "max": None}}
+
+
 def requirements_of(spec: Mapping[str, Any]) -> Requirements:
-    """Placement requirements from a (group-merged) run spec's resources and profile."""
+    """Placement requirements from a (group-merged) run spec's resources and profile.
+
+    dstack's implicit minimums (`memory: 8GB..`, `disk: 100GB..`) size *new* cloud
+    instances; the instances a job is placed on here already exist (this host, SSH hosts,
+    fleets provisioned for their own `resources`), so only minimums the user wrote count:
+    a laptop with 7.6 GB or a host with 80 GB free still runs a default task.
+    """
     res = spec.get("resources") or {}
     cpu = res.get("cpu") or {}
     gpu = res.get("gpu")
-    disk = res.get("disk")
+    disk = None if res.get("disk") == _DEFAULT_DISK else res.get("disk")
+    memory = (
+        Range(None, None) if res.get("memory") == _DEFAULT_MEMORY else _range(res.get("memory"), 8)
+    )
     gpu_count = _range(gpu.get("count"), 1) if isinstance(gpu, Mapping) else Range(0, None)
     return Requirements(
         cpu=_range(cpu.get("count"), 2),
         cpu_arch=cpu.get("arch"),
-        memory_gb=_range(res.get("memory"), 8),
+        memory_gb=memory,
         disk_gb=_range(disk.get("size")) if isinstance(disk, Mapping) else None,
         gpu_count=gpu_count,
         gpu_names=tuple(gpu.get("name") or ()) if isinstance(gpu, Mapping) else (),

@@ -1,0 +1,67 @@
+"""The values one step of the jobs worker works with: config, loaded rows, updates.
+
+Shared by `jobs.py` (submitted, provisioning) and `job_running.py` (running,
+terminating), so neither imports the other's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters.db.models import Job, Project, Run
+from reconciler.core.jobspecs import JobSlot
+from reconciler.core.transitions import job_status_for
+from reconciler.domain.statuses import JobTerminationReason
+
+Update = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class JobsConfig:
+    """Tunables of the jobs worker (built from the server settings)."""
+
+    data_dir: Path
+    unreachable_grace: float = 120.0
+    wait_poll: float = 2.0
+    active_poll: float = 1.0
+    log_chunk: int = 4 * 1024 * 1024
+    log_chunks_per_pass: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """The rows one processing step needs, loaded once."""
+
+    job: Job
+    run: Run
+    project: Project
+
+    @property
+    def slot(self) -> JobSlot:
+        data = self.job.job_spec if isinstance(self.job.job_spec, Mapping) else {}
+        slot = data.get("slot") or {}
+        return JobSlot(
+            replica_num=self.job.replica_num,
+            job_num=self.job.job_num,
+            group_name=self.job.group_name,
+            nodes=int(slot.get("nodes") or 1),
+            spec=data.get("spec") or self.run.spec,
+        )
+
+    @property
+    def runtime(self) -> dict[str, Any]:
+        return dict(self.job.runtime) if isinstance(self.job.runtime, Mapping) else {}
+
+
+def finish(reason: JobTerminationReason, now: Any, message: str = "", **extra: Any) -> Update:
+    """The update that ends a job for `reason`."""
+    return {
+        "status": job_status_for(reason).value,
+        "termination_reason": reason.value,
+        "status_message": message,
+        "finished_at": now,
+        **extra,
+    }

@@ -1,0 +1,243 @@
+"""Running and terminating jobs: poll the agent, pull logs, probe, enforce limits, stop.
+
+Called by `JobsProcessor` for jobs in pulling/running/terminating. Logs are pulled by
+byte offset into the server's log file before a finished job is removed from the agent,
+so nothing printed is lost. An unreachable agent sets `unreachable_since`; only after the
+grace window does the job fail with `instance_unreachable` (or `interrupted_by_no_capacity`
+on spot instances), dstack's rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from agent.client import AgentClient, AgentError
+from agent.protocol import ErrorCode, JobReason, JobState
+from agent.protocol import JobStatus as AgentStatus
+from agent.ssh.transport import SSHTransport
+from agent.tunnel import AgentUnreachable, SSHTarget
+from reconciler.adapters.db.models import Instance
+from reconciler.adapters.db.store import Store
+from reconciler.core.jobspecs import container_ports
+from reconciler.domain.statuses import JobStatus, JobTerminationReason
+from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.joblogs import job_log_path, write_chunk
+from reconciler.engine.workers.job_context import JobContext, JobsConfig, Update, finish
+
+JR = JobTerminationReason
+Release = Callable[[JobContext, Update], Update]
+
+
+def _exit_reason(state: JobState) -> tuple[JobTerminationReason, str]:
+    if state.status is AgentStatus.EXITED:
+        if state.exit_status == 0:
+            return JR.DONE_BY_RUNNER, ""
+        return JR.CONTAINER_EXITED_WITH_ERROR, f"exited ({state.exit_status})"
+    if state.status is AgentStatus.FAILED:
+        if state.reason is JobReason.IMAGE_NOT_FOUND:
+            return JR.CREATING_CONTAINER_ERROR, state.message
+        return JR.EXECUTOR_ERROR, state.message or "the agent lost the job"
+    return JR.TERMINATED_BY_SERVER, "stopped outside Dockyard"
+
+
+class RunningJobs:
+    """See the module docstring."""
+
+    def __init__(
+        self, *, store: Store, agents: AgentDirectory, config: JobsConfig, release: Release
+    ) -> None:
+        self.store = store
+        self.agents = agents
+        self.config = config
+        self._release = release
+        self._probe_clients: dict[SSHTarget, httpx.AsyncClient] = {}
+
+    def _instance(self, ctx: JobContext) -> Instance | None:
+        return self.store.get(Instance, ctx.job.instance_id or "")
+
+    # -- unreachable ------------------------------------------------------------------------
+
+    def unreachable(self, ctx: JobContext, exc: AgentUnreachable) -> Update:
+        now = self.store.now()
+        since = ctx.job.unreachable_since or now
+        if (now - since).total_seconds() < self.config.unreachable_grace:
+            return {"unreachable_since": since, "status_message": f"agent unreachable: {exc}"}
+        instance = self._instance(ctx)
+        spot = bool(
+            instance and isinstance(instance.resources, Mapping) and instance.resources.get("spot")
+        )
+        reason = JR.INTERRUPTED_BY_NO_CAPACITY if spot else JR.INSTANCE_UNREACHABLE
+        message = f"agent unreachable for {self.config.unreachable_grace:.0f}s: {exc}"
+        return self._release(ctx, finish(reason, now, message))
+
+    # -- logs -------------------------------------------------------------------------------
+
+    async def pull_logs(self, ctx: JobContext, client: AgentClient) -> tuple[int, bool]:
+        """Copy new log bytes to the server file; (new offset, whether the end was reached)."""
+        path = job_log_path(self.config.data_dir, ctx.project.name, ctx.run.run_name, ctx.job.id)
+        offset = ctx.job.log_offset
+        job_id = ctx.job.agent_job_id or ctx.job.id
+        for _ in range(self.config.log_chunks_per_pass):
+            chunk = await client.logs(job_id, offset, self.config.log_chunk)
+            if chunk.data:
+                offset = await asyncio.to_thread(write_chunk, path, offset, chunk.data)
+            if len(chunk.data) < self.config.log_chunk:
+                return offset, True
+        return offset, False
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def running(self, ctx: JobContext) -> tuple[Update, float | None]:
+        instance = await asyncio.to_thread(self._instance, ctx)
+        if instance is None:
+            return finish(JR.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"), None
+        client = self.agents.client(instance)
+        job_id = ctx.job.agent_job_id or ctx.job.id
+        try:
+            state = await client.job(job_id)
+            offset, drained = await self.pull_logs(ctx, client)
+        except AgentUnreachable as exc:
+            return self.unreachable(ctx, exc), self.config.active_poll
+        except AgentError as exc:
+            if exc.code != ErrorCode.NOT_FOUND.value:
+                raise
+            return self._release(
+                ctx, finish(JR.EXECUTOR_ERROR, self.store.now(), "the agent lost the job")
+            ), None
+        update: Update = {"log_offset": offset, "unreachable_since": None}
+        runtime = ctx.runtime
+        if state.status.is_finished():
+            if not drained:
+                return update, 0.0
+            reason, message = _exit_reason(state)
+            await _remove(client, job_id)
+            update |= finish(reason, self.store.now(), message, exit_status=state.exit_status)
+            return self._release(ctx, update | {"runtime": runtime}), None
+        if state.status is AgentStatus.RUNNING:
+            if "started_at" not in runtime:
+                runtime["started_at"] = self.store.clock.now_ts()
+            runtime["ports"] = {str(p.container_port): p.host_port for p in state.ports}
+            update["status"] = JobStatus.RUNNING.value
+            await self._probe(ctx, instance, runtime)
+            over = self._over_max_duration(ctx, runtime)
+            if over:
+                update |= {"status": JobStatus.TERMINATING.value, "termination_reason": over.value}
+        else:
+            update["status"] = JobStatus.PULLING.value
+            if state.pull_progress is not None:
+                update["status_message"] = f"pulling {state.pull_progress:.0%}"
+        update["runtime"] = runtime
+        return update, self.config.active_poll
+
+    def _over_max_duration(self, ctx: JobContext, runtime: Mapping[str, Any]) -> JR | None:
+        limit = ctx.slot.spec.get("max_duration")
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            return None
+        started = runtime.get("started_at")
+        if started is not None and self.store.clock.now_ts() - float(started) > limit:
+            return JR.MAX_DURATION_EXCEEDED
+        return None
+
+    # -- probes -----------------------------------------------------------------------------
+
+    async def _probe(self, ctx: JobContext, instance: Instance, runtime: dict[str, Any]) -> None:
+        """Services: run the configured HTTP probes; no probes = ready once running."""
+        spec = ctx.slot.spec
+        probes = spec.get("probes")
+        if spec.get("type") != "service" or not probes:
+            runtime["ready"] = True
+            return
+        probe = probes[0]
+        now = self.store.clock.now_ts()
+        if now - float(runtime.get("probed_at", 0)) < float(probe.get("interval") or 15):
+            return
+        runtime["probed_at"] = now
+        ports = container_ports(spec)
+        port = int((runtime.get("ports") or {}).get(str(ports[0]), ports[0])) if ports else 80
+        ok = await self._probe_once(instance, port, probe)
+        successes = int(runtime.get("probe_successes", 0)) + 1 if ok else 0
+        runtime["probe_successes"] = successes
+        needed = int(probe.get("ready_after") or 1)
+        was_ready = bool(runtime.get("ready"))
+        runtime["ready"] = successes >= needed or (was_ready and bool(probe.get("until_ready")))
+
+    async def _probe_once(self, instance: Instance, port: int, probe: Mapping[str, Any]) -> bool:
+        address = self.agents.address(instance)
+        client = self._probe_clients.get(address.target)
+        if client is None:
+            pool, target = self.agents.pool, address.target
+
+            async def open_stream(host: str, p: int) -> Any:
+                return await pool.open_stream(target, host, p)
+
+            client = httpx.AsyncClient(transport=SSHTransport(open_stream))
+            self._probe_clients[address.target] = client
+        headers = {h["name"]: h["value"] for h in probe.get("headers") or () if "name" in h}
+        try:
+            response = await client.request(
+                str(probe.get("method") or "get").upper(),
+                f"http://127.0.0.1:{port}{probe.get('url') or '/'}",
+                headers=headers,
+                content=probe.get("body"),
+                timeout=float(probe.get("timeout") or 10),
+            )
+        except (httpx.HTTPError, AgentUnreachable):
+            return False
+        return 200 <= response.status_code < 400
+
+    # -- terminating ------------------------------------------------------------------------
+
+    async def terminating(self, ctx: JobContext) -> tuple[Update, float | None]:
+        reason = JR(ctx.job.termination_reason or JR.TERMINATED_BY_SERVER.value)
+        instance = await asyncio.to_thread(self._instance, ctx)
+        if ctx.job.agent_job_id is None or instance is None:
+            return self._release(ctx, finish(reason, self.store.now())), None
+        client = self.agents.client(instance)
+        runtime = ctx.runtime
+        job_id = ctx.job.agent_job_id
+        try:
+            if not runtime.get("stop_sent"):
+                abort = reason is JR.ABORTED_BY_USER
+                timeout = 0.0 if abort else float(_stop_duration(ctx))
+                await client.stop(job_id, grace=timeout, force=abort)
+                runtime["stop_sent"] = True
+            state = await client.job(job_id)
+            offset, drained = await self.pull_logs(ctx, client)
+        except AgentUnreachable as exc:
+            # Past the grace window `unreachable` ends the job: the host is lost, the job too.
+            return self.unreachable(ctx, exc) | {"runtime": runtime}, self.config.active_poll
+        except AgentError as exc:
+            if exc.code != ErrorCode.NOT_FOUND.value:
+                raise
+            return self._release(ctx, finish(reason, self.store.now())), None
+        progress: Update = {"log_offset": offset, "runtime": runtime}
+        if not (state.status.is_finished() and drained):
+            return progress, self.config.active_poll
+        await _remove(client, job_id)
+        exit_status = state.exit_status
+        return self._release(
+            ctx, progress | finish(reason, self.store.now(), exit_status=exit_status)
+        ), None
+
+    async def aclose(self) -> None:
+        for client in self._probe_clients.values():
+            await client.aclose()
+
+
+def _stop_duration(ctx: JobContext) -> int:
+    value = ctx.slot.spec.get("stop_duration")
+    if value == "off":
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else 300
+
+
+async def _remove(client: AgentClient, job_id: str) -> None:
+    try:
+        await client.remove(job_id)
+    except AgentError as exc:
+        if exc.code != ErrorCode.NOT_FOUND.value:
+            raise

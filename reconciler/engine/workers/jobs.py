@@ -1,0 +1,288 @@
+"""The jobs worker: takes each active job one step through dstack's job lifecycle.
+
+submitted -> provisioning (an instance is chosen and its capacity taken) -> pulling /
+running (the agent runs it; logs are pulled by offset into the server's log file) ->
+terminating (stop with grace, drain logs, remove) -> done / failed / terminated / aborted.
+
+`JobsProcessor.process(job_id, token)` is the worker callback (`reconciler.engine.worker`):
+it reloads the job by its lease token, decides with the pure core (`scheduling`,
+`jobspecs`, `transitions`), does the slow agent I/O outside any DB transaction and writes
+the result fenced by the token. An unreachable agent is a state with a grace window, not a
+failure. Running and terminating jobs are handled in `job_running.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import update as sql_update
+
+from agent.client import AgentError
+from agent.protocol import ErrorCode, ExecutorKind, JobSpec
+from agent.tunnel import AgentUnreachable
+from reconciler.adapters.db.models import Instance, Job, Project, Run
+from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
+from reconciler.adapters.db.store import Store
+from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job, requirements_of
+from reconciler.core.scheduling import NoFit, Placement, place_cluster, place_job
+from reconciler.domain.statuses import JobStatus, JobTerminationReason
+from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.worker import Process, WorkerConfig
+from reconciler.engine.workers import WorkerDeps
+from reconciler.engine.workers.job_context import JobContext, JobsConfig, Update, finish
+from reconciler.engine.workers.job_running import RunningJobs
+from reconciler.engine.workers.placing import load_candidates, return_capacity, take_capacity
+from reconciler.errors import PermanentError
+from reconciler.ports import WorkKind
+
+
+class JobsProcessor:
+    """The worker callback for jobs; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        agents: AgentDirectory,
+        config: JobsConfig,
+        secrets: Callable[[str], Mapping[str, str]],
+        hint: Callable[[WorkKind], None],
+    ) -> None:
+        self.store = store
+        self.agents = agents
+        self.config = config
+        self._secrets = secrets
+        self._hint = hint
+        self._placing = asyncio.Lock()
+        self._running = RunningJobs(store=store, agents=agents, config=config, release=self.release)
+
+    async def process(self, job_id: str, token: str) -> float | None:
+        ctx = await asyncio.to_thread(self._load, job_id, token)
+        if ctx is None:
+            return None
+        status = JobStatus(ctx.job.status)
+        if status is JobStatus.SUBMITTED:
+            update, due = await self._submitted(ctx)
+        elif status is JobStatus.PROVISIONING:
+            update, due = await self._provisioning(ctx)
+        elif status in (JobStatus.PULLING, JobStatus.RUNNING):
+            update, due = await self._running.running(ctx)
+        elif status is JobStatus.TERMINATING:
+            update, due = await self._running.terminating(ctx)
+        else:
+            return None
+        if update:
+            await asyncio.to_thread(self.write, ctx, token, update)
+        return due
+
+    def _load(self, job_id: str, token: str) -> JobContext | None:
+        job = self.store.leases.load(Job, job_id, token)
+        if job is None:
+            return None
+        run = self.store.get(Run, job.run_id)
+        project = self.store.get(Project, run.project_id) if run else None
+        if run is None or project is None:
+            return None
+        return JobContext(job, run, project)
+
+    def write(self, ctx: JobContext, token: str, update: Update) -> None:
+        """Write fenced by the lease and by the status read: a stop requested meanwhile
+        (status set to terminating by the runs worker or the API) is never overwritten."""
+        statement = (
+            sql_update(Job)
+            .where(Job.id == ctx.job.id, Job.lock_token == token, Job.status == ctx.job.status)
+            .values(**update)
+        )
+        with self.store.writing() as session:
+            held = bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
+        if held and "status" in update and update["status"] != ctx.job.status:
+            reason = update.get("termination_reason")
+            self.store.append_event(
+                project_id=ctx.project.id,
+                target_type="job",
+                target_id=ctx.job.id,
+                target_name=f"{ctx.run.run_name}/{ctx.job.replica_num}/{ctx.job.job_num}",
+                message=f"job status {ctx.job.status} -> {update['status']}"
+                + (f" ({reason})" if reason else ""),
+            )
+            self._hint("runs")
+
+    # -- submitted: choose an instance ------------------------------------------------------
+
+    async def _submitted(self, ctx: JobContext) -> tuple[Update, float | None]:
+        if ctx.job.instance_id is not None:  # placed with its cluster's master
+            return {"status": JobStatus.PROVISIONING.value}, 0.0
+        slot = ctx.slot
+        if slot.nodes > 1 and slot.job_num > 0:
+            return {
+                "status_message": "waiting for the master node to be placed"
+            }, self.config.wait_poll
+        async with self._placing:
+            return await asyncio.to_thread(self._place, ctx, slot)
+
+    def _place(self, ctx: JobContext, slot: JobSlot) -> tuple[Update, float | None]:
+        req = requirements_of(slot.spec)
+        candidates = load_candidates(self.store, ctx.project.id)
+        if slot.nodes > 1:
+            result = place_cluster(req, slot.nodes, candidates)
+        else:
+            single = place_job(req, candidates)
+            result = single if isinstance(single, NoFit) else (single,)
+        if isinstance(result, NoFit):
+            if result.wait:
+                return {"status_message": result.message}, self.config.wait_poll
+            reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
+            return finish(reason, self.store.now(), result.message), None
+        taken: list[Placement] = []
+        for placement in result:
+            if not take_capacity(self.store, placement.instance_id, placement.blocks):
+                for done in taken:
+                    return_capacity(self.store, done.instance_id, done.blocks)
+                return {"status_message": "instance taken meanwhile; placing again"}, 0.0
+            taken.append(placement)
+        siblings = [j for j in self.store.list_jobs(ctx.run.id) if j.status == "submitted"]
+        for placement, rank in zip(result[1:], range(1, slot.nodes), strict=False):
+            for sibling in siblings:
+                if sibling.job_num == rank and sibling.replica_num == ctx.job.replica_num:
+                    runtime = {"gpus": list(placement.gpus), "blocks": placement.blocks}
+                    self.store.update(
+                        Job, sibling.id, instance_id=placement.instance_id, runtime=runtime
+                    )
+        master = result[0]
+        runtime = ctx.runtime | {"gpus": list(master.gpus), "blocks": master.blocks}
+        return {
+            "status": JobStatus.PROVISIONING.value,
+            "instance_id": master.instance_id,
+            "runtime": runtime,
+            "status_message": f"placed on {master.instance_name}",
+        }, 0.0
+
+    # -- provisioning: submit to the agent ----------------------------------------------------
+
+    async def _provisioning(self, ctx: JobContext) -> tuple[Update, float | None]:
+        instance = await asyncio.to_thread(self.store.get, Instance, ctx.job.instance_id or "")
+        if instance is None:
+            return finish(
+                JobTerminationReason.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"
+            ), None
+        try:
+            body = await asyncio.to_thread(self._render, ctx, instance)
+        except PermanentError as exc:
+            return self.release(
+                ctx, finish(JobTerminationReason.EXECUTOR_ERROR, self.store.now(), str(exc))
+            ), None
+        client = self.agents.client(instance)
+        try:
+            state = await client.submit(JobSpec.model_validate(body))
+        except AgentUnreachable as exc:
+            return self._running.unreachable(ctx, exc), self.config.wait_poll
+        except AgentError as exc:
+            if exc.code == ErrorCode.NO_CAPACITY.value:
+                released = self.release(
+                    ctx, {"status": JobStatus.SUBMITTED.value, "instance_id": None}
+                )
+                return released | {"status_message": exc.message}, self.config.wait_poll
+            reason = JobTerminationReason.CREATING_CONTAINER_ERROR
+            return self.release(ctx, finish(reason, self.store.now(), exc.message)), None
+        runtime = ctx.runtime | {"executor": body["executor"]}
+        status = JobStatus.RUNNING if state.status.value == "running" else JobStatus.PULLING
+        if status is JobStatus.RUNNING:
+            runtime["started_at"] = self.store.clock.now_ts()
+        return {
+            "status": status.value,
+            "agent_job_id": state.id,
+            "runtime": runtime,
+            "unreachable_since": None,
+            "status_message": "",
+        }, self.config.active_poll
+
+    def _render(self, ctx: JobContext, instance: Instance) -> dict[str, Any]:
+        slot = ctx.slot
+        info = instance.host_info if isinstance(instance.host_info, Mapping) else {}
+        executors = info.get("executors") or ["process"]
+        image = slot.spec.get("image")
+        if image and "docker" not in executors:
+            raise PermanentError(
+                f"`image: {image}` needs a Docker engine, and instance {instance.name} has none: "
+                "install Docker on the host or remove `image` to run as a process"
+            )
+        executor = ExecutorKind.DOCKER.value if image else ExecutorKind.PROCESS.value
+        ips = self._cluster_ips(ctx, slot)
+        gpus = [int(i) for i in ctx.runtime.get("gpus") or ()]
+        return render_agent_job(
+            job_id=ctx.job.id,
+            run_name=ctx.run.run_name,
+            slot=slot,
+            gpus=gpus,
+            cluster=ClusterInfo(ips, len(gpus)),
+            secrets=self._secrets(ctx.project.id),
+            executor=executor,
+            working_dir=None,
+            labels={
+                "dockyard.project": ctx.project.name,
+                "dockyard.run": ctx.run.run_name,
+                "dockyard.job": ctx.job.id,
+            },
+        )
+
+    def _cluster_ips(self, ctx: JobContext, slot: JobSlot) -> tuple[str, ...]:
+        if slot.nodes <= 1:
+            return ()
+        jobs = [
+            j
+            for j in self.store.list_jobs(ctx.run.id)
+            if j.replica_num == ctx.job.replica_num and not JobStatus(j.status).is_finished()
+        ]
+        by_rank: dict[int, str] = {}
+        for job in jobs:
+            instance = self.store.get(Instance, job.instance_id or "")
+            if instance is not None:
+                info = instance.host_info if isinstance(instance.host_info, Mapping) else {}
+                addresses = info.get("addresses") or []
+                by_rank[job.job_num] = instance.hostname or (addresses[0] if addresses else "")
+        return tuple(by_rank.get(rank, "") for rank in range(slot.nodes))
+
+    def release(self, ctx: JobContext, update: Update) -> Update:
+        """Return the job's instance capacity alongside a final (or re-queue) update."""
+        blocks = int(ctx.runtime.get("blocks") or 0)
+        if ctx.job.instance_id and blocks:
+            return_capacity(self.store, ctx.job.instance_id, blocks)
+            update = update | {"runtime": ctx.runtime | {"blocks": 0, "gpus": []}}
+        return update
+
+
+CONFIG = WorkerConfig(kind="jobs", concurrency=40, lease_seconds=30.0, min_interval=2.0)
+
+
+def project_secrets(store: Store, data_dir: Path) -> Callable[[str], Mapping[str, str]]:
+    """Decrypted secrets of a project, read when a job is rendered (never logged)."""
+
+    def load(project_id: str) -> Mapping[str, str]:
+        names = store.list_secret_names(project_id)
+        if not names:
+            return {}
+        cipher = SecretsCipher(load_or_create_key(data_dir))
+        values = {}
+        for name in names:
+            ciphertext = store.get_secret_ciphertext(project_id, name)
+            if ciphertext is not None:
+                values[name] = cipher.decrypt(ciphertext)
+        return values
+
+    return load
+
+
+def make_process(deps: WorkerDeps) -> Process:
+    """The jobs worker callback (see `reconciler.engine.workers`)."""
+    config = JobsConfig(data_dir=deps.data_dir, unreachable_grace=deps.timings.unreachable_grace)
+    processor = JobsProcessor(
+        store=deps.store,
+        agents=deps.agents,
+        config=config,
+        secrets=project_secrets(deps.store, deps.data_dir),
+        hint=deps.hint,
+    )
+    return processor.process

@@ -1,0 +1,273 @@
+"""The runs worker: keeps each active run's jobs in line with its spec.
+
+For each leased run it loads the run and its jobs, asks the pure `reconciler.core.runflow`
+what to do (submit replicas, stop jobs, change status, wait), and writes that: the run
+fenced by its lease and by the status it read, jobs by compare-and-set on their status
+(`run_jobs`). Pending runs wait for their retry back-off or `schedule`; terminating runs
+stop their jobs and end with the status their reason maps to. Services scale on the
+proxy's request rate (`autoscaling`) when `scaling` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.triggers.cron import CronTrigger
+from sqlalchemy import update
+
+from reconciler.adapters.db.models import Job, Project, Run
+from reconciler.adapters.db.store import Store
+from reconciler.core.autoscaling import ScalingPolicy, desired_replicas
+from reconciler.core.jobspecs import expand_jobs
+from reconciler.core.runflow import JobView, RunStep, RunView, step_run
+from reconciler.core.transitions import run_status_for
+from reconciler.domain.statuses import (
+    JobStatus,
+    JobTerminationReason,
+    RunStatus,
+    RunTerminationReason,
+)
+from reconciler.engine.worker import Process, WorkerConfig
+from reconciler.engine.workers import WorkerDeps
+from reconciler.engine.workers.run_jobs import job_reason_for, runtime_of, stop_jobs, submit_job
+from reconciler.ports import WorkKind
+from reconciler.web.proxy_stats import RequestStats
+
+RR = RunTerminationReason
+
+
+def next_cron_fire(spec: Mapping[str, Any], now: float) -> float | None:
+    """The next time a scheduled run starts (UTC cron), or None without `schedule`."""
+    schedule = spec.get("schedule")
+    if not isinstance(schedule, Mapping):
+        return None
+    crons = schedule.get("cron")
+    exprs = [crons] if isinstance(crons, str) else list(crons or ())
+    moment = datetime.fromtimestamp(now, UTC)
+    fires = [
+        fire.timestamp()
+        for expr in exprs
+        if (fire := CronTrigger.from_crontab(expr, timezone=UTC).get_next_fire_time(None, moment))
+    ]
+    return min(fires) if fires else None
+
+
+class RunsProcessor:
+    """The worker callback for runs; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        hint: Callable[[WorkKind], None],
+        stats: RequestStats | None = None,
+        poll: float = 2.0,
+    ) -> None:
+        self.store = store
+        self._hint = hint
+        self._stats = stats
+        self._poll = poll
+        self._scaled: dict[str, tuple[int, float]] = {}  # run id -> (replicas, when)
+
+    async def process(self, run_id: str, token: str) -> float | None:
+        due, touched_jobs = await asyncio.to_thread(self._step, run_id, token)
+        if touched_jobs:
+            self._hint("jobs")
+        return due
+
+    def _now(self) -> float:
+        return self.store.clock.now_ts()
+
+    def _step(self, run_id: str, token: str) -> tuple[float | None, bool]:
+        run = self.store.leases.load(Run, run_id, token)
+        if run is None:
+            return None, False
+        jobs = self.store.list_jobs(run.id)
+        status = RunStatus(run.status)
+        if status is RunStatus.PENDING:
+            return self._pending(run, jobs, token)
+        if status is RunStatus.TERMINATING:
+            return self._terminating(run, jobs, token)
+        step = step_run(
+            _run_view(run),
+            [_job_view(j) for j in jobs],
+            now=self._now(),
+            desired=self._desired(run, jobs),
+        )
+        return self._apply(run, jobs, token, step)
+
+    # -- pending ----------------------------------------------------------------------------
+
+    def _pending(self, run: Run, jobs: list[Job], token: str) -> tuple[float | None, bool]:
+        now = self._now()
+        due_at = run.next_triggered_at.timestamp() if run.next_triggered_at else None
+        if due_at is None and not jobs:
+            due_at = next_cron_fire(run.spec, now)
+            if due_at is not None:
+                self._write_run(
+                    run, token, {"next_triggered_at": _dt(due_at), "status_message": "scheduled"}
+                )
+                return max(0.0, due_at - now), False
+        if due_at is not None and due_at > now:
+            return min(due_at - now, 60.0), False
+        submission = max((j.submission_num for j in jobs), default=-1) + 1
+        for replica in range(self._desired(run, jobs) or 1):
+            self._submit_replica(run, replica, submission)
+        self._write_run(
+            run, token, {"status": RunStatus.SUBMITTED.value, "next_triggered_at": None}
+        )
+        return self._poll, True
+
+    # -- terminating ------------------------------------------------------------------------
+
+    def _terminating(self, run: Run, jobs: list[Job], token: str) -> tuple[float | None, bool]:
+        reason = RR(run.termination_reason or RR.STOPPED_BY_USER.value)
+        active = [j for j in jobs if not JobStatus(j.status).is_finished()]
+        if active:
+            changed = stop_jobs(self.store, active, job_reason_for(reason))
+            return self._poll, changed > 0
+        final = run_status_for(reason)
+        values: dict[str, Any] = {"status": final.value}
+        fire = None
+        if reason not in (RR.STOPPED_BY_USER, RR.ABORTED_BY_USER):
+            fire = next_cron_fire(run.spec, self._now())
+        if fire is not None:
+            values = {
+                "status": RunStatus.PENDING.value,
+                "next_triggered_at": _dt(fire),
+                "termination_reason": None,
+            }
+        self._write_run(run, token, values)
+        return None, False
+
+    # -- active -----------------------------------------------------------------------------
+
+    def _apply(
+        self, run: Run, jobs: list[Job], token: str, step: RunStep
+    ) -> tuple[float | None, bool]:
+        touched = False
+        if step.stop:
+            by_id = {j.id: j for j in jobs}
+            for job_id, reason in step.stop:
+                if job_id in by_id:
+                    touched |= stop_jobs(self.store, [by_id[job_id]], reason) > 0
+        for replica in step.submit_replicas:
+            previous = [j.submission_num for j in jobs if j.replica_num == replica]
+            self._submit_replica(run, replica, max(previous, default=-1) + 1)
+            touched = True
+        values: dict[str, Any] = {}
+        if step.status is not None and step.status.value != run.status:
+            values["status"] = step.status.value
+        if step.reason is not None:
+            values["termination_reason"] = step.reason.value
+        if step.message is not None and step.message != run.status_message:
+            values["status_message"] = step.message
+        if step.wait_until is not None:
+            values["next_triggered_at"] = _dt(step.wait_until)
+        if values:
+            self._write_run(run, token, values)
+        return (0.0 if values.get("status") == RunStatus.TERMINATING.value else self._poll), touched
+
+    def _submit_replica(self, run: Run, replica: int, submission: int) -> None:
+        slots = [s for s in expand_jobs(run.spec, replicas=replica + 1) if s.replica_num == replica]
+        if not slots:
+            template = expand_jobs(run.spec, replicas=1)[0]
+            slots = [replace(template, replica_num=replica)]
+        for slot in slots:
+            submit_job(
+                self.store, run, slot, submission_num=submission, deployment_num=run.deployment_num
+            )
+
+    def _desired(self, run: Run, jobs: list[Job]) -> int | None:
+        spec = run.spec
+        if spec.get("type") != "service":
+            return None
+        if spec.get("groups"):
+            return len({s.replica_num for s in expand_jobs(spec)})
+        replicas = spec.get("replicas")
+        base = len(expand_jobs(spec))
+        scaling = spec.get("scaling")
+        if not (isinstance(scaling, Mapping) and isinstance(replicas, Mapping) and self._stats):
+            return base
+        policy = ScalingPolicy(
+            min_replicas=int(replicas.get("min") or 0),
+            max_replicas=int(replicas.get("max") or base),
+            target_rps=float(scaling.get("target") or 1),
+            scale_up_delay=float(scaling.get("scale_up_delay") or 300),
+            scale_down_delay=float(scaling.get("scale_down_delay") or 600),
+        )
+        now = self._now()
+        current, since = self._scaled.get(run.id, (base, now))
+        project = self.store.get(Project, run.project_id)
+        window = float(scaling.get("window") or 60)
+        rps = self._stats.rps(project.name if project else "", run.run_name, window=window, now=now)
+        wanted = desired_replicas(policy, current=current, rps=rps, now=now, last_scaled_at=since)
+        self._scaled[run.id] = (wanted, now if wanted != current else since)
+        return wanted
+
+    def _write_run(self, run: Run, token: str, values: Mapping[str, Any]) -> bool:
+        """Fenced by the lease and by the status read (a stop from the API always wins)."""
+        statement = (
+            update(Run)
+            .where(Run.id == run.id, Run.lock_token == token, Run.status == run.status)
+            .values(**values)
+        )
+        with self.store.writing() as session:
+            held = bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
+        new_status = values.get("status")
+        if held and new_status and new_status != run.status:
+            reason = values.get("termination_reason")
+            self.store.append_event(
+                project_id=run.project_id,
+                target_type="run",
+                target_id=run.id,
+                target_name=run.run_name,
+                message=f"run status {run.status} -> {new_status}"
+                + (f" ({reason})" if reason else ""),
+            )
+        return held
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _run_view(run: Run) -> RunView:
+    nodes = len([s for s in expand_jobs(run.spec, replicas=1) if s.replica_num == 0])
+    return RunView(
+        run_type=run.run_type,
+        status=RunStatus(run.status),
+        reason=RR(run.termination_reason) if run.termination_reason else None,
+        deployment_num=run.deployment_num,
+        spec=run.spec,
+        submitted_at=run.submitted_at.timestamp(),
+        nodes=nodes,
+    )
+
+
+def _job_view(job: Job) -> JobView:
+    runtime = runtime_of(job)
+    started = runtime.get("started_at")
+    return JobView(
+        id=job.id,
+        replica_num=job.replica_num,
+        job_num=job.job_num,
+        submission_num=job.submission_num,
+        deployment_num=job.deployment_num,
+        status=JobStatus(job.status),
+        reason=JobTerminationReason(job.termination_reason) if job.termination_reason else None,
+        ready=bool(runtime.get("ready")) and job.status == JobStatus.RUNNING.value,
+        provisioned_at=float(started) if started is not None else job.submitted_at.timestamp(),
+    )
+
+
+CONFIG = WorkerConfig(kind="runs", concurrency=10, lease_seconds=30.0, min_interval=5.0)
+
+
+def make_process(deps: WorkerDeps, *, stats: RequestStats | None = None) -> Process:
+    """The runs worker callback (see `reconciler.engine.workers`)."""
+    return RunsProcessor(store=deps.store, hint=deps.hint, stats=stats).process

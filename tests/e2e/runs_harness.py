@@ -1,0 +1,211 @@
+"""A harness for the runs and jobs workers on a real local agent (process executor).
+
+Starts the real local agent through its embedded SSH server, records it as the instance
+of fleet `local`, and drives the real runs and jobs workers (real leases on SQLite or
+PostgreSQL) step by step until a condition holds. Used by `test_runs_*.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.client import AgentClient
+from agent.local import LocalAgent, ensure_client_key, ensure_local_agent
+from agent.tunnel import TunnelPool
+from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Run
+from reconciler.adapters.db.store import Store
+from reconciler.adapters.db.workleasing import StoreLeasing
+from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.worker import Lease, Worker
+from reconciler.engine.workers import WorkerDeps, WorkerTimings
+from reconciler.engine.workers import jobs as jobs_worker
+from reconciler.engine.workers import runs as runs_worker
+from reconciler.web.proxy_stats import RequestStats
+from schemas import parse_config
+
+
+@dataclass
+class Harness:
+    store: Store
+    data_dir: Path
+    project: Project
+    fleet: Fleet
+    instance: Instance
+    pool: TunnelPool
+    agents: AgentDirectory
+    local: LocalAgent
+    runs: Worker
+    jobs: Worker
+    stats: RequestStats
+
+    def submit(self, text: str, *, status: str = "submitted") -> Run:
+        config = parse_config(text, "test.dstack.yml")
+        spec = config.normalized()
+        return self.store.add(
+            Run(
+                project_id=self.project.id,
+                run_name=str(config.name),
+                run_type=config.type,
+                spec=spec,
+                spec_hash=config.spec_hash(),
+                status=status,
+                submitted_at=self.store.now(),
+            )
+        )
+
+    def run(self, run_id: str) -> Run:
+        row = self.store.get(Run, run_id)
+        assert row is not None
+        return row
+
+    def jobs_of(self, run_id: str) -> list[Job]:
+        return self.store.list_jobs(run_id)
+
+    async def step(self) -> int:
+        return await self.runs.process_once() + await self.jobs.process_once()
+
+    async def until(self, condition: Callable[[], bool], *, within: float = 30.0) -> None:
+        """Step the workers until `condition()` holds (polling, bounded by a deadline)."""
+        deadline = time.monotonic() + within
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"condition not reached before the deadline; {self.describe()}"
+                )
+            if not await self.step():
+                await asyncio.sleep(0.05)
+
+    def describe(self) -> str:
+        """Every run and job with status and message, for failure messages."""
+        lines = []
+        for run in self.store.list_runs(self.project.id):
+            lines.append(
+                f"run {run.run_name}: {run.status} {run.termination_reason} {run.status_message!r}"
+            )
+            for job in self.store.list_jobs(run.id):
+                lines.append(
+                    f"  job {job.replica_num}/{job.job_num}#{job.submission_num}: {job.status} "
+                    f"{job.termination_reason} {job.status_message!r} runtime={job.runtime}"
+                )
+        return "\n".join(lines)
+
+    def log_text(self, run: Run) -> str:
+        path = self.data_dir / "projects" / self.project.name / "logs" / run.run_name
+        return "".join(p.read_text(errors="replace") for p in sorted(path.glob("*.log")))
+
+
+@dataclass(frozen=True)
+class AgentEnv:
+    """A running local agent, shared by the tests of a module (starting one takes seconds)."""
+
+    root: Path
+    key: Path
+    local: LocalAgent
+
+
+async def start_agent_env(root: Path) -> AgentEnv:
+    pool = TunnelPool()
+    key = ensure_client_key(root / "ssh" / "id_ed25519")
+    local = await ensure_local_agent(root, key, pool)
+    await pool.close()
+    return AgentEnv(root, key, local)
+
+
+def stop_agent_env(env: AgentEnv) -> None:
+    from agent.local import stop_local_agent
+
+    stop_local_agent(env.root)
+
+
+async def make_harness(
+    tmp_path: Path,
+    env: AgentEnv,
+    db_url: str | None = None,
+    *,
+    total_blocks: int = 8,
+    **timings: Any,
+) -> Harness:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store.from_url(db_url or f"sqlite:///{data_dir / 'dockyard.db'}", migrate=True)
+    pool = TunnelPool()
+    key, local = env.key, env.local
+    agents = AgentDirectory(pool, identity_file=str(key))
+    client = AgentClient.over_tunnel(pool, local.target, local.agent_port)
+    info = await client.host_info()
+    await client.aclose()
+    project = store.get_or_create_project("main")
+    now = store.now()
+    fleet = store.add(
+        Fleet(
+            project_id=project.id,
+            name="local",
+            spec={"type": "fleet"},
+            status="active",
+            created_at=now,
+        )
+    )
+    instance = store.add(
+        Instance(
+            fleet_id=fleet.id,
+            project_id=project.id,
+            name="local-0",
+            status="idle",
+            created_at=now,
+            hostname=local.target.hostname,
+            ssh_port=local.target.port,
+            ssh_user=local.target.user,
+            agent_port=local.agent_port,
+            backend="local",
+            host_info=info.model_dump(mode="json"),
+            total_blocks=total_blocks,
+        )
+    )
+    stats = RequestStats()
+    kinds: dict[str, Worker] = {}
+
+    def hint(kind: str) -> None:
+        if kind in kinds:
+            kinds[kind].hint()
+
+    deps = WorkerDeps(
+        store=store,
+        clock=store.clock,
+        hint=hint,  # type: ignore[arg-type]
+        agents=agents,
+        data_dir=data_dir,
+        timings=WorkerTimings(**timings),
+    )
+    leasing: StoreLeasing[Lease] = StoreLeasing(store.leases, make_lease=Lease)
+    fast = {"min_interval": 0.0}
+    runs = Worker(
+        runs_worker.CONFIG.__class__(**{**_fields(runs_worker.CONFIG), **fast}),
+        leasing=leasing,
+        process=runs_worker.make_process(deps, stats=stats),
+    )
+    jobs = Worker(
+        jobs_worker.CONFIG.__class__(**{**_fields(jobs_worker.CONFIG), **fast}),
+        leasing=leasing,
+        process=jobs_worker.make_process(deps),
+    )
+    kinds.update(runs=runs, jobs=jobs)
+    return Harness(
+        store, data_dir, project, fleet, instance, pool, agents, local, runs, jobs, stats
+    )
+
+
+def _fields(config: object) -> dict[str, Any]:
+    from dataclasses import fields
+
+    return {f.name: getattr(config, f.name) for f in fields(config)}  # type: ignore[arg-type]
+
+
+async def close_harness(h: Harness) -> None:
+    await h.agents.aclose()
+    await h.pool.close()
+    h.store.close()

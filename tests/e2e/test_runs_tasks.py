@@ -1,0 +1,128 @@
+"""Tasks on the real local agent: run to done with logs, failures, retry, max_duration, stop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from reconciler.adapters.db.models import Run
+from tests.e2e.runs_harness import (
+    AgentEnv,
+    Harness,
+    close_harness,
+    make_harness,
+    start_agent_env,
+    stop_agent_env,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def agent_env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[AgentEnv]:
+    env = await start_agent_env(tmp_path_factory.mktemp("agent"))
+    yield env
+    stop_agent_env(env)
+
+
+@pytest.fixture
+async def h(tmp_path: Path, agent_env: AgentEnv) -> AsyncIterator[Harness]:
+    harness = await make_harness(tmp_path, agent_env)
+    yield harness
+    await close_harness(harness)
+
+
+def _status(h: Harness, run: Run) -> str:
+    return h.run(run.id).status
+
+
+async def test_task_runs_to_done_with_logs_and_dstack_env(h: Harness) -> None:
+    run = h.submit(
+        """
+type: task
+name: hello
+commands:
+  - echo "hello from $DSTACK_RUN_NAME rank=$DSTACK_NODE_RANK nodes=$DSTACK_NODES_NUM"
+  - printf 'bytes:\\377\\n'
+env:
+  - GREETING=hi
+"""
+    )
+    await h.until(lambda: _status(h, run) == "done")
+    [job] = h.jobs_of(run.id)
+    assert job.status == "done"
+    assert job.termination_reason == "done_by_runner"
+    assert job.exit_status == 0
+    text = h.log_text(run)
+    assert "hello from hello rank=0 nodes=1" in text
+    assert "bytes:" in text
+    assert h.run(run.id).termination_reason == "all_jobs_done"
+    # capacity was given back
+    instance = h.store.get(type(h.instance), h.instance.id)
+    assert instance is not None
+    assert instance.busy_blocks == 0
+
+
+async def test_failed_task_fails_run_without_retry(h: Harness) -> None:
+    run = h.submit("type: task\nname: boom\ncommands: ['echo going down', 'exit 3']\n")
+    await h.until(lambda: _status(h, run) == "failed")
+    [job] = h.jobs_of(run.id)
+    assert job.termination_reason == "container_exited_with_error"
+    assert job.exit_status == 3
+    assert h.run(run.id).termination_reason == "job_failed"
+    assert "going down" in h.log_text(run)
+
+
+async def test_retry_on_error_resubmits(h: Harness) -> None:
+    marker = h.data_dir / "marker"
+    run = h.submit(
+        f"""
+type: task
+name: flaky
+retry:
+  on_events: [error]
+  duration: 1h
+commands:
+  - if [ -f {marker} ]; then echo second; else touch {marker}; echo first; exit 1; fi
+"""
+    )
+    await h.until(lambda: _status(h, run) == "pending")
+    assert h.jobs_of(run.id)[0].status == "failed"
+    assert "retrying after container_exited_with_error" in h.run(run.id).status_message
+    # skip the 15 s back-off: make the run due now
+    h.store.update(Run, run.id, next_triggered_at=None, due_at=None)
+    await h.until(lambda: _status(h, run) == "done", within=60)
+    jobs = h.jobs_of(run.id)
+    assert [j.submission_num for j in jobs] == [0, 1]
+    assert [j.status for j in jobs] == ["failed", "done"]
+
+
+async def test_max_duration_terminates(h: Harness) -> None:
+    run = h.submit("type: task\nname: long\nmax_duration: 1\ncommands: ['sleep 600']\n")
+    # dstack: a job ended by max_duration is terminated; its run ends failed (job_failed)
+    await h.until(lambda: _status(h, run) == "failed", within=60)
+    [job] = h.jobs_of(run.id)
+    assert job.termination_reason == "max_duration_exceeded"
+    assert job.status == "terminated"
+
+
+async def test_stop_by_user(h: Harness) -> None:
+    run = h.submit("type: task\nname: sleeper\nstop_duration: 2\ncommands: ['sleep 600']\n")
+    await h.until(lambda: _status(h, run) == "running")
+    h.store.update(
+        Run, run.id, status="terminating", termination_reason="stopped_by_user", due_at=None
+    )
+    await h.until(lambda: _status(h, run) == "terminated", within=60)
+    [job] = h.jobs_of(run.id)
+    assert job.termination_reason == "terminated_by_user"
+
+
+async def test_no_capacity_names_the_requirement(h: Harness) -> None:
+    run = h.submit("type: task\nname: gpu\nresources:\n  gpu: H100:8\ncommands: ['true']\n")
+    await h.until(lambda: _status(h, run) == "failed")
+    [job] = h.jobs_of(run.id)
+    assert job.termination_reason == "failed_to_start_due_to_no_capacity"
+    assert "gpu" in job.status_message and "H100" in job.status_message
