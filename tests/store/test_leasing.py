@@ -67,7 +67,12 @@ def test_expired_lease_is_taken_over_and_the_old_fence_fails(
     assert not leases.fenced_update(Run, run.id, old_token, {"status": "running"})
     assert leases.renew(Run, [(run.id, old_token)], lease_seconds=30) == set()
     assert not leases.release(Run, run.id, old_token)
-    assert leases.fenced_update(Run, run.id, new_token, {"status": "running"})
+    assert not leases.fenced_update(
+        Run, run.id, new_token, {"status": "running"}, where=Run.status == "terminating"
+    )
+    assert leases.fenced_update(
+        Run, run.id, new_token, {"status": "running"}, where=Run.status == "submitted"
+    )
     loaded = leases.load(Run, run.id, new_token)
     assert loaded is not None and loaded.status == "running"
     assert leases.load(Run, run.id, old_token) is None

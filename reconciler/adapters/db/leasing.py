@@ -143,19 +143,27 @@ class Leases:
         return kept
 
     def fenced_update(
-        self, model: type[Base], row_id: str, token: str, values: Mapping[str, Any]
+        self,
+        model: type[Base],
+        row_id: str,
+        token: str,
+        values: Mapping[str, Any],
+        *,
+        where: ColumnElement[bool] | None = None,
     ) -> bool:
-        """`UPDATE … SET values WHERE id=row_id AND lock_token=token`; True if the fence held."""
+        """`UPDATE … SET values WHERE id=row_id AND lock_token=token [AND where]`.
+
+        True if the fence (and `where`, e.g. "status is still what I read") held.
+        """
         table = leased_table(model)
         touched = _LEASE_COLUMNS.intersection(values)
         if touched:
             raise ValueError(f"fenced_update may not set {sorted(touched)}; use release()")
+        statement = update(table).where(table.c.id == row_id, table.c.lock_token == token)
+        if where is not None:
+            statement = statement.where(where)
         with self._writer.begin() as connection:
-            result = connection.execute(
-                update(table)
-                .where(table.c.id == row_id, table.c.lock_token == token)
-                .values(**values)
-            )
+            result = connection.execute(statement.values(**values))
         return bool(result.rowcount)
 
     def release(
