@@ -72,13 +72,16 @@ def _details(action: Action) -> str:
     implicit = " (implicit)" if action.implicit else ""
     summary = (
         f"{icon} <b>{action.action.value}</b> {action.kind.value} "
-        f"<code>{html.escape(action.name)}</code>{implicit} — {html.escape(action.reason)}"
+        f"<code>{html.escape(action.name)}</code>{implicit} — {_inline_code(action.reason)}"
     )
     lines = ["<details>", f"<summary>{summary}</summary>", ""]
-    if action.path:
-        lines.append(f"File: `{action.path}`")
+    facts = [f"file `{action.path}`"] if action.path else []
     if action.forced_by:
-        lines.append("Forced by: " + ", ".join(f"`{f}`" for f in action.forced_by))
+        facts.append("forced by " + ", ".join(f"`{f}`" for f in action.forced_by))
+    if action.destroys_data:
+        facts.append("**destroys data**")
+    if facts:
+        lines.append(" · ".join(facts))
     if action.fields:
         lines += ["", "| field | old | new |", "|---|---|---|"]
         lines += [f"| `{c.field}` | {_cell(c.old)} | {_cell(c.new)} |" for c in action.fields]
@@ -108,6 +111,12 @@ def _cell(value: Any) -> str:
     if len(text) > _VALUE_LIMIT:
         text = text[:_VALUE_LIMIT] + "…"
     return f"<code>{html.escape(text).replace('|', '&#124;')}</code>"
+
+
+def _inline_code(text: str) -> str:
+    """HTML-escaped `text` with `code` spans as <code> (markdown is not rendered in <summary>)."""
+    parts = html.escape(text, quote=False).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def _escape(text: str) -> str:
