@@ -26,6 +26,7 @@ from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import SecretBox, WebContext, get_context
 from reconciler.web.database import Database
 from reconciler.web.errors import install_error_handlers
+from reconciler.web.gate import TokenGate
 from reconciler.web.metrics import Metrics
 from reconciler.web.routes_capacity import build_capacity_router
 from reconciler.web.routes_core import SERVER_VERSION, build_core_router
@@ -100,6 +101,7 @@ def create_app(
     )
     app.state.context = context
     install_error_handlers(app)
+    app.add_middleware(TokenGate, context=context)
     for router in (
         _build_ops_router(),
         build_core_router(),

@@ -81,8 +81,8 @@ def find_membership(session: Session, project_name: str, user_id: str) -> tuple[
     return project_id, role
 
 
-async def require_user(request: Request, context: WebContext = Depends(get_context)) -> Principal:
-    header = request.headers.get("authorization", "")
+async def authenticate(context: WebContext, header: str) -> Principal:
+    """The principal of an `Authorization` header value, or a 401 `HTTPException`."""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
@@ -90,6 +90,14 @@ async def require_user(request: Request, context: WebContext = Depends(get_conte
     if principal is None:
         raise _unauthorized("invalid token")
     return principal
+
+
+async def require_user(request: Request, context: WebContext = Depends(get_context)) -> Principal:
+    """The caller (already checked by `TokenGate`, which leaves it on `request.state`)."""
+    known = getattr(request.state, "principal", None)
+    if isinstance(known, Principal):
+        return known
+    return await authenticate(context, request.headers.get("authorization", ""))
 
 
 async def require_admin(principal: Principal = Depends(require_user)) -> Principal:
