@@ -121,3 +121,24 @@ def test_same_inputs_give_the_same_plan_byte_for_byte(
     )
     assert render_json(again) == first
     assert render_json(plan(desired, observed, policy)) == first
+
+
+@settings(max_examples=200, deadline=None)
+@given(desired=desired_states(), observed=observed_states(), policy=policies)
+def test_order_follows_references(
+    desired: DesiredState, observed: ObservedState, policy: RepoPolicy
+) -> None:
+    result = plan(desired, observed, policy)
+    position = {a.key: i for i, a in enumerate(result.actions)}
+    changing = [a for a in result.actions if a.action.changes]
+    assert result.actions[: len(changing)] == tuple(changing)  # passive actions come last
+    by_key = {a.key: a for a in changing}
+    for action in changing:
+        for dependency in action.depends_on:
+            used = by_key.get(dependency)
+            if used is None or used.key == action.key:
+                continue
+            if used.action is ActionKind.DELETE:
+                assert position[action.key] < position[used.key]
+            elif action.action is not ActionKind.DELETE:
+                assert position[used.key] < position[action.key]
