@@ -174,3 +174,34 @@ def test_an_invalid_file_makes_a_plan_with_errors_and_no_actions(
     assert result.actions == ()
     assert result.errors and all(e.path == "broken.dstack.yml" for e in result.errors)
     assert result.errors[0].line is not None
+
+
+def test_incremental_snapshots_of_a_subdirectory_ignore_changes_outside_it(
+    config_repo: ConfigRepo,
+) -> None:
+    config_repo.write("deploy/a.dstack.yml", TASK.format(name="alpha", command="a"))
+    config_repo.write("other/b.dstack.yml", TASK.format(name="beta", command="b"))
+    first = config_repo.commit()
+    config_repo.write("other/b.dstack.yml", TASK.format(name="beta", command="b2"))
+    config_repo.write("deploy/c.dstack.yml", TASK.format(name="gamma", command="c"))
+    config_repo.move("deploy/a.dstack.yml", "other/a.dstack.yml")
+    second = config_repo.commit()
+    repo = config_repo.repo
+    advanced = advance_snapshot(repo, list_snapshot(repo, first, "deploy"), second)
+    assert dict(advanced.files) == dict(list_snapshot(repo, second, "deploy").files)
+    assert list(advanced.files) == ["deploy/c.dstack.yml"]
+
+
+def test_policy_paths_select_the_config_directories(
+    config_repo: ConfigRepo, data_dir: Path
+) -> None:
+    config_repo.write(".dockyard.yml", "paths: [prod]\nprune:\n  volumes: delete\n")
+    config_repo.write("prod/train.dstack.yml", TASK.format(name="train", command="x"))
+    config_repo.write("examples/demo.dstack.yml", TASK.format(name="demo", command="x"))
+    head = config_repo.commit()
+    source = make_source(config_repo.path, data_dir)
+    source.fetch()
+    loaded = source.load(source.snapshot(head))
+    assert not loaded.policy.retains_volumes
+    assert sorted(r.name for r in loaded.desired.resources) == ["local", "train"]
+    assert loaded.desired.config_files == 1
