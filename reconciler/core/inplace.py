@@ -142,8 +142,8 @@ def _hosts_only_added(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 def _hosts_by_name(hosts: Iterable[Any]) -> dict[str, dict[str, Any]]:
     result: dict[str, dict[str, Any]] = {}
     for host in hosts:
-        entry = dict(host) if isinstance(host, Mapping) else {"hostname": host}
-        entry.pop("identity_file", None)
+        raw = host if isinstance(host, Mapping) else {"hostname": host}
+        entry = {k: v for k, v in raw.items() if v is not None and k != "identity_file"}
         result[str(entry.get("hostname"))] = entry
     return result
 

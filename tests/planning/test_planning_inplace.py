@@ -207,6 +207,11 @@ def test_ssh_fleet_identity_file_of_a_host_may_change_in_place() -> None:
     assert fields_of(action) == {"ssh_config.hosts"}
 
 
+def test_ssh_fleet_writing_a_host_as_a_mapping_is_not_a_change_of_the_host() -> None:
+    spelled = SSH.replace("    - 10.0.0.1\n", "    - hostname: 10.0.0.1\n")
+    assert change(SSH, spelled).action is ActionKind.UPDATE
+
+
 def test_ssh_fleet_changing_a_kept_host_or_the_user_is_a_replace() -> None:
     port = SSH.replace(
         "      identity_file: ~/.ssh/k2\n", "      identity_file: ~/.ssh/k2\n      port: 2222\n"
