@@ -19,17 +19,74 @@ from schemas.problems import Problem
 _BaseLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+_STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+_MERGE = "tag:yaml.org,2002:merge"
+# First characters of plain scalars that may resolve to something other than a string
+# (bool, null, int, float, timestamp, merge, value); anything else is a plain string.
+_MAYBE_NOT_STR = frozenset("yYnNtTfFoO~-+0123456789.<=")
+
+
 class _StrictLoader(_BaseLoader):  # type: ignore[misc]
-    """A safe loader that records duplicate mapping keys instead of overwriting them."""
+    """A safe loader that records duplicate mapping keys instead of overwriting them.
+
+    `build` turns the composed node tree into data with less overhead than PyYAML's
+    generic constructor; tags other than str/seq/map still go through the constructor.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.duplicates: list[yaml.Node] = []
 
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode:
+            if not implicit[0] or (value and value[0] not in _MAYBE_NOT_STR):
+                return _STR
+        elif kind is yaml.MappingNode:
+            return _MAP
+        elif kind is yaml.SequenceNode:
+            return _SEQ
+        return super().resolve(kind, value, implicit)
+
+    def build(self, node: yaml.Node, memo: dict[int, Any]) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return node.value if node.tag == _STR else self.construct_object(node, deep=True)
+        if id(node) in memo:
+            return memo[id(node)]
+        if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
+            items: list[Any] = []
+            memo[id(node)] = items
+            items.extend(self.build(child, memo) for child in node.value)
+            return items
+        if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
+            if any(key.tag == _MERGE for key, _ in node.value):
+                return self.construct_object(node, deep=True)
+            mapping: dict[Any, Any] = {}
+            memo[id(node)] = mapping
+            for key_node, value_node in node.value:
+                key = self.build(key_node, memo)
+                self._check_key(key, key_node, node, mapping)
+                mapping[key] = self.build(value_node, memo)
+            return mapping
+        return self.construct_object(node, deep=True)
+
+    def _check_key(self, key: Any, key_node: yaml.Node, node: yaml.Node, seen: Any) -> None:
+        try:
+            duplicate = key in seen
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, "found an unhashable key",
+                key_node.start_mark,
+            ) from None  # fmt: skip
+        if duplicate:
+            self.duplicates.append(key_node)
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The generic path (mappings with merge keys): also records duplicates."""
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            if key_node.tag == _MERGE:
                 continue
             key = self.construct_object(key_node, deep=True)
             try:
@@ -67,7 +124,7 @@ def load_document(text: str, path: str) -> Document:
     loader = _StrictLoader(text)
     try:
         node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        data = loader.build(node, {}) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         return Document(None, None, (_marked_problem(exc, text, path),))
     except yaml.YAMLError as exc:
