@@ -40,8 +40,14 @@ def decide_replicas(
     replicas: Sequence[ReplicaView],
     failed_new: int,
     next_replica_num: int,
+    surge: bool = True,
 ) -> ReplicaDecision:
-    """What to start and stop now to move toward `desired` replicas of `deployment_num`."""
+    """What to start and stop now to move toward `desired` replicas of `deployment_num`.
+
+    With `surge=False` (replicas that cannot run side by side on one host, e.g. processes
+    binding the same port) an old replica is stopped before its successor starts; the
+    proxy holds requests while no replica is ready, so none fails, they only wait.
+    """
     old = [r for r in replicas if r.deployment_num < deployment_num]
     new = [r for r in replicas if r.deployment_num >= deployment_num]
     if not old:
@@ -62,6 +68,11 @@ def decide_replicas(
         return ReplicaDecision(
             message=f"rolling out deployment {deployment_num}: waiting for readiness"
         )
+    if not surge:
+        if len(old) + len(new) >= desired:
+            victim = max(old, key=lambda r: r.replica_num)
+            return ReplicaDecision(stop=(victim.job_id,), stop_reason="terminated_by_server")
+        return ReplicaDecision(start=(next_replica_num,))
     if ready_new and len(ready_new) + len(old) > desired:
         victim = max(old, key=lambda r: r.replica_num)
         return ReplicaDecision(stop=(victim.job_id,), stop_reason="terminated_by_server")

@@ -169,6 +169,9 @@ def _step_service(
         replicas=[ReplicaView(j.replica_num, j.id, j.deployment_num, j.ready) for j in active],
         failed_new=failed_new if has_old else 0,
         next_replica_num=max((k[0] for k in latest), default=-1) + 1,
+        # Containers get their own network namespace and mapped ports; processes share the
+        # host's ports, so a process replica cannot start beside its predecessor.
+        surge=bool(run.spec.get("image")),
     )
     status = aggregate_run_status(j.status for j in active) or RunStatus.SUBMITTED
     return RunStep(

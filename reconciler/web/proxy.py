@@ -5,11 +5,13 @@ A raw ASGI app that the server mounts at `/proxy/services`. For each request it 
 token unless the service has `auth: false`, and forwards over the SSH tunnel of the
 replica's instance to the job's port on that host (httpx over `agent.ssh.transport`).
 WebSocket upgrades are bridged frame by frame. A replica that refuses the connection is
-skipped and the next one tried, so a rolling update does not fail requests.
+skipped and the next one tried, and while a service has no ready replica requests wait
+(up to `wait_ready`), so a rolling update delays requests but does not fail them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
@@ -85,6 +87,7 @@ class ServiceProxy:
         stats: RequestStats,
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
+        wait_ready: float = 30.0,
     ) -> None:
         self._routes = routes
         self._pool = pool
@@ -92,6 +95,7 @@ class ServiceProxy:
         self._stats = stats
         self._clock = clock
         self._timeout = timeout
+        self._wait_ready_for = wait_ready
         self._clients: dict[SSHTarget, httpx.AsyncClient] = {}
         self._turn = itertools.count()
 
@@ -139,6 +143,8 @@ class ServiceProxy:
             await _respond(send, scope, 401, "a project member's bearer token is required")
             return
         if not route.upstreams:
+            route = await self._wait_ready(project, run_name)
+        if route is None or not route.upstreams:
             await _respond(send, scope, 503, f"service {run_name!r} has no ready replica")
             return
         self._stats.record(project, run_name, self._clock())
@@ -147,6 +153,18 @@ class ServiceProxy:
             await self._websocket(scope, receive, send, route, path)
         else:
             await self._http(scope, receive, send, route, path)
+
+    async def _wait_ready(self, project: str, run_name: str) -> ServiceRoute | None:
+        """Hold a request while the service has no ready replica (a replica restarting
+        in a stop-first rollout, a cold start) for up to `wait_ready` seconds."""
+        deadline = self._clock() + self._wait_ready_for
+        route = None
+        while self._clock() < deadline:
+            await asyncio.sleep(0.1)
+            route = await self._routes.route(project, run_name)
+            if route is None or route.upstreams:
+                return route
+        return route
 
     def _ordered(self, route: ServiceRoute) -> list[Upstream]:
         ups = list(route.upstreams)

@@ -90,3 +90,21 @@ def test_autoscaling_delays_and_zero() -> None:
     assert desired_replicas(policy, current=4, rps=0, now=500, last_scaled_at=0) == 4
     assert desired_replicas(policy, current=4, rps=0, now=600, last_scaled_at=0) == 0
     assert desired_replicas(policy, current=2, rps=15, now=0, last_scaled_at=None) == 2
+
+
+def test_stop_first_rollout_when_replicas_cannot_surge() -> None:
+    first = decide_replicas(
+        deployment_num=1,
+        desired=1,
+        replicas=[_r(0, 0)],
+        failed_new=0,
+        next_replica_num=1,
+        surge=False,
+    )
+    assert first.stop == ("j0",)
+    assert not first.start
+    # the old replica has ended: the successor starts
+    second = decide_replicas(
+        deployment_num=1, desired=1, replicas=[], failed_new=0, next_replica_num=1, surge=False
+    )
+    assert second.start == (1,)

@@ -212,7 +212,7 @@ class JobsProcessor:
         executor = ExecutorKind.DOCKER.value if image else ExecutorKind.PROCESS.value
         ips = self._cluster_ips(ctx, slot)
         gpus = [int(i) for i in ctx.runtime.get("gpus") or ()]
-        return render_agent_job(
+        body = render_agent_job(
             job_id=ctx.job.id,
             run_name=ctx.run.run_name,
             slot=slot,
@@ -227,6 +227,11 @@ class JobsProcessor:
                 "dockyard.job": ctx.job.id,
             },
         )
+        # A whole instance gives containers the host network; a shared one (blocks) maps
+        # container ports to free host ports so neighbours never collide.
+        shared = executor == ExecutorKind.DOCKER.value and instance.total_blocks > 1
+        body["network_mode"] = "bridge" if shared else "host"
+        return body
 
     def _cluster_ips(self, ctx: JobContext, slot: JobSlot) -> tuple[str, ...]:
         if slot.nodes <= 1:

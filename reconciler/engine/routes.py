@@ -1,0 +1,76 @@
+"""Where a service's traffic goes: the store-backed `RouteSource` of the service proxy.
+
+`reconciler.web.proxy.ServiceProxy` asks for a service's route on each request; this
+reads the run, its ready replicas and their instances from the store (in a thread) and
+caches the answer for a fraction of a second, so a burst of requests costs one query.
+Replicas leave the route as soon as they stop being ready or start terminating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+
+from reconciler.adapters.db.models import Instance
+from reconciler.adapters.db.store import Store
+from reconciler.core.jobspecs import container_ports
+from reconciler.domain.statuses import JobStatus
+from reconciler.engine.agents import AgentDirectory
+from reconciler.web.proxy import ServiceRoute, Upstream
+
+
+class StoreRoutes:
+    """`RouteSource` over the store; see the module docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        agents: AgentDirectory,
+        *,
+        ttl: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._ttl = ttl
+        self._clock = clock
+        self._cache: dict[tuple[str, str], tuple[float, ServiceRoute | None]] = {}
+
+    async def route(self, project: str, run_name: str) -> ServiceRoute | None:
+        key = (project, run_name)
+        now = self._clock()
+        cached = self._cache.get(key)
+        if cached is not None and now - cached[0] < self._ttl:
+            return cached[1]
+        route = await asyncio.to_thread(self.load, project, run_name)
+        self._cache[key] = (now, route)
+        return route
+
+    def load(self, project: str, run_name: str) -> ServiceRoute | None:
+        row = self._store.get_project(project)
+        if row is None:
+            return None
+        run = self._store.get_run_by_name(row.id, run_name)
+        if run is None or run.run_type != "service":
+            return None
+        spec = run.spec if isinstance(run.spec, Mapping) else {}
+        ports = container_ports(spec)
+        upstreams = []
+        for job in self._store.list_jobs(run.id):
+            runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
+            if job.status != JobStatus.RUNNING.value or not runtime.get("ready"):
+                continue
+            instance = self._store.get(Instance, job.instance_id or "")
+            if instance is None or not ports:
+                continue
+            host_port = (runtime.get("ports") or {}).get(str(ports[0]), ports[0])
+            target = self._agents.address(instance).target
+            upstreams.append(Upstream(target, int(host_port), job.id))
+        return ServiceRoute(
+            project=project,
+            run_name=run_name,
+            auth=spec.get("auth", True) is not False,
+            strip_prefix=spec.get("strip_prefix", True) is not False,
+            upstreams=tuple(upstreams),
+        )

@@ -1,0 +1,141 @@
+"""Services on the real local agent, reached through the built-in proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from reconciler.adapters.db.models import Run
+from reconciler.engine.routes import StoreRoutes
+from reconciler.web.proxy import ServiceProxy
+from schemas import parse_config
+from tests.e2e.runs_harness import (
+    AgentEnv,
+    Harness,
+    close_harness,
+    make_harness,
+    start_agent_env,
+    stop_agent_env,
+)
+
+pytestmark = pytest.mark.timeout(180)
+TOKEN = "member-token"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def agent_env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[AgentEnv]:
+    env = await start_agent_env(tmp_path_factory.mktemp("agent"))
+    yield env
+    stop_agent_env(env)
+
+
+@pytest.fixture
+async def h(tmp_path: Path, agent_env: AgentEnv) -> AsyncIterator[Harness]:
+    harness = await make_harness(tmp_path, agent_env)
+    yield harness
+    await close_harness(harness)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _authorize(project: str, token: str | None) -> bool:
+    return token == TOKEN
+
+
+def _service(port: int, version: str, auth: bool = True) -> str:
+    return f"""
+type: service
+name: web
+port: {port}
+auth: {str(auth).lower()}
+commands:
+  - mkdir -p site && echo {version} > site/index.html
+  - python3 -m http.server {port} --bind 127.0.0.1 --directory site
+probes:
+  - type: http
+    url: /
+    interval: 1s
+"""
+
+
+def _proxy(h: Harness) -> httpx.AsyncClient:
+    routes = StoreRoutes(h.store, h.agents, ttl=0.2)
+    proxy = ServiceProxy(routes=routes, pool=h.pool, authorize=_authorize, stats=h.stats)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy), base_url="http://server")
+
+
+def _ready(h: Harness, run: Run) -> bool:
+    jobs = [j for j in h.jobs_of(run.id) if j.status == "running"]
+    return any((j.runtime or {}).get("ready") for j in jobs)
+
+
+async def test_service_answers_through_proxy_with_auth(h: Harness) -> None:
+    port = _free_port()
+    run = h.submit(_service(port, "v1"))
+    await h.until(lambda: _ready(h, run))
+    async with _proxy(h) as client:
+        denied = await client.get("/proxy/services/main/web/")
+        assert denied.status_code == 401
+        ok = await client.get(
+            "/proxy/services/main/web/", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert ok.status_code == 200
+        assert ok.text.strip() == "v1"
+    h.store.update(
+        Run, run.id, status="terminating", termination_reason="stopped_by_user", due_at=None
+    )
+    await h.until(lambda: h.run(run.id).status == "terminated")
+
+
+async def test_rolling_update_fails_no_request(h: Harness) -> None:
+    port = _free_port()
+    run = h.submit(_service(port, "v1", auth=False))
+    await h.until(lambda: _ready(h, run))
+    results: list[str] = []
+    stop = asyncio.Event()
+
+    async def hammer(client: httpx.AsyncClient) -> None:
+        while not stop.is_set():
+            response = await client.get("/proxy/services/main/web/")
+            results.append(f"{response.status_code}:{response.text.strip()}")
+
+    async with _proxy(h) as client:
+        task = asyncio.create_task(hammer(client))
+        async with asyncio.timeout(10):
+            while len(results) < 5:
+                await asyncio.sleep(0.05)
+        new = parse_config(_service(port, "v2", auth=False), "web.dstack.yml")
+        h.store.update(
+            Run,
+            run.id,
+            spec=new.normalized(),
+            spec_hash=new.spec_hash(),
+            deployment_num=1,
+            due_at=None,
+        )
+
+        def rolled() -> bool:
+            return (
+                bool(results)
+                and results[-1] == "200:v2"
+                and all(j.deployment_num == 1 for j in h.jobs_of(run.id) if j.status == "running")
+            )
+
+        await h.until(rolled, within=90)
+        stop.set()
+        await task
+    failures = [r for r in results if not r.startswith("200:")]
+    assert not failures, failures[:5]
+    assert "200:v1" in results and "200:v2" in results
+    # v1 never answers after v2 has
+    assert results.index("200:v2") > max(i for i, r in enumerate(results) if r == "200:v1")
