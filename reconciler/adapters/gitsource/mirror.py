@@ -107,7 +107,10 @@ class GitMirror:
                 )
             except git.GitCommandError:
                 continue
-        raise UnknownRefError(f"{ref!r} names no commit of {self._where()}; fetch first?")
+        raise UnknownRefError(
+            f"{ref!r} names no commit of {self._where()}: give a commit SHA, a branch, a tag "
+            "or an expression like HEAD~1"
+        )
 
     def read_blob(self, sha: str) -> bytes:
         """The content of a blob (through git's persistent `cat-file --batch`)."""
