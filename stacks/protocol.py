@@ -51,6 +51,8 @@ class StackResource:
 
     `spec` is the normalized spec (`schemas` model `.normalized()`), a plain dict.
     `offers` are the offers chosen for a cloud fleet, cheapest first (empty otherwise).
+    `nodes` overrides the fleet's instance count for this `up` (`nodes: 0..N` fleets grow
+    and shrink through it); None means the spec's `nodes.target` (or `min`).
     """
 
     project: str
@@ -59,6 +61,7 @@ class StackResource:
     path: str
     spec: Mapping[str, Any]
     offers: tuple[Offer, ...] = ()
+    nodes: int | None = None
 
     @property
     def stack_name(self) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from stacks.protocol import StackBusy
 
@@ -27,6 +27,7 @@ class StackRunner:
     def __init__(self, *, max_parallel: int = 4, thread_name: str = "stack") -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix=thread_name)
         self._locks: dict[str, threading.Lock] = {}
+        self._running: dict[str, Future[Any]] = {}
         self._guard = threading.Lock()
         self.max_parallel = max_parallel
 
@@ -56,6 +57,8 @@ class StackRunner:
                 lock.release()
 
         future = self._pool.submit(guarded)
+        with self._guard:
+            self._running[stack] = future
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -64,6 +67,14 @@ class StackRunner:
             elif on_cancel is not None:
                 on_cancel()
             raise
+
+    async def wait_idle(self, stack: str) -> None:
+        """Wait until the last operation started for `stack` has really ended (even if the
+        task awaiting it was cancelled); its outcome is not reported here."""
+        with self._guard:
+            future = self._running.get(stack)
+        if future is not None:
+            await asyncio.wait([asyncio.wrap_future(future)])
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,1 @@
+"""The Pulumi engine (Automation API): imported only when a cloud resource needs it."""
