@@ -23,15 +23,17 @@ def references(kind: Kind, spec: Mapping[str, Any], project: str) -> tuple[Resou
     """The resources of `project` that a run's spec names (volumes, fleets, gateway)."""
     if not kind.is_run:
         return ()
+    volumes, fleets, gateway = spec.get("volumes"), spec.get("fleets"), spec.get("gateway")
+    if not volumes and not fleets and not gateway:
+        return ()
     keys: set[ResourceKey] = set()
-    for volume in spec.get("volumes") or []:
+    for volume in volumes or []:
         for name in _volume_names(volume):
             keys.add(ResourceKey(project, Kind.VOLUME, name))
-    for fleet in spec.get("fleets") or []:
+    for fleet in fleets or []:
         fleet_name = _ref_name(fleet, project)
         if fleet_name:
             keys.add(ResourceKey(project, Kind.FLEET, fleet_name))
-    gateway = spec.get("gateway")
     gateway_name = _ref_name(gateway, project) if not isinstance(gateway, bool) else None
     if gateway_name:
         keys.add(ResourceKey(project, Kind.GATEWAY, gateway_name))

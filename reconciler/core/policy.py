@@ -73,7 +73,7 @@ class RepoPolicy(_Strict):
         """Whether a repo-relative file path is a config this policy selects."""
         if not path.endswith(CONFIG_SUFFIXES):
             return False
-        return any(_under(path, root) for root in self.paths)
+        return self.paths == (".",) or any(_under(path, root) for root in self.paths)
 
 
 def _under(path: str, root: str) -> bool:
