@@ -71,6 +71,16 @@ class ConfigModel(StrictModel):
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def fill_field(model: BaseModel, name: str, value: Any) -> None:
+    """Set a field of a frozen model from inside its own after-validator.
+
+    Only for defaults filled during validation: the instance is brand new and not shared
+    yet. Nested models are replaced by copies, never mutated.
+    """
+    if getattr(model, name) != value:
+        object.__setattr__(model, name, value)
+
+
 class EntityReference(StrictModel):
     """`name`, `project/name` or `{project, name}`: a fleet or gateway, maybe imported."""
 

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.base import ConfigModel, FieldConflict, StrictModel
+from schemas.base import ConfigModel, FieldConflict, StrictModel, fill_field
+from schemas.defaulting import with_server_defaults
 from schemas.mounts import (
     Env,
     FilePathMapping,
@@ -86,6 +87,14 @@ class BaseRunConfiguration(ProfileParams, ConfigModel):
             for other in ("image", "python", "nvcc"):
                 if getattr(self, other):
                     raise FieldConflict("docker", f"`{other}` and `docker` are mutually exclusive")
+        return self
+
+    @model_validator(mode="after")
+    def _server_defaults(self) -> BaseRunConfiguration:
+        """dstack's server fills these before storing a run spec (reference §1.9)."""
+        if self.priority is None:
+            fill_field(self, "priority", 0)
+        fill_field(self, "resources", with_server_defaults(self.resources, self.image, self.docker))
         return self
 
 
@@ -196,6 +205,8 @@ class TaskConfiguration(BaseRunConfiguration):
     def _consistent(self) -> TaskConfiguration:
         check_commands_or_image(self)
         if self.groups is None:
+            if self.nodes is None:
+                fill_field(self, "nodes", 1)  # server default (reference §1.9)
             return self
         for field in ("commands", "ports", "entrypoint"):
             if getattr(self, field):
@@ -205,4 +216,12 @@ class TaskConfiguration(BaseRunConfiguration):
                 raise FieldConflict(
                     ("groups", index), "set `commands` in the group or `image` on the task"
                 )
+        groups = [
+            group.model_copy(
+                update={"resources": with_server_defaults(group.resources, self.image, self.docker)}
+            )
+            for group in self.groups
+        ]
+        if groups != self.groups:
+            fill_field(self, "groups", groups)
         return self

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Tag, field_validator, model_validator
 
-from schemas.base import EntityReference, FieldConflict, to_entity_reference
+from schemas.base import EntityReference, FieldConflict, fill_field, to_entity_reference
+from schemas.defaulting import with_server_defaults
 from schemas.mounts import PortMapping, parse_port
 from schemas.runs import (
     BaseRunConfiguration,
@@ -157,7 +158,16 @@ class ServiceConfiguration(BaseRunConfiguration):
         check_scaling(self.replicas, self.scaling)
         if self.groups is not None:
             self._check_groups(self.groups)
+            fill_field(self, "groups", [self._group_defaults(group) for group in self.groups])
         return self
+
+    def _group_defaults(self, group: ReplicaGroup) -> ReplicaGroup:
+        image = group.image if group.image is not None else self.image
+        docker = group.docker if group.docker is not None else self.docker
+        resources = with_server_defaults(group.resources, image, docker)
+        if resources is group.resources:
+            return group
+        return group.model_copy(update={"resources": resources})
 
     def _check_groups(self, groups: list[ReplicaGroup]) -> None:
         for field in ("scaling", "commands"):

@@ -281,3 +281,42 @@ def test_models_are_frozen() -> None:
     config = task("")
     with pytest.raises(ValidationError, match="frozen"):
         config.name = "other"  # type: ignore[misc]
+
+
+def test_server_defaults_are_filled() -> None:
+    config = task("resources:\n  gpu: 2\n")
+    assert (config.priority, config.nodes) == (0, 1)
+    assert config.resources.gpu is not None and config.resources.gpu.vendor == "nvidia"
+    assert task("resources:\n  gpu: null\n").normalized()["resources"]["gpu"]["count"] == {
+        "min": 0,
+        "max": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "vendor"),
+    [
+        ("image: rocm/pytorch\nresources:\n  gpu: MI300X:8\n", "amd"),
+        ("image: x\nresources:\n  gpu: v5p-8\n", "google"),
+        ("image: x\nresources:\n  gpu: 2\n", None),
+        ("resources:\n  gpu: H100,MI300X\n", None),
+        ("resources:\n  gpu: h100,A100:2\n", "nvidia"),
+        ("resources:\n  gpu: 0\n", None),
+        ("docker: true\nresources:\n  gpu: 1\n", None),
+    ],
+)
+def test_gpu_vendor_inference(body: str, vendor: str | None) -> None:
+    gpu_spec = task(body).resources.gpu
+    assert gpu_spec is not None and gpu_spec.vendor == vendor
+
+
+def test_group_resources_get_server_defaults() -> None:
+    service = parse_config(
+        "type: service\nname: s1\nport: 80\ngroups:\n  - replicas: 1\n    commands: [a]\n"
+        "    resources: {gpu: A100}\n  - replicas: 1\n    image: rocm/x\n"
+        "    resources: {gpu: 1}\n",
+        "s.dstack.yml",
+    )
+    assert isinstance(service, ServiceConfiguration) and service.groups is not None
+    vendors = [g.resources.gpu.vendor if g.resources.gpu else "-" for g in service.groups]
+    assert vendors == ["nvidia", None]
