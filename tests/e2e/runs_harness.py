@@ -42,6 +42,7 @@ class Harness:
     runs: Worker
     jobs: Worker
     stats: RequestStats
+    key: Path
 
     def submit(self, text: str, *, status: str = "submitted") -> Run:
         config = parse_config(text, "test.dstack.yml")
@@ -62,6 +63,29 @@ class Harness:
         row = self.store.get(Run, run_id)
         assert row is not None
         return row
+
+    async def add_instance(self, env: AgentEnv, fleet: Fleet, name: str) -> Instance:
+        """Record another agent (another local agent process) as an instance of `fleet`."""
+        client = AgentClient.over_tunnel(self.pool, env.local.target, env.local.agent_port)
+        try:
+            info = await client.host_info()
+        finally:
+            await client.aclose()
+        return self.store.add(
+            Instance(
+                fleet_id=fleet.id,
+                project_id=self.project.id,
+                name=name,
+                status="idle",
+                created_at=self.store.now(),
+                hostname=env.local.target.hostname,
+                ssh_port=env.local.target.port,
+                ssh_user=env.local.target.user,
+                agent_port=env.local.agent_port,
+                backend="local",
+                host_info=info.model_dump(mode="json"),
+            )
+        )
 
     def jobs_of(self, run_id: str) -> list[Job]:
         return self.store.list_jobs(run_id)
@@ -108,9 +132,10 @@ class AgentEnv:
     local: LocalAgent
 
 
-async def start_agent_env(root: Path) -> AgentEnv:
+async def start_agent_env(root: Path, key: Path | None = None) -> AgentEnv:
+    """Start a local agent under `root`, authorizing `key` (default: a new key)."""
     pool = TunnelPool()
-    key = ensure_client_key(root / "ssh" / "id_ed25519")
+    key = key or ensure_client_key(root / "ssh" / "id_ed25519")
     local = await ensure_local_agent(root, key, pool)
     await pool.close()
     return AgentEnv(root, key, local)
@@ -176,7 +201,7 @@ async def make_harness(
     deps = WorkerDeps(
         store=store,
         clock=store.clock,
-        hint=hint,  # type: ignore[arg-type]
+        hint=hint,
         agents=agents,
         data_dir=data_dir,
         timings=WorkerTimings(**timings),
@@ -195,7 +220,7 @@ async def make_harness(
     )
     kinds.update(runs=runs, jobs=jobs)
     return Harness(
-        store, data_dir, project, fleet, instance, pool, agents, local, runs, jobs, stats
+        store, data_dir, project, fleet, instance, pool, agents, local, runs, jobs, stats, key
     )
 
 

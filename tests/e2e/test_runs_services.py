@@ -103,17 +103,19 @@ async def test_rolling_update_fails_no_request(h: Harness) -> None:
     await h.until(lambda: _ready(h, run))
     results: list[str] = []
     stop = asyncio.Event()
+    warmed = asyncio.Event()
 
     async def hammer(client: httpx.AsyncClient) -> None:
         while not stop.is_set():
             response = await client.get("/proxy/services/main/web/")
             results.append(f"{response.status_code}:{response.text.strip()}")
+            if len(results) >= 5:
+                warmed.set()
 
     async with _proxy(h) as client:
         task = asyncio.create_task(hammer(client))
         async with asyncio.timeout(10):
-            while len(results) < 5:
-                await asyncio.sleep(0.05)
+            await warmed.wait()
         new = parse_config(_service(port, "v2", auth=False), "web.dstack.yml")
         h.store.update(
             Run,

@@ -239,7 +239,7 @@ class JobsProcessor:
         jobs = [
             j
             for j in self.store.list_jobs(ctx.run.id)
-            if j.replica_num == ctx.job.replica_num and not JobStatus(j.status).is_finished()
+            if j.replica_num == ctx.job.replica_num and j.submission_num == ctx.job.submission_num
         ]
         by_rank: dict[int, str] = {}
         for job in jobs:
