@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from schemas.base import ConfigModel, FieldConflict, StrictModel
+from schemas.base import ConfigModel, FieldConflict, StrictModel, fill_field
+from schemas.defaulting import NO_GPU_DEFAULT
 from schemas.mounts import Env
 from schemas.profile import ProvisioningParams
 from schemas.resources import ResourcesSpec
@@ -149,9 +150,39 @@ class FleetConfiguration(ProvisioningParams, ConfigModel):
     env: Env
 
     @model_validator(mode="after")
-    def _nodes_xor_ssh(self) -> FleetConfiguration:
+    def _one_subtype(self) -> FleetConfiguration:
         if self.nodes is not None and self.ssh_config is not None:
             raise FieldConflict("ssh_config", "`nodes` and `ssh_config` are mutually exclusive")
         if self.nodes is None and self.ssh_config is None:
             raise ValueError("set `nodes` (cloud fleet) or `ssh_config` (SSH fleet)")
+        if self.ssh_config is not None:
+            for field in _BACKEND_ONLY:
+                if getattr(self, field) is not None:
+                    raise FieldConflict(field, f"an SSH fleet does not support `{field}`")
+            check_internal_ips(self.ssh_config)
+        elif self.env:
+            raise FieldConflict("env", "`env` is for SSH fleets only")
+        if self.resources is not None and self.resources.gpu is None:
+            fill_field(self, "resources", self.resources.model_copy(update={"gpu": NO_GPU_DEFAULT}))
         return self
+
+
+_BACKEND_ONLY = (*ProvisioningParams.model_fields, "resources")
+
+
+def check_internal_ips(ssh_config: SSHParams) -> None:
+    """`internal_ip` on every host or on none, and not together with `network`."""
+    with_ip = [
+        index
+        for index, host in enumerate(ssh_config.hosts)
+        if not isinstance(host, str) and host.internal_ip is not None
+    ]
+    if with_ip and len(with_ip) != len(ssh_config.hosts):
+        missing = next(i for i in range(len(ssh_config.hosts)) if i not in with_ip)
+        raise FieldConflict(
+            ("ssh_config", "hosts", missing), "set `internal_ip` on every host or on none"
+        )
+    if with_ip and ssh_config.network is not None:
+        raise FieldConflict(
+            ("ssh_config", "network"), "`internal_ip` and `network` are mutually exclusive"
+        )

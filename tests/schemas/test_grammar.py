@@ -320,3 +320,27 @@ def test_group_resources_get_server_defaults() -> None:
     assert isinstance(service, ServiceConfiguration) and service.groups is not None
     vendors = [g.resources.gpu.vendor if g.resources.gpu else "-" for g in service.groups]
     assert vendors == ["nvidia", None]
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ("ssh_config: {hosts: [a]}\nbackends: [aws]\n", "backends", "SSH fleet"),
+        ("nodes: 1\nenv: [A=1]\n", "env", "SSH fleets only"),
+        (
+            "ssh_config:\n  network: 10.0.0.0/8\n  hosts:\n    - {hostname: a, internal_ip: 10.0.0.1}\n",
+            "ssh_config.network",
+            "mutually exclusive",
+        ),
+        (
+            "ssh_config:\n  hosts:\n    - {hostname: a, internal_ip: 10.0.0.1}\n    - b\n",
+            "ssh_config.hosts[1]",
+            "every host",
+        ),
+    ],
+)
+def test_fleet_subtype_rules(body: str, field: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"type: fleet\nname: f1\n{body}", "f.dstack.yml")
+    problem = caught.value.problems[0]
+    assert problem.field == field and message in problem.message
