@@ -68,7 +68,9 @@ def save_projects(path: Path, projects: list[ProjectConfig]) -> None:
         ]
     }
     buffer = io.StringIO()
-    YAML(typ="safe", pure=True).dump(data, buffer)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.dump(data, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)

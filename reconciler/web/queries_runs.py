@@ -124,7 +124,7 @@ def to_run(session: Session, project: str, run: Run, now: datetime) -> wire.Run:
         run_spec=_run_spec(run, configuration, resource),
         jobs=jobs,
         latest_job_submission=jobs[0].job_submissions[-1] if jobs else None,
-        cost=round(sum(_cost(j, i, now) for j, i in (r.tuple() for r in rows)), 6),
+        cost=round(sum(_cost(j, i, now) for j, i in rows), 6),
         service=_service(project, run, configuration),
         deployment_num=run.deployment_num,
         error=run.termination_reason if run.status == "failed" else None,

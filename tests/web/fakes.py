@@ -56,6 +56,9 @@ class FakeController:
             delivery_id=delivery_id,
             attempted_revision=revision,
         )
+        if trigger == "api":  # a CLI-triggered pass "runs" at once, so --wait has an end
+            self.store.set_reconcile_stage(row.id, "apply")
+            self.store.finish_reconcile(row.id, status="succeeded", applied_revision="c" * 40)
         return row.id
 
     async def plan_unmanaged(

@@ -1,0 +1,180 @@
+"""Every API-backed command of the CLI against a real server on loopback (fake runtime)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import select
+
+from reconciler.adapters.db.models import Job, Project, Run
+from tests.cli.conftest import Cli
+
+TASK = "type: task\nname: train\ncommands:\n  - echo hello\n"
+SERVICE = (
+    "type: service\nname: llm\nport: 8000\nmodel: meta-llama/Llama-3.1-8B\n"
+    "commands:\n  - python -m http.server 8000\n"
+)
+FLEET = "type: fleet\nname: local\nnodes: 1\n"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_project_list_add_and_set_default(cli: Cli) -> None:
+    listed = cli("project", "list", "--json")
+    assert listed.exit_code == 0
+    assert json.loads(listed.stdout) == [{"name": "main", "url": cli.server.url, "default": True}]
+    added = cli(
+        "project",
+        "add",
+        "--name",
+        "main2",
+        "--url",
+        cli.server.url,
+        "--token",
+        cli.server.admin_token,
+        "--no-check",
+    )
+    assert added.exit_code == 0
+    assert cli("project", "set-default", "main2").exit_code == 0
+    projects = {
+        p["name"]: p["default"] for p in json.loads(cli("project", "list", "--json").stdout)
+    }
+    assert projects == {"main": False, "main2": True}
+    bad = cli("project", "add", "--name", "x", "--url", cli.server.url, "--token", "wrong")
+    assert bad.exit_code == 1 and "invalid token" in bad.stderr
+
+
+def test_apply_ps_run_get_stop(cli: Cli, tmp_path: Path) -> None:
+    applied = cli("apply", "-f", _write(tmp_path, "train.dstack.yml", TASK), "-y", "-d")
+    assert applied.exit_code == 0, applied.stderr
+    assert "Submit" not in applied.stdout and "train submitted" in applied.stdout
+    ps = cli("ps")
+    assert ps.exit_code == 0 and "train" in ps.stdout and "submitted" in ps.stdout
+    data = json.loads(cli("ps", "--json").stdout)
+    assert data["project"] == "main" and [r["run_spec"]["run_name"] for r in data["runs"]] == [
+        "train"
+    ]
+    run = json.loads(cli("run", "get", "train", "--json").stdout)
+    for key in ("id", "project_name", "user", "status", "run_spec", "jobs", "service", "cost"):
+        assert key in run
+    assert run["user"] == "admin" and run["service"] is None
+    assert run["run_spec"]["configuration"]["commands"] == ["echo hello"]
+    assert run["latest_job_submission"]["status"] == "submitted"
+    stopped = cli("stop", "train", "-y")
+    assert stopped.exit_code == 0
+    assert json.loads(cli("run", "get", "train", "--json").stdout)["status"] == "terminated"
+    assert "train" not in cli("ps").stdout
+    assert "train" in cli("ps", "-a").stdout and "train" in cli("ps", "-n", "1").stdout
+
+
+def test_apply_asks_and_can_be_declined(cli: Cli, tmp_path: Path) -> None:
+    declined = cli("apply", "-f", _write(tmp_path, "t.dstack.yml", TASK), input="n\n")
+    assert declined.exit_code == 0 and "Submit the run train?" in declined.stdout
+    assert "Cancelled" in declined.stdout
+    assert json.loads(cli("ps", "--json").stdout)["runs"] == []
+
+
+def test_run_get_service_urls(cli: Cli, tmp_path: Path) -> None:
+    assert cli("apply", "-f", _write(tmp_path, "s.dstack.yml", SERVICE), "-y", "-d").exit_code == 0
+    run = json.loads(cli("run", "get", "llm", "--json").stdout)
+    assert run["service"]["url"] == "/proxy/services/main/llm/"
+    assert run["service"]["model"]["base_url"] == "/proxy/services/main/llm/v1"
+    assert run["service"]["model"]["name"] == "meta-llama/Llama-3.1-8B"
+
+
+def test_fleet_volume_gateway(cli: Cli, tmp_path: Path) -> None:
+    applied = cli("apply", "-f", _write(tmp_path, "f.dstack.yml", FLEET), "-y")
+    assert applied.exit_code == 0 and "Fleet local applied" in applied.stdout
+    assert "local" in cli("fleet").stdout and "local" in cli("fleet", "list").stdout
+    fleet = json.loads(cli("fleet", "get", "local", "--json").stdout)
+    assert fleet["name"] == "local" and fleet["status"] == "active"
+    assert cli("fleet", "delete", "local", "-y").exit_code == 0
+    assert json.loads(cli("fleet", "list", "--json").stdout) == []
+    assert json.loads(cli("volume", "list", "--json").stdout) == []
+    assert json.loads(cli("gateway", "list", "--json").stdout) == []
+    missing = cli("volume", "get", "nope")
+    assert missing.exit_code == 1 and "volume nope not found" in missing.stderr
+
+
+def test_secrets(cli: Cli) -> None:
+    assert cli("secret", "set", "HF_TOKEN", "hf_s3cr3t").exit_code == 0
+    listed = cli("secret", "list")
+    assert "HF_TOKEN" in listed.stdout and "hf_s3cr3t" not in listed.stdout
+    assert cli("secret", "get", "HF_TOKEN").stdout.strip() == "hf_s3cr3t"
+    assert cli("secret", "delete", "HF_TOKEN", "-y").exit_code == 0
+    assert json.loads(cli("secret", "list", "--json").stdout) == []
+    # encrypted at rest: the plain value is nowhere in the database file
+    db_file = cli.server.settings.data_dir / "dockyard.db"
+    assert cli("secret", "set", "OTHER", "plain-value-xyz").exit_code == 0
+    raw = b"".join(p.read_bytes() for p in db_file.parent.glob("dockyard.db*"))
+    assert b"plain-value-xyz" not in raw
+
+
+def test_events_reconcile_deliveries(cli: Cli) -> None:
+    store = cli.server.server.store
+    with store.reading() as session:
+        project_id = session.scalar(select(Project.id).where(Project.name == "main"))
+    assert project_id is not None
+    store.append_event(
+        project_id=project_id, target_type="run", target_name="train", message="Run submitted"
+    )
+    events = cli("event")
+    assert events.exit_code == 0 and "Run submitted" in events.stdout
+    assert json.loads(cli("event", "--target-run", "nope", "--json").stdout) == []
+    queued = cli("reconcile")
+    assert queued.exit_code == 0 and "queued" in queued.stdout
+    waited = cli("reconcile", "--wait")
+    assert (
+        waited.exit_code == 0 and "succeeded" in waited.stdout and "cccccccccccc" in waited.stdout
+    )
+    assert len(json.loads(cli("reconcile", "list", "--json").stdout)) == 2
+    assert json.loads(cli("delivery", "list", "--json").stdout) == []
+
+
+def _mark(cli: Cli, run_name: str, status: str) -> tuple[str, Path]:
+    store = cli.server.server.store
+    with store.writing() as session:
+        run = session.scalars(select(Run).where(Run.run_name == run_name)).one()
+        job = session.scalars(select(Job).where(Job.run_id == run.id)).one()
+        run.status, job.status = status, status
+        if status == "done":
+            job.finished_at = datetime.now(UTC)
+        job_id = job.id
+    path = cli.server.settings.data_dir / "projects" / "main" / "logs" / run_name / f"{job_id}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return job_id, path
+
+
+def test_logs_of_a_finished_job(cli: Cli, tmp_path: Path) -> None:
+    assert cli("apply", "-f", _write(tmp_path, "t.dstack.yml", TASK), "-y", "-d").exit_code == 0
+    _, path = _mark(cli, "train", "done")
+    path.write_bytes(b"hello\n" + "é".encode() * 3 + b"\n" + b"x" * 3_000_000)
+    result = cli("logs", "train")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("hello\néé") and len(result.stdout) == 6 + 4 + 3_000_000
+    assert cli("logs", "train", "-f").stdout == result.stdout
+    assert cli("logs", "train", "--since", "1s").stdout == result.stdout
+    future = cli("logs", "train", "--since", "2999-01-01T00:00:00Z")
+    assert future.exit_code == 0 and future.stdout == ""
+    bad = cli("logs", "train", "--since", "yesterday")
+    assert bad.exit_code == 2 and "--since" in bad.stderr
+
+
+def test_errors_are_one_line_and_non_zero(cli: Cli, tmp_path: Path) -> None:
+    missing = cli.subprocess("stop", "ghost", "-y")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "error: run ghost not found"
+    invalid = _write(tmp_path, "bad.dstack.yml", "type: task\nname: x\ncommandz: [1]\n")
+    bad = cli.subprocess("apply", "-f", invalid, "-y")
+    assert bad.returncode == 1 and "bad.dstack.yml:3" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    other = cli.subprocess("ps", "--project", "nope")
+    assert other.returncode == 2 and "project nope is not in" in other.stderr
+    down = cli.subprocess("ps")
+    assert down.returncode == 0
