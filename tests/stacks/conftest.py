@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-FAKE = Path(__file__).with_name("fake_pulumi.py")
+REPO = Path(__file__).resolve().parents[2]
 PASSPHRASE = "correct-horse-battery"
 
 
@@ -19,7 +19,8 @@ def fake_pulumi_root(tmp_path: Path) -> Path:
     root = tmp_path / "pulumi-cli"
     (root / "bin").mkdir(parents=True)
     script = root / "bin" / "pulumi"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    command = f'exec "{sys.executable}" -m tests.stacks.fake_pulumi.cli "$@"'
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" {command}\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return root
 

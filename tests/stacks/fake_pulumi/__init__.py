@@ -1,0 +1,1 @@
+"""A fake `pulumi` CLI (test-only): see `cli.py`."""
