@@ -87,10 +87,11 @@ class GitMirror:
         return self.branch_head()
 
     def branch_head(self) -> str:
+        """The branch's head commit, read from the ref files (no git process)."""
         ref = f"refs/heads/{self.location.branch}"
         try:
-            return str(self.repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}"))
-        except git.GitCommandError:
+            return str(git.Reference(self.repo, ref).commit.hexsha)
+        except (ValueError, OSError, git.BadName):
             branches = ", ".join(sorted(h.name for h in self.repo.heads)[:20]) or "none"
             raise UnknownBranchError(
                 f"branch {self.location.branch!r} does not exist in {self._where()} "
