@@ -243,7 +243,7 @@ def test_fleet_nodes(nodes: str, expected: tuple[int, int, int | None]) -> None:
 def test_ssh_fleet_hosts() -> None:
     fleet = parse_config(
         "type: fleet\nname: f1\nssh_config:\n  user: ubuntu\n  hosts:\n    - 10.0.0.1\n"
-        "    - {hostname: 10.0.0.2, blocks: auto, internal_ip: 192.168.1.2}\n",
+        "    - {hostname: 10.0.0.2, blocks: auto}\n",
         "f.dstack.yml",
     )
     assert isinstance(fleet, FleetConfiguration) and fleet.ssh_config is not None
@@ -328,7 +328,8 @@ def test_group_resources_get_server_defaults() -> None:
         ("ssh_config: {hosts: [a]}\nbackends: [aws]\n", "backends", "SSH fleet"),
         ("nodes: 1\nenv: [A=1]\n", "env", "SSH fleets only"),
         (
-            "ssh_config:\n  network: 10.0.0.0/8\n  hosts:\n    - {hostname: a, internal_ip: 10.0.0.1}\n",
+            "ssh_config:\n  network: 10.0.0.0/8\n"
+            "  hosts:\n    - {hostname: a, internal_ip: 10.0.0.1}\n",
             "ssh_config.network",
             "mutually exclusive",
         ),
