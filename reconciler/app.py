@@ -10,7 +10,6 @@ next start.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,16 +17,19 @@ from datetime import UTC, datetime
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from reconciler.adapters.db import Store, resolve_db_url
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.cli.config import ProjectConfig, add_project, load_projects
-from reconciler.errors import PermanentError
 from reconciler.ports import Controller
 from reconciler.settings import Settings
 from reconciler.web.app import create_app
+from reconciler.web.auth import token_authorizer
 from reconciler.web.bootstrap import ensure_admin
 from reconciler.web.database import Database
+from reconciler.web.proxy import ServiceProxy
+from reconciler.web.proxy_stats import RequestStats
 
 log = logging.getLogger("dockyard.server")
 
@@ -43,16 +45,29 @@ class Server:
     cli_config_written: bool
 
 
-def load_controller(settings: Settings, store: Store) -> Controller:
-    """The runtime from `reconciler.engine` (`build_controller(settings=, store=)`)."""
-    try:
-        module = importlib.import_module("reconciler.engine.controller")
-    except ModuleNotFoundError as exc:
-        raise PermanentError(
-            "the runtime (reconciler.engine.controller) is not installed in this build"
-        ) from exc
-    build: ControllerFactory = module.build_controller
-    return build(settings, store)
+def load_controller(settings: Settings, store: Store, stats: RequestStats) -> Controller:
+    """The runtime from `reconciler.engine` (`build_controller(settings, store, stats=)`)."""
+    from reconciler.engine.controller import build_controller
+
+    return build_controller(settings, store, stats=stats)
+
+
+def build_proxy(
+    controller: Controller, store: Store, db: Database, stats: RequestStats
+) -> ASGIApp | None:
+    """The service proxy over the engine's tunnel pool, or None for a runtime without one."""
+    agents = getattr(controller, "agents", None)
+    pool = getattr(controller, "pool", None)
+    if agents is None or pool is None:
+        return None
+    from reconciler.engine.routes import StoreRoutes
+
+    return ServiceProxy(
+        routes=StoreRoutes(store, agents),
+        pool=pool,
+        authorize=token_authorizer(db),
+        stats=stats,
+    )
 
 
 def _first_start(settings: Settings, db: Database) -> tuple[str | None, bool]:
@@ -72,8 +87,13 @@ def build_server(
     store = Store.from_url(resolve_db_url(settings.db, settings.data_dir), migrate=True)
     db = Database(store.engine)
     token, wrote_config = _first_start(settings, db)
-    controller = (controller_factory or load_controller)(settings, store)
+    stats = RequestStats()
+    if controller_factory is not None:
+        controller = controller_factory(settings, store)
+    else:
+        controller = load_controller(settings, store, stats)
     app = create_app(
+        proxy=build_proxy(controller, store, db, stats),
         settings=settings,
         db=db,
         controller=controller,

@@ -16,11 +16,29 @@ MAX_OFFERS_SHOWN = 50
 
 
 def _resources(offer: dict[str, Any]) -> str:
+    """`cpu=.. mem=..GB [disk=..GB] [gpu=NAME:MEM:COUNT] [(spot)]` for either offer shape.
+
+    Catalog offers (`stacks` `Offer.to_json`) carry `cpus`, `memory_gib`, `gpu {}`; instance
+    offers of existing fleets carry `resources {cpus, memory_gb, disk_gb, gpus: [name]}`.
+    """
+    res = offer.get("resources")
+    if isinstance(res, dict):
+        text = f"cpu={res.get('cpus')} mem={res.get('memory_gb')}GB disk={res.get('disk_gb')}GB"
+        gpus = res.get("gpus") or []
+        if gpus:
+            text += f" gpu={gpus[0]}:{len(gpus)}"
+        return text
     gpu = offer.get("gpu") or {}
     text = f"cpu={offer.get('cpus')} mem={offer.get('memory_gib')}GB"
     if gpu.get("count"):
         text += f" gpu={gpu.get('name')}:{gpu.get('memory_gib')}GB:{gpu.get('count')}"
     return text + (" (spot)" if offer.get("spot") else "")
+
+
+def _backend(offer: dict[str, Any]) -> str:
+    backend = str(offer.get("backend") or "-")
+    where = offer.get("region") or offer.get("fleet")
+    return f"{backend} ({where})" if where else backend
 
 
 def show_offers(offers: list[dict[str, Any]], total: int | None = None) -> None:
@@ -31,22 +49,31 @@ def show_offers(offers: list[dict[str, Any]], total: int | None = None) -> None:
     rows = [
         (
             i,
-            f"{o.get('backend')} ({o.get('region')})",
+            _backend(o),
             _resources(o),
-            o.get("instance_type"),
+            o.get("instance_type") or o.get("instance"),
             f"${float(o.get('price') or 0):g}",
+            o.get("availability", ""),
         )
         for i, o in enumerate(shown, start=1)
     ]
-    table(["#", "BACKEND", "RESOURCES", "INSTANCE TYPE", "PRICE"], rows)
+    table(["#", "BACKEND", "RESOURCES", "INSTANCE TYPE", "PRICE", ""], rows)
     top = max(float(o.get("price") or 0) for o in offers)
     out().print(f"Shown {len(shown)} of {total or len(offers)} offers, ${top:g} max")
 
 
+def actions_of(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The actions of a plan: the server answers one action object for one configuration
+    (`{action, kind, name, reason, fields, offers}`); a full plan has `actions: [...]`."""
+    if isinstance(plan.get("actions"), list):
+        return [a for a in plan["actions"] if isinstance(a, dict)]
+    return [plan] if "action" in plan else []
+
+
 def action_of(plan: dict[str, Any]) -> tuple[str, str, str]:
     """(action, kind, name) of the first action of a one-configuration plan."""
-    actions = plan.get("actions") or []
-    first = actions[0] if actions and isinstance(actions[0], dict) else {}
+    actions = actions_of(plan)
+    first = actions[0] if actions else {}
     return (
         str(first.get("action", "create")),
         str(first.get("kind", "task")),
@@ -60,12 +87,13 @@ def show_plan(plan: dict[str, Any], project: str, user: str) -> None:
         ("Project", project),
         ("User", user),
         ("Configuration", str(plan.get("path") or "")),
+        ("Origin", str(plan.get("origin") or "")),
         ("Type", kind),
         ("Name", name),
         ("Action", action),
     ]
     table(["", ""], [r for r in rows if r[1]])
-    for item in plan.get("actions") or []:
+    for item in actions_of(plan):
         if item.get("reason"):
             out().print(f"  {item.get('kind')} {item.get('name')}: {item.get('reason')}")
         for change in item.get("fields") or []:

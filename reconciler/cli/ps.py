@@ -39,7 +39,9 @@ def run_rows(runs: list[wire.Run], verbose: bool) -> Table:
     for run in runs:
         sub = run.latest_job_submission
         jpd = (sub.job_provisioning_data if sub else None) or {}
-        backend = f"{jpd.get('backend')} ({jpd.get('region')})" if jpd.get("backend") else "-"
+        backend = str(jpd.get("backend") or "-")
+        if jpd.get("region"):
+            backend += f" ({jpd['region']})"
         price = f"${jpd['price']:g}" if jpd.get("price") is not None else "-"
         status = (
             sub.status

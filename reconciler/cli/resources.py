@@ -33,7 +33,7 @@ def _list(client: Client, kind: str, as_json: bool) -> None:
         for fleet in fleets:
             rows.append((fleet.name, "", "", "", fleet.status))
             for i in fleet.instances:
-                backend = f"{i.backend} ({i.region})" if i.backend else "-"
+                backend = (i.backend or "-") + (f" ({i.region})" if i.region else "")
                 price = f"${i.price:g}" if i.price is not None else "-"
                 rows.append(("", str(i.instance_num), backend, price, i.status))
         table(["FLEET", "INSTANCE", "BACKEND", "PRICE", "STATUS"], rows)

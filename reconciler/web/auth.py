@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Member, Project, Token, User
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.database import Database
 
 Role = Literal["user", "manager", "admin"]
 _RANK: dict[str, int] = {"user": 0, "manager": 1, "admin": 2}
@@ -130,3 +131,20 @@ def project_access(min_role: Role = "user") -> Callable[..., Awaitable[ProjectAc
         return ProjectAccess(principal, project_id, project_name, role)
 
     return dependency
+
+
+def token_authorizer(db: Database) -> Callable[[str, str | None], Awaitable[bool]]:
+    """`authorize(project, token)` for the service proxy: a member's (or an admin's) token."""
+
+    async def authorize(project: str, token: str | None) -> bool:
+        if not token:
+            return False
+        principal = await db.read(find_principal, hash_token(token))
+        if principal is None:
+            return False
+        if principal.is_admin:
+            return True
+        _, role = await db.read(find_membership, project, principal.user_id)
+        return role is not None
+
+    return authorize
