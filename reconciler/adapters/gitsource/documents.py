@@ -8,7 +8,7 @@ pure `reconciler.core.loading.load_desired`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.gitsource.snapshots import Snapshot
@@ -17,7 +17,8 @@ from reconciler.core.policy import RepoPolicy, parse_policy
 from reconciler.domain.desired import DesiredState
 from reconciler.domain.issues import ConfigIssue
 
-BlobReader = Callable[[str], bytes]
+BlobReader = Callable[[Sequence[str]], Mapping[str, bytes]]
+"""Reads blobs by SHA, many at once (one `git cat-file --batch` for a whole commit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +44,17 @@ class DocumentCache:
     def parse(self) -> ConfigParser:
         return self._parse
 
-    def document(self, path: str, blob: str, read: BlobReader) -> Document:
+    def missing(self, blobs: Sequence[str]) -> list[str]:
+        """The blobs among `blobs` that were never parsed, without duplicates."""
+        return list(dict.fromkeys(blob for blob in blobs if blob not in self._documents))
+
+    def document(self, path: str, blob: str, texts: Mapping[str, bytes]) -> Document:
+        """The parsed document of `blob` at `path`; `texts` holds the blobs not cached."""
         cached = self._documents.get(blob)
         if cached is None:
             if len(self._documents) >= self._max:
                 self._documents.clear()
-            cached = parse_document(read(blob), path, self._parse)
+            cached = parse_document(texts[blob], path, self._parse)
             self._documents[blob] = cached
             self.parsed += 1
         return cached.at(path)
@@ -60,7 +66,7 @@ class DocumentCache:
             return RepoPolicy()
         cached = self._policies.get(blob)
         if cached is None:
-            cached = parse_policy(read(blob), path)
+            cached = parse_policy(read([blob])[blob], path)
             self._policies[blob] = cached
         return cached
 
@@ -74,11 +80,14 @@ def load_snapshot(snapshot: Snapshot, read: BlobReader, cache: DocumentCache) ->
         policy = found
     else:
         policy, issues = RepoPolicy(), list(found)
-    documents = [
-        cache.document(path, blob, read)
+    selected = [
+        (path, blob)
         for path, blob in snapshot.files.items()
         if path != policy_path and policy.is_config_path(snapshot.relative(path))
     ]
+    missing = cache.missing([blob for _, blob in selected])
+    texts = read(missing) if missing else {}
+    documents = [cache.document(path, blob, texts) for path, blob in selected]
     desired = load_desired(
         documents, commit=snapshot.commit, policy=policy, parse=cache.parse, issues=issues
     )

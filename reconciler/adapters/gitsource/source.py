@@ -62,4 +62,4 @@ class GitSource:
 
     def load(self, snapshot: Snapshot) -> LoadedSnapshot:
         """The desired state of `snapshot`; parses only blobs not seen before."""
-        return load_snapshot(snapshot, self.mirror.read_blob, self.cache)
+        return load_snapshot(snapshot, self.mirror.read_blobs, self.cache)
