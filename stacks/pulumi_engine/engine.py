@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -46,6 +45,7 @@ from stacks.protocol import (
 )
 from stacks.pulumi_engine.command import CancellablePulumiCommand, load_command
 from stacks.pulumi_engine.events import StepCollector
+from stacks.pulumi_engine.settings import PulumiSettings
 from stacks.running import StackRunner
 
 PROJECT = "dockyard"
@@ -61,24 +61,6 @@ class ProgramBuilder(Protocol):
 
 
 _INLINE_ERROR = "python inline source runtime error:"
-
-
-@dataclass(frozen=True, slots=True)
-class PulumiSettings:
-    """How to run Pulumi here; `passphrase` and `env` are never shown (repr=False)."""
-
-    data_dir: Path
-    programs: ProgramSettings
-    passphrase: str = field(repr=False)
-    backend_url: str | None = None
-    pulumi_root: Path | None = None
-    search_path: str | None = None
-    max_parallel: int = 4
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-    @property
-    def state_url(self) -> str:
-        return self.backend_url or (self.data_dir / "pulumi" / "state").as_uri()
 
 
 def _noop_program() -> None:

@@ -27,7 +27,8 @@ def fake_pulumi_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def pulumi_engine(tmp_path: Path, fake_pulumi_root: Path) -> Iterator[object]:
-    from stacks.pulumi_engine.engine import PulumiEngine, PulumiSettings
+    from stacks.pulumi_engine.engine import PulumiEngine
+    from stacks.pulumi_engine.settings import PulumiSettings
     from tests.stacks.programs import SETTINGS
 
     settings = PulumiSettings(

@@ -132,7 +132,7 @@ async def test_failing_program_reported_with_file_and_name(
     tmp_path: Path, fake_pulumi_root: Path
 ) -> None:
     from stacks.programs.registry import Program
-    from stacks.pulumi_engine.engine import PulumiSettings
+    from stacks.pulumi_engine.settings import PulumiSettings
     from tests.stacks.programs import SETTINGS
 
     def broken(*_: Any, **__: Any) -> Program:

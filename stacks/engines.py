@@ -1,0 +1,116 @@
+"""The engines a server runs, and which one handles (or blocks) a resource.
+
+The reconciler builds one `Engines` at start-up (`build_engines`) and asks it:
+
+- `blocked_reason(kind, spec)`: None, or the message the plan shows for a resource no
+  engine can handle here (unsupported backend, no Pulumi CLI, no Pulumi SDK);
+- `for_resource(resource)`: the engine to call, or `StackUnsupported`/`StackUnavailable`.
+
+The Pulumi engine is built on first need, so a server with only local and SSH resources
+never imports Pulumi (the optional `pulumi` extra, ~650 MB and ~2 s of imports).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from stacks.local import LocalEngine, LocalSettings
+from stacks.protocol import (
+    Availability,
+    Engine,
+    EngineName,
+    StackOutputs,
+    StackPlan,
+    StackResource,
+    StackUnavailable,
+    StackUnsupported,
+    select_engine,
+)
+from stacks.pulumi_engine.settings import PulumiSettings
+
+NO_SDK = (
+    "Pulumi SDK not installed: install dockyard[pulumi] and the Pulumi CLI "
+    "(https://www.pulumi.com/docs/install/) or use SSH/local fleets"
+)
+NOT_CONFIGURED = "Pulumi engine not configured: set a state passphrase for cloud resources"
+
+
+class UnavailableEngine:
+    """Stands in for an engine that cannot run here; every operation says why."""
+
+    def __init__(self, name: EngineName, message: str) -> None:
+        self.name: EngineName = name
+        self._message = message
+
+    def available(self) -> Availability:
+        return Availability(False, self._message)
+
+    async def preview(self, resource: StackResource) -> StackPlan:
+        raise StackUnavailable(self._message)
+
+    async def up(self, resource: StackResource) -> StackOutputs:
+        raise StackUnavailable(self._message)
+
+    async def refresh(self, resource: StackResource) -> StackPlan:
+        raise StackUnavailable(self._message)
+
+    async def destroy(self, resource: StackResource) -> None:
+        raise StackUnavailable(self._message)
+
+
+class Engines:
+    """The local engine plus a lazily built cloud engine."""
+
+    def __init__(self, local: Engine, cloud: Callable[[], Engine]) -> None:
+        self.local = local
+        self._cloud_factory = cloud
+        self._cloud: Engine | None = None
+        self._guard = threading.Lock()
+
+    @property
+    def pulumi(self) -> Engine:
+        with self._guard:
+            if self._cloud is None:
+                self._cloud = self._cloud_factory()
+            return self._cloud
+
+    def _engine(self, name: EngineName) -> Engine:
+        return self.local if name == "local" else self.pulumi
+
+    def blocked_reason(self, kind: str, spec: Mapping[str, Any]) -> str | None:
+        """None when an available engine handles the resource, else the plan's message."""
+        choice = select_engine(kind, spec)
+        if choice.engine is None:
+            return choice.message
+        availability = self._engine(choice.engine).available()
+        return None if availability else availability.message
+
+    def for_resource(self, resource: StackResource) -> Engine:
+        choice = select_engine(resource.kind, resource.spec)
+        if choice.engine is None:
+            raise StackUnsupported(f"{resource.label}: {choice.message}")
+        engine = self._engine(choice.engine)
+        availability = engine.available()
+        if not availability:
+            raise StackUnavailable(availability.message)
+        return engine
+
+
+def _pulumi_factory(settings: PulumiSettings | None) -> Callable[[], Engine]:
+    def build() -> Engine:
+        if settings is None:
+            return UnavailableEngine("pulumi", NOT_CONFIGURED)
+        try:
+            from stacks.pulumi_engine.engine import PulumiEngine
+        except ImportError:
+            return UnavailableEngine("pulumi", NO_SDK)
+        return PulumiEngine.create(settings)
+
+    return build
+
+
+def build_engines(local: LocalSettings, pulumi: PulumiSettings | None) -> Engines:
+    """The engines of a server; `pulumi=None` when no passphrase is configured."""
+    return Engines(LocalEngine(local), _pulumi_factory(pulumi))
