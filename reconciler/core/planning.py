@@ -48,7 +48,8 @@ def plan(
     if not errors and desired.config_files == 0 and not policy.allow_empty:
         errors.append(empty_snapshot_issue(policy))
     if errors:
-        return Plan(commit=desired.commit, base=base, errors=tuple(sorted(set(errors))))
+        unique = sorted(set(errors), key=_issue_order)
+        return Plan(commit=desired.commit, base=base, errors=tuple(unique))
     live = {r.key: r for r in observed.resources if r.project == desired.project}
     actions = [plan_desired(resource, live.get(resource.key)) for resource in desired.resources]
     wanted = {resource.key for resource in desired.resources}
@@ -57,6 +58,10 @@ def plan(
     )
     actions += [plan_removed(resource, policy) for resource in removed]
     return Plan(commit=desired.commit, base=base, actions=order_actions(actions))
+
+
+def _issue_order(issue: ConfigIssue) -> tuple[str, int, int, str, str]:
+    return (issue.path, issue.line or 0, issue.column or 0, issue.field or "", issue.message)
 
 
 def empty_snapshot_issue(policy: RepoPolicy) -> ConfigIssue:

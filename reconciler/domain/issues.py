@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class ConfigIssue:
     """One problem: file path (repo-relative), 1-based line/column when known, the field."""
 

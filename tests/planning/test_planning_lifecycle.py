@@ -152,6 +152,21 @@ def test_any_issue_yields_errors_and_no_actions() -> None:
     assert not result.ok
 
 
+def test_errors_are_sorted_by_file_and_line_and_deduplicated() -> None:
+    issues = (
+        ConfigIssue("b.dstack.yml", 4, 1, "port", "bad port"),
+        ConfigIssue("a.dstack.yml", None, None, None, "invalid YAML"),
+        ConfigIssue("b.dstack.yml", 2, None, "name", "no name"),
+        ConfigIssue("b.dstack.yml", 4, 1, "port", "bad port"),
+    )
+    result = plan(replace(state(), issues=issues), ObservedState("main"), POLICY)
+    assert [(e.path, e.line) for e in result.errors] == [
+        ("a.dstack.yml", None),
+        ("b.dstack.yml", 2),
+        ("b.dstack.yml", 4),
+    ]
+
+
 def test_an_empty_snapshot_is_an_error_not_a_mass_delete() -> None:
     result = plan(state(files=0), live(deployed(TASK), deployed(FLEET)), POLICY)
     assert result.actions == ()
