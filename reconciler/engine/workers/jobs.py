@@ -259,7 +259,13 @@ class JobsProcessor:
         return update
 
 
-CONFIG = WorkerConfig(kind="jobs", concurrency=40, lease_seconds=30.0, min_interval=2.0)
+CONFIG = WorkerConfig(
+    kind="jobs",
+    concurrency=40,
+    lease_seconds=30.0,
+    min_interval=2.0,
+    idle_backoff=(0.1, 0.25, 0.5, 1.0),
+)
 
 
 def project_secrets(store: Store, data_dir: Path) -> Callable[[str], Mapping[str, str]]:

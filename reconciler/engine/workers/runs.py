@@ -265,7 +265,13 @@ def _job_view(job: Job) -> JobView:
     )
 
 
-CONFIG = WorkerConfig(kind="runs", concurrency=10, lease_seconds=30.0, min_interval=5.0)
+CONFIG = WorkerConfig(
+    kind="runs",
+    concurrency=20,
+    lease_seconds=30.0,
+    min_interval=5.0,
+    idle_backoff=(0.1, 0.25, 0.5, 1.0),
+)
 
 
 def make_process(deps: WorkerDeps, *, stats: RequestStats | None = None) -> Process:
