@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from reconciler.core.planning import plan
 from reconciler.core.policy import PrunePolicy, RepoPolicy
 from reconciler.core.rendering_json import render_json
+from reconciler.core.rendering_markdown import render_markdown
 from reconciler.domain.desired import DesiredResource, DesiredState
 from reconciler.domain.kinds import ResourceKey
 from reconciler.domain.observed import ObservedResource, ObservedState, observe_applied
@@ -121,6 +122,7 @@ def test_same_inputs_give_the_same_plan_byte_for_byte(
     )
     assert render_json(again) == first
     assert render_json(plan(desired, observed, policy)) == first
+    assert render_markdown(again) == render_markdown(plan(desired, observed, policy))
 
 
 @settings(max_examples=200, deadline=None)
