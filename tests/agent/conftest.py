@@ -96,17 +96,19 @@ class AgentApi:
         result: bytes = await wait_for(probe, f"{needle!r} in the log of {job_id}")
         return result
 
-    async def read_log(self, job_id: str, offset: int = 0) -> bytes:
+    async def read_log(self, job_id: str, offset: int = 0, limit: int = 16 * 2**20) -> bytes:
+        """The log from ``offset`` up to its end at the time of the last request."""
         chunks = []
         while True:
             response = await self.http.get(
-                f"/jobs/{job_id}/logs", params={"offset": offset, "limit": 16 * 2**20}
+                f"/jobs/{job_id}/logs", params={"offset": offset, "limit": limit}
             )
             response.raise_for_status()
-            if not response.content:
-                return b"".join(chunks)
+            assert int(response.headers["X-Log-Offset"]) == offset
             chunks.append(response.content)
             offset = int(response.headers["X-Next-Offset"])
+            if len(response.content) < limit:
+                return b"".join(chunks)
 
 
 def _client(port: int) -> httpx.AsyncClient:

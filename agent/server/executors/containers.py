@@ -1,8 +1,12 @@
 """A ``JobSpec`` as Docker container arguments, and the mapped ports back (pure).
 
 Commands are joined as dstack joins them: ``entrypoint [shell, "-c"]`` and one command
-``" && ".join(commands)``. With an explicit ``entrypoint``, ``commands`` are its
-arguments, unjoined. Without either, the image's own entrypoint and command run.
+``" && ".join(commands)``, after ``exec >>/.dockyard/output.log 2>&1;``: the job's log
+file is bind-mounted into the container and the shell writes to it directly, so the log
+holds exactly the bytes written, in order, whether or not an agent runs meanwhile. With
+an explicit ``entrypoint`` (``commands`` are then its arguments, unjoined), or with
+neither, the image's program runs as it is and its output is copied from the engine's
+logs (``dockerlogs.LogFollower``).
 
 Network: ``host`` for a job that has the whole instance; ``bridge`` with each requested
 port published on 127.0.0.1 (a fixed ``host_port``, or a free one the engine picks) when
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, LogConfig
 
 from agent.protocol import JobSpec, NetworkMode, PortMapping
 from agent.server.executors.proctable import MARKER_ENV
@@ -21,13 +25,21 @@ from agent.server.executors.proctable import MARKER_ENV
 LABEL_JOB_ID = "dockyard.job-id"
 LABEL_RUN_NAME = "dockyard.run-name"
 PUBLISH_ADDRESS = "127.0.0.1"
+CONTAINER_LOG = "/.dockyard/output.log"
+# ``local`` keeps bytes as written; the engine keeps up to 400 MB while the agent is away
+LOG_OPTIONS = {"max-size": "100m", "max-file": "4"}
 
 
 def container_name(job_id: str) -> str:
     return f"dockyard-{job_id}"
 
 
-def to_container_kwargs(spec: JobSpec) -> dict[str, Any]:
+def is_logging_to_file(spec: JobSpec) -> bool:
+    """True when the job's shell writes its output to the bind-mounted log file."""
+    return spec.entrypoint is None and bool(spec.commands)
+
+
+def to_container_kwargs(spec: JobSpec, log_path: str) -> dict[str, Any]:
     """Keyword arguments of ``docker.DockerClient.containers.create`` for ``spec``."""
     kwargs: dict[str, Any] = {
         "image": spec.image,
@@ -35,6 +47,7 @@ def to_container_kwargs(spec: JobSpec) -> dict[str, Any]:
         "labels": {**spec.labels, LABEL_JOB_ID: spec.id, LABEL_RUN_NAME: spec.run_name},
         "environment": {**spec.env, MARKER_ENV: spec.id, "DOCKYARD_RUN_NAME": spec.run_name},
         "privileged": spec.privileged,
+        "log_config": LogConfig(type="local", config=LOG_OPTIONS),
         "volumes": {
             volume.host_path: {
                 "bind": volume.container_path,
@@ -46,9 +59,10 @@ def to_container_kwargs(spec: JobSpec) -> dict[str, Any]:
     if spec.entrypoint is not None:
         kwargs["entrypoint"] = spec.entrypoint
         kwargs["command"] = spec.commands or None
-    elif spec.commands:
+    elif is_logging_to_file(spec):
         kwargs["entrypoint"] = [spec.shell, "-c"]
-        kwargs["command"] = [" && ".join(spec.commands)]
+        kwargs["command"] = [f"exec >>{CONTAINER_LOG} 2>&1; " + " && ".join(spec.commands)]
+        kwargs["volumes"][log_path] = {"bind": CONTAINER_LOG, "mode": "rw"}
     if spec.working_dir:
         kwargs["working_dir"] = spec.working_dir
     if spec.user:

@@ -3,8 +3,9 @@
 ``prepare`` pulls the image unless the engine has it (reported as ``pulling`` with the
 fraction of bytes done); ``launch`` creates and starts the container named
 ``dockyard-<job-id>`` and labelled ``dockyard.job-id`` (arguments from
-``containers.to_container_kwargs``); its output is copied to the job's log by a
-``LogFollower``. A restarted agent finds the container by label (``adopt``).
+``containers.to_container_kwargs``). Its output goes to the job's log file: written by
+the container's shell itself when the job has commands, else copied from the engine's
+logs by a ``LogFollower``. A restarted agent finds the container by label (``adopt``).
 
 The SDK is synchronous: short calls run in worker threads, the calls that block for the
 life of a job (wait, log stream) in daemon threads, so that they never hold up the
@@ -31,6 +32,7 @@ from agent.server.executors.base import ExecutorError, Launched, ProgressCallbac
 from agent.server.executors.containers import (
     LABEL_JOB_ID,
     container_name,
+    is_logging_to_file,
     to_container_kwargs,
     to_port_mappings,
 )
@@ -88,10 +90,12 @@ class DockerExecutor:
         await _call(lambda: _pull(self._client(streaming=True), str(spec.image), report))
 
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
+        files.log.chmod(0o622)  # the container's user may not be ours: append, never read
+
         def create() -> tuple[str, dict[str, Any]]:
             client = self._client()
             _remove_stale(client, spec.id)
-            container = client.containers.create(**to_container_kwargs(spec))
+            container = client.containers.create(**to_container_kwargs(spec, str(files.log)))
             container.start()
             container.reload()
             return str(container.id), container.attrs
@@ -172,6 +176,8 @@ class DockerExecutor:
 
     def _follow(self, spec: JobSpec, files: JobFiles, container_id: str) -> None:
         self._containers[spec.id] = container_id
+        if is_logging_to_file(spec):
+            return  # the container writes the log itself
         old = self._followers.pop(spec.id, None)
         if old is not None:
             old.stop()

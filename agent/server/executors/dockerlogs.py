@@ -2,11 +2,19 @@
 
 A ``LogFollower`` runs in a daemon thread: it streams the container's logs with
 timestamps (``follow``) and appends each frame's bytes to ``output.log``. It saves a
-cursor (``log.cursor``: the timestamp of the last frame copied and the log size after
-it) every ``CURSOR_EVERY`` seconds. A follower started by a restarted agent first cuts
+cursor (``log.cursor``: the timestamp of the last frame copied, how many frames copied
+carry that same timestamp, as the pieces of one long line do, and the log size after
+them) every ``CURSOR_EVERY`` seconds. A follower started by a restarted agent first cuts
 the log back to the cursor's size, then asks the engine for frames since the cursor's
-timestamp and skips those not after it: no frame is lost and none is written twice,
+timestamp and skips those the cursor covers: no frame is lost and none is written twice,
 and the bytes after the cut are written again identically, so offsets stay valid.
+Containers log with the ``local`` driver, which keeps bytes as they are (``json-file``
+would replace bytes that are not UTF-8).
+
+Used only for jobs that run an image's own program (see ``containers``). Limits, from the
+engine: it stamps stdout and stderr separately, so a frame on one stream written in the
+same instant as the cursor on the other may be skipped or copied twice after a restart;
+and Docker 20.10 drops the newline that ends a line longer than 16 KiB.
 """
 
 from __future__ import annotations
@@ -30,7 +38,12 @@ CURSOR_EVERY = 0.2
 @dataclass(frozen=True)
 class Cursor:
     timestamp_ns: int = 0
+    same: int = 0  # frames copied with exactly this timestamp
     size: int = 0
+
+    def after(self, stamp: int, length: int) -> Cursor:
+        same = self.same + 1 if stamp == self.timestamp_ns else 1
+        return Cursor(stamp, same, self.size + length)
 
 
 def parse_timestamp_ns(text: str) -> int:
@@ -49,13 +62,13 @@ def split_frame(frame: bytes) -> tuple[int, bytes]:
 def load_cursor(files: JobFiles) -> Cursor:
     try:
         data = json.loads(files.log_cursor.read_text())
-        return Cursor(int(data["timestamp_ns"]), int(data["size"]))
+        return Cursor(int(data["timestamp_ns"]), int(data["same"]), int(data["size"]))
     except (OSError, ValueError, KeyError, TypeError):
         return Cursor()
 
 
 def save_cursor(files: JobFiles, cursor: Cursor) -> None:
-    data = {"timestamp_ns": cursor.timestamp_ns, "size": cursor.size}
+    data = {"timestamp_ns": cursor.timestamp_ns, "same": cursor.same, "size": cursor.size}
     write_atomically(files.log_cursor, json.dumps(data).encode())
 
 
@@ -66,7 +79,7 @@ def rewind_log(files: JobFiles) -> Cursor:
         if log.tell() > cursor.size:
             log.truncate(cursor.size)
         elif log.tell() < cursor.size:  # the log lost bytes: trust the file, not the cursor
-            cursor = Cursor(cursor.timestamp_ns, log.tell())
+            cursor = Cursor(cursor.timestamp_ns, cursor.same, log.tell())
     return cursor
 
 
@@ -103,18 +116,21 @@ class LogFollower:
 
     def _copy(self, cursor: Cursor) -> None:
         saved_at = time.monotonic()
+        skip_before, skip_same = cursor.timestamp_ns, cursor.same
         fd = os.open(self._files.log, os.O_WRONLY | os.O_APPEND)
         try:
             for frame in self._source(cursor.timestamp_ns):
                 if self._stopped.is_set():
                     return
                 stamp, payload = split_frame(frame)
-                if stamp <= cursor.timestamp_ns:
-                    continue
+                if stamp < skip_before or (stamp == skip_before and skip_same > 0):
+                    skip_same -= stamp == skip_before
+                    continue  # copied before the restart
+                skip_before = -1  # from the first new frame on, everything is new
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(fd, view) :]
-                cursor = Cursor(stamp, cursor.size + len(payload))
+                cursor = cursor.after(stamp, len(payload))
                 if time.monotonic() - saved_at > CURSOR_EVERY:
                     save_cursor(self._files, cursor)
                     saved_at = time.monotonic()
