@@ -26,6 +26,15 @@ Loc = tuple[str | int, ...]
 # Keys a model renames before validation: error `loc` name -> names the user may have written.
 _ALIASES: dict[str, tuple[str, ...]] = {"groups": ("replicas",), "replicas": ("count",)}
 _TYPE_LABELS = frozenset({"[key]", "bool", "int", "float", "str", "none", "list", "dict"})
+_EXPECTED = {
+    "GPUSpec": "a GPU spec like `A100:40GB:2`, `24GB..` or a mapping",
+    "CPUSpec": "a CPU spec like `8`, `arm:8..` or a mapping",
+    "MemoryRange": "a memory size or range like `24GB..`",
+    "IntRange": "a count or range like `2..8`",
+    "DiskSpec": "a disk size like `200GB..`",
+    "PortMapping": "a port like `8080` or `80:8080`",
+    "FleetNodesSpec": "a node count or range like `0..4`",
+}
 _PATTERNS = {
     r"^[a-z][a-z0-9-]{1,40}$": "use 2-41 lowercase letters, digits or `-`, starting with a letter",
     r"^[a-z0-9][a-z0-9-]{0,39}$": "use 1-40 lowercase letters, digits or `-`",
@@ -142,6 +151,10 @@ def _message(
         expected = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
         hint = _suggest(str(given), expected) if isinstance(given, str) else None
         return f"{_sentence(msg)} (got {given!r})", hint
+    if kind in ("model_type", "model_attributes_type"):
+        class_name = str((error.get("ctx") or {}).get("class_name", ""))
+        expected = _EXPECTED.get(class_name, "a mapping")
+        return f"expected {expected}, got {error.get('input')!r}", None
     if kind == "string_pattern_mismatch":
         pattern = str((error.get("ctx") or {}).get("pattern", ""))
         if pattern in _PATTERNS:

@@ -94,7 +94,8 @@ class PresetPromptFile(StrictModel):
 
 
 def _prompt_kind(value: Any) -> str:
-    return "~text" if isinstance(value, str) else "~file"
+    is_text = isinstance(value, str | int | float) and not isinstance(value, bool)
+    return "~text" if is_text else "~file"
 
 
 def _model_not_required(schema: dict[str, Any]) -> None:
