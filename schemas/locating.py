@@ -153,8 +153,8 @@ def _message(
         return f"{_sentence(msg)} (got {given!r})", hint
     if kind in ("model_type", "model_attributes_type"):
         class_name = str((error.get("ctx") or {}).get("class_name", ""))
-        expected = _EXPECTED.get(class_name, "a mapping")
-        return f"expected {expected}, got {error.get('input')!r}", None
+        wanted = _EXPECTED.get(class_name, "a mapping")
+        return f"expected {wanted}, got {error.get('input')!r}", None
     if kind == "string_pattern_mismatch":
         pattern = str((error.get("ctx") or {}).get("pattern", ""))
         if pattern in _PATTERNS:
