@@ -32,6 +32,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "secret",
     "validate",
     "schema",
+    "offer",
 )
 
 

@@ -4,6 +4,7 @@ from stacks.catalog import load_catalog, requirements_from_spec, find_offers
 offers = find_offers(requirements_from_spec(fleet_spec), load_catalog())
 """
 
+from stacks.catalog.listing import describe_resources, list_offers
 from stacks.catalog.matching import (
     GROUP_KEYS,
     CatalogRow,
@@ -21,8 +22,10 @@ __all__ = [
     "OfferGroup",
     "Range",
     "Requirements",
+    "describe_resources",
     "find_offers",
     "group_offers",
+    "list_offers",
     "load_catalog",
     "parse_catalog",
     "parse_range",
