@@ -14,12 +14,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from reconciler.adapters.db import Store, resolve_db_url
+from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.cli.config import ProjectConfig, add_project, load_projects
 from reconciler.ports import Controller
@@ -28,6 +30,7 @@ from reconciler.web.app import create_app
 from reconciler.web.auth import token_authorizer
 from reconciler.web.bootstrap import ensure_admin
 from reconciler.web.database import Database
+from reconciler.web.forwarding import OpenTunnel
 from reconciler.web.proxy import ServiceProxy
 from reconciler.web.proxy_stats import RequestStats
 
@@ -50,6 +53,20 @@ def load_controller(settings: Settings, store: Store, stats: RequestStats) -> Co
     from reconciler.engine.controller import build_controller
 
     return build_controller(settings, store, stats=stats)
+
+
+def build_tunnel_opener(controller: Controller) -> OpenTunnel | None:
+    """`open(instance, port)` over the engine's SSH tunnel pool (None without one)."""
+    agents = getattr(controller, "agents", None)
+    pool = getattr(controller, "pool", None)
+    if agents is None or pool is None:
+        return None
+
+    async def open_tunnel(instance: Instance, port: int) -> tuple[Any, Any]:
+        target = agents.address(instance).target
+        return await pool.open_stream(target, "127.0.0.1", port)  # type: ignore[no-any-return]
+
+    return open_tunnel
 
 
 def build_proxy(
@@ -94,6 +111,7 @@ def build_server(
         controller = load_controller(settings, store, stats)
     app = create_app(
         proxy=build_proxy(controller, store, db, stats),
+        open_tunnel=build_tunnel_opener(controller),
         settings=settings,
         db=db,
         controller=controller,

@@ -44,6 +44,7 @@ class Client:
     ) -> None:
         self.url = url.rstrip("/")
         self.project = project
+        self.token = token
         self._http = httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {token}", "X-API-VERSION": "1"},

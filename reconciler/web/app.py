@@ -26,6 +26,7 @@ from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import SecretBox, WebContext, get_context
 from reconciler.web.database import Database
 from reconciler.web.errors import install_error_handlers
+from reconciler.web.forwarding import OpenTunnel, build_forward_router
 from reconciler.web.gate import TokenGate
 from reconciler.web.metrics import Metrics
 from reconciler.web.routes_capacity import build_capacity_router
@@ -69,6 +70,7 @@ def create_app(
     secrets: SecretBox,
     clock: Clock,
     proxy: ASGIApp | None = None,
+    open_tunnel: OpenTunnel | None = None,
     start_controller: bool = True,
 ) -> FastAPI:
     context = WebContext(
@@ -111,6 +113,7 @@ def create_app(
         build_project_router(),
         build_deliveries_router(),
         build_webhooks_router(),
+        build_forward_router(open_tunnel),
     ):
         app.include_router(router)
     _add_openapi_route(app)

@@ -37,6 +37,8 @@ def _provisioning(instance: Instance | None) -> dict[str, Any] | None:
         "instance_id": instance.id,
         "instance_name": instance.name,
         "hostname": instance.hostname,
+        "ssh_port": instance.ssh_port,
+        "ssh_user": instance.ssh_user,
         "backend": instance.backend,
         "region": instance.region,
         "instance_type": instance.instance_type,
