@@ -126,3 +126,31 @@ async def test_no_capacity_names_the_requirement(h: Harness) -> None:
     [job] = h.jobs_of(run.id)
     assert job.termination_reason == "failed_to_start_due_to_no_capacity"
     assert "gpu" in job.status_message and "H100" in job.status_message
+
+
+async def test_dev_environment_runs_init_and_stays_up(h: Harness) -> None:
+    run = h.submit("type: dev-environment\nname: dev\nide: vscode\ninit:\n  - echo initialized\n")
+    await h.until(lambda: _status(h, run) == "running" and "initialized" in h.log_text(run))
+    [job] = h.jobs_of(run.id)
+    assert job.status == "running"
+    h.store.update(
+        Run, run.id, status="terminating", termination_reason="stopped_by_user", due_at=None
+    )
+    await h.until(lambda: _status(h, run) == "terminated")
+
+
+async def test_dev_environment_stopped_outside_is_started_again(h: Harness) -> None:
+    run = h.submit("type: dev-environment\nname: devheal\nide: vscode\n")
+    await h.until(lambda: _status(h, run) == "running")
+    [job] = h.jobs_of(run.id)
+    # someone stops it on the host, behind Dockyard's back
+    client = h.agents.client(h.instance)
+    await client.stop(job.agent_job_id or job.id, grace=0, force=True)
+    await h.until(lambda: len(h.jobs_of(run.id)) == 2 and h.jobs_of(run.id)[1].status == "running")
+    first, second = h.jobs_of(run.id)
+    assert first.termination_reason == "terminated_by_server"
+    assert second.submission_num == 1
+    h.store.update(
+        Run, run.id, status="terminating", termination_reason="stopped_by_user", due_at=None
+    )
+    await h.until(lambda: _status(h, run) == "terminated")

@@ -1,0 +1,27 @@
+"""Pure helpers for dev environments: the IDE link and the SSH alias a user connects with.
+
+`dockyard attach` and the Run JSON (`reconciler.web`) show the link; the SSH alias is the
+run's name, written to `~/.dockyard/ssh/config` by `attach`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_IDE_SCHEMES = {"vscode": "vscode", "cursor": "cursor", "windsurf": "windsurf"}
+DEFAULT_WORKING_DIR = "/workflow"
+
+
+def ide_link(spec: Mapping[str, Any], run_name: str, working_dir: str | None = None) -> str | None:
+    """`vscode://vscode-remote/ssh-remote+<run>/<working_dir>` (likewise cursor, windsurf).
+
+    None when the dev environment has no `ide` (SSH only) or an IDE without such links.
+    """
+    scheme = _IDE_SCHEMES.get(str(spec.get("ide") or ""))
+    if scheme is None:
+        return None
+    path = working_dir or str(spec.get("working_dir") or DEFAULT_WORKING_DIR)
+    if not path.startswith("/"):
+        path = "/" + path
+    return f"{scheme}://vscode-remote/ssh-remote+{run_name}{path}"

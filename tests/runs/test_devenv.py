@@ -1,0 +1,18 @@
+"""IDE links of dev environments (reconciler.core.devenv)."""
+
+from __future__ import annotations
+
+from reconciler.core.devenv import ide_link
+
+
+def test_links_per_ide() -> None:
+    assert ide_link({"ide": "vscode"}, "dev", "/w") == "vscode://vscode-remote/ssh-remote+dev/w"
+    assert ide_link({"ide": "cursor"}, "dev", "/w") == "cursor://vscode-remote/ssh-remote+dev/w"
+    assert ide_link({"ide": "windsurf", "working_dir": "/src"}, "dev") == (
+        "windsurf://vscode-remote/ssh-remote+dev/src"
+    )
+
+
+def test_no_ide_no_link() -> None:
+    assert ide_link({}, "dev") is None
+    assert ide_link({"ide": "zed"}, "dev") is None
