@@ -196,7 +196,9 @@ async def test_binary_output_and_metrics(
     await dagent.wait_finished(job_id)
 
 
+@pytest.mark.parametrize("logging", ["file", "engine"])
 async def test_agent_killed_container_readopted_and_logs_exactly_once(
+    logging: str,
     agent_process: AgentProcess,
     docker_engine: DockerEngine,
     docker_client: docker.DockerClient,
@@ -207,7 +209,12 @@ async def test_agent_killed_container_readopted_and_logs_exactly_once(
     shared = tmp_path / "shared"
     shared.mkdir()
     script = "i=0; while [ ! -e /w/go ]; do i=$((i+1)); echo line-$i; sleep 0.01; done; exit 4"
-    spec = docker_job(docker_engine, tmp_path, id=job_id, commands=[script])
+    if logging == "file":  # joined commands: the container writes the log file itself
+        spec = docker_job(docker_engine, tmp_path, id=job_id, commands=[script])
+    else:  # the image's program: the agent copies the engine's log
+        spec = docker_job(
+            docker_engine, tmp_path, id=job_id, entrypoint=["sh", "-c"], commands=[script]
+        )
     spec["volumes"] = [{"host_path": str(shared), "container_path": "/w"}]
     api = await agent_process.start()
     try:
