@@ -24,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import select
 
-from reconciler.adapters.db.models import Project, Reconcile
+from reconciler.adapters.db.models import Fleet, Instance, Project, Reconcile
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.planning import plan as plan_actions
@@ -44,7 +44,7 @@ from reconciler.core.reconcile_status import (
 )
 from reconciler.core.rendering_json import to_json_dict
 from reconciler.domain.desired import DesiredState
-from reconciler.domain.plan import Plan
+from reconciler.domain.plan import Action, Plan
 from reconciler.engine.applying import ApplyContext, apply_action
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.engine.previewing import Previewer
@@ -119,6 +119,7 @@ class Reconciler:
         hint: Callable[[WorkKind], None],
         reporter: Reporter | None = None,
         retry: Callable[[str, float], None] | None = None,
+        capacity_wait: float = 120.0,
     ) -> None:
         self._store = store
         self._source = source
@@ -126,6 +127,7 @@ class Reconciler:
         self._hint = hint
         self._reporter: Reporter = reporter or NoReporter()
         self._retry = retry
+        self._capacity_wait = capacity_wait
 
     async def process(self, reconcile_id: str, lock_token: str) -> float | None:
         """The `reconciles` worker callback: one full pass of one reconcile row."""
@@ -175,11 +177,41 @@ class Reconciler:
             )
             return verdict, plan
         await self._stage(row, Stage.APPLY)
-        results = await asyncio.to_thread(self._apply, row, plan)
+        results = await self._apply_in_order(row, plan)
         if results is None:
             error = "superseded: a newer reconcile of this project has applied; nothing applied"
             return Conclusion(ReconcileStatus.ABORTED, last_applied, error), plan
         return conclude(attempted=commit, last_applied=last_applied, results=results), plan
+
+    async def _apply_in_order(self, row: Reconcile, plan: Plan) -> list[ActionResult] | None:
+        """Capacity first; runs once the capacity they may land on is up (or after a wait).
+
+        A job placed while its fleet is still being provisioned would find no instance; so
+        when this plan creates or changes capacity, the runs are applied in a second
+        transaction after the fleets are active and their instances answered (at most
+        `capacity_wait` seconds). A crash in between leaves a plan whose capacity part is a
+        no-op and whose run part is applied by the next pass.
+        """
+        capacity = [a for a in plan.actions if not a.kind.is_run]
+        runs = [a for a in plan.actions if a.kind.is_run]
+        if not any(a.action.changes for a in capacity):
+            return await asyncio.to_thread(self._apply, row, plan.actions)
+        first = await asyncio.to_thread(self._apply, row, capacity)
+        if first is None:
+            return None
+        if any(a.action.changes for a in runs):
+            await self._wait_for_capacity(row.project_id)
+        second = await asyncio.to_thread(self._apply, row, runs)
+        return None if second is None else [*first, *second]
+
+    async def _wait_for_capacity(self, project_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._capacity_wait
+        while await asyncio.to_thread(capacity_in_flight, self._store, project_id):
+            if loop.time() >= deadline:
+                log.warning("capacity of project %s still provisioning; applying runs", project_id)
+                return
+            await asyncio.sleep(0.1)
 
     def _project_name(self, project_id: str) -> str:
         project = self._store.get(Project, project_id)
@@ -187,8 +219,8 @@ class Reconciler:
             raise PermanentError(f"project {project_id} no longer exists")
         return project.name
 
-    def _apply(self, row: Reconcile, plan: Plan) -> list[ActionResult] | None:
-        """Apply the whole plan in one transaction; None when a newer pass got there first."""
+    def _apply(self, row: Reconcile, actions: Sequence[Action]) -> list[ActionResult] | None:
+        """Apply actions in one transaction; None when a newer pass got there first."""
         with self._store.writing() as session:
             lock = select(Project).where(Project.id == row.project_id).with_for_update()
             session.execute(lock)
@@ -198,9 +230,9 @@ class Reconciler:
                 session=session,
                 project_id=row.project_id,
                 now=self._store.now(),
-                commit=plan.commit,
+                commit=row.attempted_revision,
             )
-            results = [apply_action(ctx, action) for action in plan.actions]
+            results = [apply_action(ctx, action) for action in actions]
         for kind in sorted(ctx.hints):
             self._hint(kind)
         return results
@@ -252,3 +284,24 @@ def _failed(outcome: Outcome) -> Conclusion:
     if outcome.verdict in (Verdict.RETRY, Verdict.WAIT):
         status = ReconcileStatus.ABORTED
     return Conclusion(status, None, outcome.event)
+
+
+def capacity_in_flight(store: Store, project_id: str) -> bool:
+    """Whether a fleet of the project is being provisioned or an instance is not up yet."""
+    with store.reading() as session:
+        fleet = session.scalars(
+            select(Fleet.id).where(
+                Fleet.project_id == project_id,
+                Fleet.deleted.is_(False),
+                Fleet.status == "submitted",
+            )
+        ).first()
+        if fleet is not None:
+            return True
+        instance = session.scalars(
+            select(Instance.id).where(
+                Instance.project_id == project_id,
+                Instance.status.in_(["pending", "provisioning"]),
+            )
+        ).first()
+        return instance is not None

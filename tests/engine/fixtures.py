@@ -99,6 +99,7 @@ def make_rig(tmp_path: Path, engines: dict[EngineName, Engine] | None = None) ->
         previewer=Previewer(engines if engines is not None else {"local": local}),
         hint=hints.append,
         retry=lambda project_id, delay: retries.append((project_id, delay)),
+        capacity_wait=0.0,
     )
     worker = Worker(
         WorkerConfig(kind="reconciles", concurrency=1),

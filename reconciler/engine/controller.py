@@ -1,0 +1,304 @@
+"""The runtime the server runs: workers, timers and the reconcile queue behind `Controller`.
+
+`build_controller(settings, store)` is the composition of the engine (called by
+`reconciler.app`): one SSH tunnel pool and agent directory shared by every worker (and by
+the service proxy, through `controller.agents`), the stacks engines, the local agent
+starter and the SSH deployer, the git source of the config repo, the `Reconciler`, one
+`Worker` per kind and the apscheduler timers. `EngineController` implements
+`reconciler.ports.Controller`: every method is quick — it queues, hints or runs one short
+transaction in a thread; the workers do the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import importlib
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from dataclasses import replace as dataclasses_replace
+from pathlib import Path
+from typing import Any
+
+from agent.bundle import Bundle, build_bundle
+from agent.deploy import deploy_agent
+from agent.local import ensure_client_key, ensure_local_agent
+from agent.tunnel import SSHTarget, TunnelPool
+from reconciler.adapters.db.models import Project
+from reconciler.adapters.db.store import Store
+from reconciler.adapters.db.workleasing import StoreLeasing
+from reconciler.adapters.gitsource.remotes import location_from_env
+from reconciler.adapters.gitsource.source import GitSource
+from reconciler.core.rendering_json import action_to_dict
+from reconciler.engine import unmanaged
+from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.previewing import Previewer
+from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
+from reconciler.engine.triggers import Timers, queue_reconcile
+from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
+from reconciler.engine.workers import LocalAgent, WorkerDeps, WorkerTimings
+from reconciler.ports import Trigger, WorkKind
+from reconciler.settings import Settings
+from schemas import parse_config
+from stacks.local import LocalEngine, LocalSettings
+from stacks.protocol import Engine, EngineName
+
+log = logging.getLogger(__name__)
+
+WORKER_MODULES: Mapping[WorkKind, str] = {
+    "runs": "runs",
+    "jobs": "jobs",
+    "instances": "instances",
+    "fleets": "fleets",
+    "volumes": "volumes",
+    "gateways": "gateways",
+}
+RECONCILES = WorkerConfig(kind="reconciles", concurrency=2, lease_seconds=120.0, min_interval=0.0)
+
+
+@dataclass
+class Runtime:
+    """What the controller drives; built by `build_controller` (or by tests)."""
+
+    store: Store
+    deps: WorkerDeps
+    reconciler: Reconciler | None
+    projects: set[str]
+    fetch_interval: float
+    workers: dict[WorkKind, Worker] = field(default_factory=dict)
+
+
+class EngineController:
+    """`reconciler.ports.Controller` over the engine's workers; see the module docstring."""
+
+    def __init__(self, runtime: Runtime, *, pool: TunnelPool | None = None) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.agents = runtime.deps.agents
+        self.pool = pool
+        self.timers = Timers(self._timer_request, fetch_interval=runtime.fetch_interval)
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for worker in self.runtime.workers.values():
+            await worker.start()
+        if self.runtime.reconciler is not None:
+            self.timers.start(self.runtime.projects)
+            for project in sorted(self.runtime.projects):
+                await self.request_reconcile(project, trigger="startup")
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self.timers.stop()
+        await asyncio.gather(*(w.stop() for w in self.runtime.workers.values()))
+        await self.agents.aclose()
+        if self.pool is not None:
+            await self.pool.close()
+
+    def hint(self, kind: WorkKind) -> None:
+        worker = self.runtime.workers.get(kind)
+        if worker is not None:
+            worker.hint()
+
+    # -- reconciles ------------------------------------------------------------------------
+
+    async def request_reconcile(
+        self,
+        project: str,
+        *,
+        trigger: Trigger,
+        delivery_id: str | None = None,
+        revision: str | None = None,
+    ) -> str:
+        reconcile_id = await asyncio.to_thread(
+            queue_reconcile,
+            self.store,
+            project,
+            trigger=trigger,
+            delivery_id=delivery_id,
+            revision=revision,
+        )
+        self.hint("reconciles")
+        return reconcile_id
+
+    async def _timer_request(self, project: str) -> None:
+        await self.request_reconcile(project, trigger="timer")
+
+    def retry_later(self, project_id: str, delay: float) -> None:
+        """The reconciler's retry hook: queue the branch head again after `delay`."""
+        project = self.store.get(Project, project_id)
+        if project is not None:
+            self.timers.retry_later(project.name, delay)
+
+    # -- unmanaged (CLI) -------------------------------------------------------------------
+
+    async def plan_unmanaged(
+        self, project: str, *, text: str, path: str, user: str
+    ) -> dict[str, Any]:
+        def plan() -> dict[str, Any]:
+            action = unmanaged.plan_one(self.store, project, text=text, path=path, user=user)
+            offers = unmanaged.offers_for(self.store, project, action)
+            return {**action_to_dict(action), "offers": offers}
+
+        return await asyncio.to_thread(plan)
+
+    async def apply_unmanaged(
+        self, project: str, *, text: str, path: str, user: str, force: bool
+    ) -> dict[str, Any]:
+        plan, hints = await asyncio.to_thread(
+            unmanaged.apply_one, self.store, project, text=text, path=path, user=user, force=force
+        )
+        for kind in sorted(hints):
+            self.hint(kind)
+        return plan
+
+    async def stop_run(self, project: str, name: str, *, abort: bool) -> None:
+        if await asyncio.to_thread(unmanaged.stop_run, self.store, project, name, abort=abort):
+            self.hint("runs")
+
+    async def delete_resource(self, project: str, kind: str, name: str) -> None:
+        hinted = await asyncio.to_thread(unmanaged.delete_resource, self.store, project, kind, name)
+        self.hint(hinted)
+
+
+# -- composition ----------------------------------------------------------------------------
+
+
+def make_workers(
+    deps: WorkerDeps, reconciler: Reconciler | None, *, stats: Any = None
+) -> dict[WorkKind, Worker]:
+    """One worker per kind whose module is present (runs/jobs come from their own modules)."""
+    leasing = StoreLeasing(deps.store.leases, make_lease=Lease)
+    workers: dict[WorkKind, Worker] = {}
+    for kind, module_name in WORKER_MODULES.items():
+        try:
+            module = importlib.import_module(f"reconciler.engine.workers.{module_name}")
+        except ModuleNotFoundError:
+            log.warning("no %s worker in this build", kind)
+            continue
+        kwargs = {"stats": stats} if kind == "runs" and stats is not None else {}
+        process: Process = module.make_process(deps, **kwargs)
+        config: WorkerConfig = getattr(module, "CONFIG", WorkerConfig(kind=kind))
+        workers[kind] = Worker(config, leasing=leasing, process=process)
+    if reconciler is not None:
+        workers["reconciles"] = Worker(RECONCILES, leasing=leasing, process=reconciler.process)
+    return workers
+
+
+def _hinter(runtime: Runtime) -> Any:
+    def hint(kind: WorkKind) -> None:
+        worker = runtime.workers.get(kind)
+        if worker is not None:
+            worker.hint()
+
+    return hint
+
+
+def local_engines(settings: Settings) -> dict[EngineName, Engine]:
+    """The engines of this server: the local engine, and Pulumi when installed."""
+    local = LocalEngine(
+        LocalSettings(
+            data_dir=settings.data_dir,
+            user=getpass.getuser(),
+            proxy_url=f"{settings.public_url}/proxy/services",
+        )
+    )
+    engines: dict[EngineName, Engine] = {"local": local}
+    try:
+        pulumi = importlib.import_module("stacks.pulumi")
+    except ModuleNotFoundError:
+        return engines
+    build = getattr(pulumi, "build_engine", None)
+    if build is not None:
+        engines["pulumi"] = build(settings.data_dir)
+    return engines
+
+
+@dataclass
+class _AgentSetup:
+    """The local agent starter and the SSH deployer, sharing the pool and the server key."""
+
+    data_dir: Path
+    key: Path
+    pool: TunnelPool
+    bundle: Bundle | None = None
+
+    async def local(self) -> LocalAgent:
+        agent = await ensure_local_agent(self.data_dir, self.key, self.pool)
+        return LocalAgent(
+            hostname=agent.target.hostname,
+            ssh_port=agent.ssh_port,
+            ssh_user=agent.target.user,
+            agent_port=agent.agent_port,
+        )
+
+    async def deploy(self, target: SSHTarget) -> int:
+        if self.bundle is None:
+            self.bundle = await asyncio.to_thread(build_bundle, self.data_dir / "bundles")
+        deployed = await deploy_agent(self.pool, target, self.bundle)
+        return deployed.agent_port
+
+
+def build_controller(
+    settings: Settings,
+    store: Store,
+    *,
+    source: ConfigSource | None = None,
+    engines: Mapping[EngineName, Engine] | None = None,
+    reporter: Reporter | None = None,
+    stats: Any = None,
+    timings: WorkerTimings | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EngineController:
+    """The engine's runtime for `settings` (see the module docstring)."""
+    data_dir = settings.data_dir
+    pool = TunnelPool()
+    key = ensure_client_key(data_dir / "ssh" / "id_ed25519")
+    agents = _AgentSetup(data_dir, key, pool)
+    runtime = Runtime(
+        store=store,
+        deps=WorkerDeps(
+            store=store,
+            clock=store.clock,
+            hint=lambda kind: None,
+            agents=AgentDirectory(pool, identity_file=str(key)),
+            data_dir=data_dir,
+            engines=dict(engines) if engines is not None else local_engines(settings),
+            local_agent=agents.local,
+            ssh_deployer=agents.deploy,
+            timings=timings or WorkerTimings(),
+        ),
+        reconciler=None,
+        projects={settings.project} if settings.repo or source else set(),
+        fetch_interval=settings.fetch_interval,
+    )
+    runtime.deps = dataclasses_replace(runtime.deps, hint=_hinter(runtime))
+    controller = EngineController(runtime, pool=pool)
+    if source is None and settings.repo:
+        location = location_from_env(
+            settings.repo,
+            branch=settings.branch,
+            subdir=settings.path,
+            environ=os.environ if environ is None else environ,
+        )
+        source = GitConfigSource(GitSource(location, data_dir=data_dir, parse=parse_config))
+    if source is not None:
+        runtime.reconciler = Reconciler(
+            store,
+            source,
+            previewer=Previewer(runtime.deps.engines),
+            hint=runtime.deps.hint,
+            reporter=reporter,
+            retry=controller.retry_later,
+        )
+    runtime.workers = make_workers(runtime.deps, runtime.reconciler, stats=stats)
+    return controller

@@ -1,0 +1,199 @@
+"""Ad-hoc work from the CLI (`dockyard apply -f`, `stop`, `delete`): unmanaged resources.
+
+A configuration posted by the CLI is planned like a file of the config repo — the same
+pure planner, the same in-place rules — and applied through the same `applying` code, but
+its origin is `cli:<user>` and GitOps never prunes it. The differences:
+
+- a resource the config repo owns (`git:` origin) cannot be changed from the CLI: the
+  plan is `blocked` and says to change the file in the repo instead;
+- a resource of `cli:` origin is the CLI's own: it is updated or replaced like any other;
+- `force` re-submits a run even when nothing changed (dstack's `apply --force`).
+
+Everything here is synchronous and short (one transaction); the controller runs it in a
+thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import select
+
+from reconciler.adapters.db.models import Run
+from reconciler.adapters.db.store import Store
+from reconciler.core.jobspecs import requirements_of
+from reconciler.core.planning import plan_desired
+from reconciler.core.rendering_json import action_to_dict
+from reconciler.core.scheduling import static_mismatch
+from reconciler.domain.desired import DesiredResource
+from reconciler.domain.kinds import Kind
+from reconciler.domain.observed import to_git_origin
+from reconciler.domain.plan import Action, ActionKind
+from reconciler.engine.applying import (
+    DELETING,
+    FINISHED_RUNS,
+    ApplyContext,
+    active_runs,
+    apply_action,
+    live_capacity,
+    live_resource,
+    request_stop,
+)
+from reconciler.engine.workers.placing import load_candidates
+from reconciler.errors import UsageError
+from reconciler.ports import WorkKind
+from schemas import parse_config
+
+_KINDS = {kind.value: kind for kind in Kind}
+
+
+def plan_one(store: Store, project: str, *, text: str, path: str, user: str) -> Action:
+    """Pure planning of one posted config against what `project` has (raises ConfigError)."""
+    model = parse_config(text, path)
+    kind = _KINDS.get(str(model.type))
+    if kind is None:
+        raise UsageError(f"{path}: a {model.type} is not a resource Dockyard can apply")
+    if not model.name:
+        raise UsageError(f"{path}: set `name:` so the resource can be found again")
+    resource = DesiredResource(
+        kind=kind,
+        name=str(model.name),
+        project=project,
+        path=path,
+        line=1,
+        spec=model.normalized(),
+        spec_hash=model.spec_hash(),
+        model=model,
+    )
+    live = store.load_observed(project).by_key().get(resource.key)
+    if live is not None and live.is_managed:
+        where = live.path or "the config repo"
+        return Action(
+            action=ActionKind.BLOCKED,
+            kind=kind,
+            name=resource.name,
+            project=project,
+            path=path,
+            reason=f"{kind.value} {resource.name!r} is managed by Git ({where}): change it there",
+            spec=resource.spec,
+            spec_hash=resource.spec_hash,
+        )
+    if live is not None:  # our own: plan it as if it were managed, to get update/replace
+        live = replace(live, origin=to_git_origin(live.path or path, "cli"))
+    return plan_desired(resource, live)
+
+
+def offers_for(store: Store, project: str, action: Action) -> list[dict[str, Any]]:
+    """The instances of the project's fleets that could run this run (idle first)."""
+    if not action.kind.is_run or action.spec is None:
+        return []
+    project_row = store.get_project(project)
+    if project_row is None:
+        return []
+    requirements = requirements_of(action.spec)
+    offers = []
+    for cand in load_candidates(store, project_row.id):
+        if static_mismatch(requirements, cand) is not None:
+            continue
+        offers.append(
+            {
+                "fleet": cand.fleet_name,
+                "instance": cand.instance_name,
+                "backend": "local",
+                "resources": {
+                    "cpus": cand.cpus,
+                    "memory_gb": round(cand.memory_gb, 1),
+                    "disk_gb": round(cand.disk_gb, 1),
+                    "gpus": [g.name for g in cand.gpus],
+                },
+                "price": cand.price,
+                "availability": "idle" if cand.busy_blocks == 0 else "busy",
+            }
+        )
+    return sorted(offers, key=lambda o: (o["availability"] != "idle", o["price"], o["instance"]))
+
+
+def apply_one(
+    store: Store, project: str, *, text: str, path: str, user: str, force: bool
+) -> tuple[dict[str, Any], set[WorkKind]]:
+    """Plan and apply one posted config as `cli:<user>`; the plan JSON and kinds to hint."""
+    action = plan_one(store, project, text=text, path=path, user=user)
+    if action.action is ActionKind.BLOCKED:
+        raise UsageError(action.reason)
+    if force and action.action is ActionKind.NOOP and action.kind.is_run:
+        action = replace(action, action=ActionKind.REPLACE, reason="re-submitted (--force)")
+    project_id = store.get_or_create_project(project).id
+    with store.writing() as session:
+        ctx = ApplyContext(
+            session=session, project_id=project_id, now=store.now(), origin=f"cli:{user}"
+        )
+        result = apply_action(ctx, action)
+    if result.failed:
+        raise UsageError(result.message)
+    return action_to_dict(action), ctx.hints
+
+
+def stop_run(store: Store, project: str, name: str, *, abort: bool) -> bool:
+    """Ask the active run `name` to stop; False if it had already finished."""
+    project_id = _project_id(store, project)
+    with store.writing() as session:
+        ctx = ApplyContext(session=session, project_id=project_id, now=store.now())
+        runs = active_runs(session, project_id, name)
+        if not runs:
+            known = session.scalars(
+                select(Run.id).where(Run.project_id == project_id, Run.run_name == name)
+            ).first()
+            if known is None:
+                raise UsageError(f"no run {name!r} in project {project!r}")
+            return False
+        for run in runs:
+            request_stop(
+                ctx, run, abort=abort, why="aborted by user" if abort else "stopped by user"
+            )
+    return True
+
+
+def delete_resource(store: Store, project: str, kind: str, name: str) -> WorkKind:
+    """Delete a finished run, or terminate a fleet, volume or gateway; the kind to hint."""
+    project_id = _project_id(store, project)
+    with store.writing() as session:
+        now = store.now()
+        if kind in ("run", "task", "service", "dev-environment"):
+            runs = session.scalars(
+                select(Run).where(
+                    Run.project_id == project_id, Run.run_name == name, Run.deleted.is_(False)
+                )
+            ).all()
+            if not runs:
+                raise UsageError(f"no run {name!r} in project {project!r}")
+            if any(r.status not in FINISHED_RUNS for r in runs):
+                raise UsageError(f"run {name!r} is still active: stop it first")
+            for run in runs:
+                run.deleted = True
+            for run_kind in ("task", "service", "dev-environment"):
+                resource = live_resource(session, project_id, run_kind, name)
+                if resource is not None:
+                    resource.deleted_at = resource.updated_at = now
+            return "runs"
+        model_kind = _KINDS.get(kind)
+        if model_kind is None or model_kind.is_run:
+            raise UsageError(f"cannot delete a {kind!r}: use run, fleet, volume or gateway")
+        rows = live_capacity(session, model_kind, project_id, name)
+        if not rows:
+            raise UsageError(f"no {kind} {name!r} in project {project!r}")
+        for row in rows:
+            if row.status not in ("terminating", "terminated"):
+                row.status, row.status_message, row.due_at = "terminating", "deleting", None
+        resource = live_resource(session, project_id, kind, name)
+        if resource is not None:
+            resource.status, resource.updated_at = DELETING, now
+    work: dict[Kind, WorkKind] = {Kind.FLEET: "fleets", Kind.VOLUME: "volumes"}
+    return work.get(model_kind, "gateways")
+
+
+def _project_id(store: Store, project: str) -> str:
+    row = store.get_project(project)
+    if row is None:
+        raise UsageError(f"no project {project!r}")
+    return row.id

@@ -1,0 +1,160 @@
+"""The instances worker: each instance's agent health, host facts and reachability.
+
+- `pending`/`provisioning`: once the agent answers its healthcheck, its host facts
+  (CPUs, memory, disk, GPUs) are stored and the instance becomes `idle`: the scheduler
+  can place jobs on it. `blocks: auto` is resolved here from the facts.
+- `idle`/`busy`: a healthcheck every `instance_check_interval`.
+- an unreachable agent is a *transport* state, not a failure: the first failure stamps
+  `unreachable_since` and the message says so; past the grace window
+  (`timings.unreachable_grace`, dstack: 2 min) the message says `instance_unreachable`
+  and an event is recorded once (the jobs worker fails the jobs on it with that reason).
+  The local fleet's agent is restarted when it is found dead. An answer clears the state.
+- `terminating`: nothing runs there any more (the runs were stopped first); the instance
+  becomes `terminated` and the fleets worker is hinted.
+
+The clock is the store's (`deps.clock`), so tests move time instead of waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.client import AgentError, AgentUnreachable
+from agent.local import LocalAgentError
+from reconciler.adapters.db.models import Fleet, Instance
+from reconciler.domain.statuses import InstanceStatus
+from reconciler.engine.outcomes import AGENT_RETRY_DELAY
+from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
+from reconciler.engine.workers import WorkerDeps
+
+CONFIG = WorkerConfig(kind="instances", concurrency=20, lease_seconds=30.0, min_interval=7.0)
+UNREACHABLE = "instance_unreachable"
+
+
+def make_process(deps: WorkerDeps) -> Process:
+    return InstancesProcessor(deps).process
+
+
+def resources_of(host_info: dict[str, Any]) -> dict[str, Any]:
+    """Pure: the instance's resources summary from the agent's host facts."""
+    gpus = host_info.get("gpus") or []
+    return {
+        "cpus": host_info.get("cpus"),
+        "memory_mib": host_info.get("memory_mib"),
+        "disk_mib": host_info.get("disk_mib"),
+        "gpus": [{"name": g.get("name"), "memory_mib": g.get("memory_mib")} for g in gpus],
+        "spot": False,
+    }
+
+
+def auto_blocks(host_info: dict[str, Any]) -> int:
+    """Pure: `blocks: auto` = one block per GPU, or per CPU on a host without GPUs."""
+    return max(1, len(host_info.get("gpus") or []) or int(host_info.get("cpus") or 1))
+
+
+class InstancesProcessor:
+    def __init__(self, deps: WorkerDeps) -> None:
+        self.deps = deps
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)
+
+    async def process(self, instance_id: str, token: str) -> ProcessResult:
+        row = await asyncio.to_thread(self.deps.store.leases.load, Instance, instance_id, token)
+        if row is None:
+            return None
+        if row.status == InstanceStatus.TERMINATING.value:
+            await self._write(row, token, status=InstanceStatus.TERMINATED.value)
+            await self._event(row, f"instance {row.name} terminated ({row.termination_reason})")
+            self.deps.hint("fleets")
+            return None
+        client = self.deps.agents.client(row)
+        try:
+            await client.healthcheck()
+            facts = None
+            if row.host_info is None or row.status in ("pending", "provisioning"):
+                facts = (await client.host_info()).model_dump(mode="json")
+        except (AgentUnreachable, AgentError) as exc:
+            return await self._unreachable(row, token, str(exc))
+        return await self._reachable(row, token, facts)
+
+    async def _reachable(
+        self, row: Instance, token: str, facts: dict[str, Any] | None
+    ) -> ProcessResult:
+        values: dict[str, Any] = {}
+        if row.unreachable_since is not None:
+            values.update(unreachable_since=None, status_message="")
+            await self._event(row, f"instance {row.name}: agent reachable again")
+        if facts is not None:
+            values.update(host_info=facts, resources=resources_of(facts))
+            fleet_blocks = await asyncio.to_thread(self._fleet_blocks, row)
+            if fleet_blocks == "auto":
+                values["total_blocks"] = auto_blocks(facts)
+        if row.status in ("pending", "provisioning"):
+            values["status"] = "busy" if row.busy_blocks > 0 else InstanceStatus.IDLE.value
+            await self._event(row, f"instance {row.name} ready ({values['status']})")
+        if values and await self._write(row, token, **values):
+            self.deps.hint("jobs")
+        return self.deps.timings.instance_check_interval
+
+    def _fleet_blocks(self, row: Instance) -> object:
+        fleet = self.deps.store.get(Fleet, row.fleet_id) if row.fleet_id else None
+        return (fleet.spec or {}).get("blocks") if fleet is not None else None
+
+    async def _unreachable(self, row: Instance, token: str, detail: str) -> ProcessResult:
+        now = self._now()
+        since = row.unreachable_since or now
+        waited = (now - since).total_seconds()
+        grace = self.deps.timings.unreachable_grace
+        if waited >= grace:
+            message = f"{UNREACHABLE}: agent unreachable for {waited:.0f}s: {detail}"
+            if not (row.status_message or "").startswith(UNREACHABLE):
+                await self._event(row, f"instance {row.name}: {message}")
+        else:
+            message = f"agent unreachable since {since.isoformat()} (grace {grace:.0f}s): {detail}"
+        await self._write(row, token, unreachable_since=since, status_message=message)
+        if row.unreachable_since is None:
+            await self._event(row, f"instance {row.name}: agent unreachable: {detail}")
+        if row.backend == "local":
+            await self._restart_local(row, token)
+        return min(AGENT_RETRY_DELAY, max(0.5, grace - waited) if waited < grace else 5.0)
+
+    async def _restart_local(self, row: Instance, token: str) -> None:
+        """The local agent died (or moved): start it again and re-point the instance."""
+        if self.deps.local_agent is None:
+            return
+        try:
+            local = await self.deps.local_agent()
+        except LocalAgentError as exc:
+            await self._write(row, token, status_message=f"local agent restart failed: {exc}")
+            return
+        where = (local.hostname, local.ssh_port, local.ssh_user, local.agent_port)
+        if (row.hostname, row.ssh_port, row.ssh_user, row.agent_port) != where:
+            hostname, ssh_port, ssh_user, agent_port = where
+            await self._write(
+                row,
+                token,
+                hostname=hostname,
+                ssh_port=ssh_port,
+                ssh_user=ssh_user,
+                agent_port=agent_port,
+            )
+
+    async def _write(self, row: Instance, token: str, **values: Any) -> bool:
+        return bool(
+            await asyncio.to_thread(
+                self.deps.store.leases.fenced_update, Instance, row.id, token, values
+            )
+        )
+
+    async def _event(self, row: Instance, message: str) -> None:
+        await asyncio.to_thread(
+            self.deps.store.append_event,
+            project_id=row.project_id,
+            target_type="instance",
+            target_id=row.id,
+            target_name=row.name,
+            message=message,
+        )
