@@ -4,7 +4,7 @@ from stacks.catalog import load_catalog, requirements_from_spec, find_offers
 offers = find_offers(requirements_from_spec(fleet_spec), load_catalog())
 """
 
-from stacks.catalog.listing import describe_resources, list_offers
+from stacks.catalog.listing import describe_resources, list_offers, offers_for_spec
 from stacks.catalog.matching import (
     GROUP_KEYS,
     CatalogRow,
@@ -27,6 +27,7 @@ __all__ = [
     "group_offers",
     "list_offers",
     "load_catalog",
+    "offers_for_spec",
     "parse_catalog",
     "parse_range",
     "requirements_from_spec",

@@ -2,12 +2,14 @@
 
 `list_offers` builds the same `Requirements` a fleet would from `--gpu`, `--backend`,
 `--region`, `--spot-policy` and `--max-price`, and returns the offers cheapest first;
-`describe_resources` is the RESOURCES column (`96xCPU, 1360GB, 8xA100 (80GB)`).
+`offers_for_spec` is the same for a fleet spec (what the Pulumi engine uses when the
+reconciler passes no chosen offers); `describe_resources` is the RESOURCES column
+(`96xCPU, 1360GB, 8xA100 (80GB)`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from stacks.catalog.matching import CatalogRow, find_offers, load_catalog
@@ -34,6 +36,15 @@ def list_offers(
         spec["regions"] = list(regions)
     if max_price is not None:
         spec["max_price"] = max_price
+    rows = load_catalog() if catalog is None else catalog
+    return find_offers(requirements_from_spec(spec), rows)
+
+
+def offers_for_spec(
+    spec: Mapping[str, Any], catalog: Iterable[CatalogRow] | None = None
+) -> tuple[Offer, ...]:
+    """The offers a fleet spec matches (its resources, backends, regions, spot policy,
+    max price), cheapest first; ValueError on a malformed resources spec."""
     rows = load_catalog() if catalog is None else catalog
     return find_offers(requirements_from_spec(spec), rows)
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 import shutil
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from pulumi import automation as auto
 from pulumi.automation import errors as auto_errors
 
+from stacks.catalog import offers_for_spec
 from stacks.programs.config import ProgramSettings
 from stacks.programs.registry import Program, build_program
 from stacks.protocol import (
@@ -138,6 +140,12 @@ class PulumiEngine:
         return stack
 
     def _program(self, resource: StackResource) -> Program:
+        if resource.kind == "fleet" and not resource.offers:
+            try:
+                offers = offers_for_spec(resource.spec)
+            except ValueError as exc:
+                raise StackProgramError(str(exc), path=resource.path, name=resource.name) from exc
+            resource = replace(resource, offers=offers)
         return self._build(resource, self._settings.programs, nodes=resource.nodes)
 
     # running ----------------------------------------------------------------------------

@@ -181,3 +181,10 @@ async def test_cancel_interrupts_the_cli_and_clears_the_lock(
     await pulumi_engine.wait_idle(res)
     monkeypatch.delenv("FAKE_PULUMI_HANG_FIFO")
     assert len((await pulumi_engine.up(res))["instances"]) == 2
+
+
+async def test_fleet_without_chosen_offers_takes_the_cheapest(pulumi_engine: PulumiEngine) -> None:
+    res = replace(fleet("cheap", SPEC), offers=())
+    out = await pulumi_engine.up(res)
+    assert out["instances"][0]["instance_type"] == "g5.xlarge"
+    assert out["instances"][0]["price"] == 1.006
