@@ -29,6 +29,7 @@ from reconciler.adapters.gitsource.errors import (
 from reconciler.adapters.gitsource.remotes import RepoLocation
 from reconciler.errors import DockyardError
 
+_FEW_BLOBS = 16
 _AUTH_MARKERS = (
     "authentication failed",
     "could not read username",
@@ -116,9 +117,10 @@ class GitMirror:
         )
 
     def read_blobs(self, shas: Sequence[str]) -> dict[str, bytes]:
-        """The contents of many blobs, from one `git cat-file --batch` process."""
-        if not shas:
-            return {}
+        """The contents of blobs: a few through git's persistent `cat-file` (no new
+        process per commit), many from one `git cat-file --batch` run."""
+        if len(shas) <= _FEW_BLOBS:
+            return {sha: bytes(self.repo.odb.stream(bytes.fromhex(sha)).read()) for sha in shas}
         command = ["git", "--git-dir", str(self.repo.git_dir), "cat-file", "--batch"]
         done = subprocess.run(
             command, input="".join(f"{sha}\n" for sha in shas).encode(), capture_output=True,
