@@ -23,6 +23,7 @@ from agent.tunnel import AgentUnreachable, SSHTarget
 from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import container_ports
+from reconciler.core.utilization import Sample, keep_window, violates
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.joblogs import job_log_path, write_chunk
@@ -123,7 +124,9 @@ class RunningJobs:
             runtime["ports"] = {str(p.container_port): p.host_port for p in state.ports}
             update["status"] = JobStatus.RUNNING.value
             await self._probe(ctx, instance, runtime)
-            over = self._over_max_duration(ctx, runtime)
+            over = self._over_max_duration(ctx, runtime) or await self._underused(
+                ctx, client, job_id, runtime
+            )
             if over:
                 update |= {"status": JobStatus.TERMINATING.value, "termination_reason": over.value}
         else:
@@ -141,6 +144,24 @@ class RunningJobs:
         if started is not None and self.store.clock.now_ts() - float(started) > limit:
             return JR.MAX_DURATION_EXCEEDED
         return None
+
+    async def _underused(
+        self, ctx: JobContext, client: AgentClient, job_id: str, runtime: dict[str, Any]
+    ) -> JR | None:
+        """`utilization_policy`: sample GPU utilization; end the job if idle a whole window."""
+        policy = ctx.slot.spec.get("utilization_policy")
+        if not isinstance(policy, Mapping):
+            return None
+        now = self.store.clock.now_ts()
+        metrics = await client.metrics(job_id)
+        samples: list[Sample] = [(float(t), tuple(u)) for t, u in runtime.get("gpu_samples", [])]
+        samples.append((now, tuple(g.utilization for g in metrics.gpus)))
+        window = float(policy.get("time_window") or 0)
+        samples = keep_window(samples, now=now, window=window)
+        runtime["gpu_samples"] = [[t, list(u)] for t, u in samples]
+        return (
+            JR.TERMINATED_DUE_TO_UTILIZATION_POLICY if violates(policy, samples, now=now) else None
+        )
 
     # -- probes -----------------------------------------------------------------------------
 
