@@ -32,6 +32,13 @@ class ProfileRetry(StrictModel):
     on_events: list[RetryEvent] | None = None
     duration: Duration | None = None
 
+    @field_validator("duration")
+    @classmethod
+    def _not_negative(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("retry duration cannot be negative")
+        return value
+
     @field_validator("on_events")
     @classmethod
     def _not_empty(cls, value: list[str] | None) -> list[str] | None:

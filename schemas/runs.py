@@ -72,6 +72,14 @@ class BaseRunConfiguration(ProfileParams, ConfigModel):
             return value
         raise ValueError("use `sh`, `bash`, or an absolute path")
 
+    @field_validator("working_dir")
+    @classmethod
+    def _absolute_working_dir(cls, value: str | None) -> str | None:
+        """dstack's CLI rule: absolute POSIX path, or starting with `~`."""
+        if value is None or value.startswith("~") or PurePosixPath(value).is_absolute():
+            return value
+        raise ValueError(f"working_dir must be absolute: {value!r}")
+
     @field_validator("repos")
     @classmethod
     def _one_repo(cls, value: list[RepoSpec]) -> list[RepoSpec]:

@@ -23,6 +23,7 @@ from schemas.runs import (
 )
 from schemas.scalars import IntRange
 from schemas.service_parts import (
+    MAX_PROBES,
     ChatModel,
     DiscriminateBool,
     GatewayBool,
@@ -147,6 +148,8 @@ class ServiceConfiguration(BaseRunConfiguration):
     @field_validator("probes")
     @classmethod
     def _unique_probes(cls, value: list[ProbeConfig] | None) -> list[ProbeConfig] | None:
+        if len(value or []) > MAX_PROBES:
+            raise FieldConflict((MAX_PROBES,), f"at most {MAX_PROBES} probes are allowed")
         for index, probe in enumerate(value or []):
             if probe in (value or [])[:index]:
                 raise FieldConflict((index,), "probes must be unique")
@@ -156,10 +159,17 @@ class ServiceConfiguration(BaseRunConfiguration):
     def _consistent(self) -> ServiceConfiguration:
         check_commands_or_image(self)
         check_scaling(self.replicas, self.scaling)
+        if self.schedule is not None and all(low == 0 for low in self._replica_minimums()):
+            raise FieldConflict("schedule", "a service that scales to zero cannot have a schedule")
         if self.groups is not None:
             self._check_groups(self.groups)
             fill_field(self, "groups", [self._group_defaults(group) for group in self.groups])
         return self
+
+    def _replica_minimums(self) -> list[int | None]:
+        if self.groups is not None:
+            return [group.replicas.min for group in self.groups]
+        return [1 if self.replicas is None else self.replicas.min]
 
     def _group_defaults(self, group: ReplicaGroup) -> ReplicaGroup:
         image = group.image if group.image is not None else self.image

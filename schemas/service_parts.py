@@ -15,6 +15,8 @@ from schemas.resources import Resources
 from schemas.scalars import Duration, GroupName, IntRange
 
 _SCALING_WINDOWS = (30, 60, 300)
+MAX_PROBES = 10  # dstack server defaults (DSTACK_SERVER_MAX_PROBES_PER_JOB, …_MAX_PROBE_TIMEOUT)
+MAX_PROBE_TIMEOUT = 300
 _MAX_INT64 = 2**63 - 1
 PythonVersion = Literal["3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
 
@@ -85,6 +87,13 @@ class ProbeConfig(StrictModel):
     def _at_least_one_second(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
             raise ValueError("cannot be shorter than 1s")
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _at_most_five_minutes(cls, value: int | None) -> int | None:
+        if value is not None and value > MAX_PROBE_TIMEOUT:
+            raise ValueError(f"cannot be longer than {MAX_PROBE_TIMEOUT}s (server limit)")
         return value
 
     @field_validator("url")

@@ -345,3 +345,37 @@ def test_fleet_subtype_rules(body: str, field: str, message: str) -> None:
         parse_config(f"type: fleet\nname: f1\n{body}", "f.dstack.yml")
     problem = caught.value.problems[0]
     assert problem.field == field and message in problem.message
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ("working_dir: relative/dir\n", "working_dir", "absolute"),
+        ("retry: {duration: -5}\n", "retry.duration", "negative"),
+    ],
+)
+def test_cli_and_server_checks_on_runs(body: str, field: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        task(body)
+    problem = caught.value.problems[0]
+    assert problem.field == field and message in problem.message
+
+
+def test_working_dir_may_start_with_tilde() -> None:
+    assert task("working_dir: ~/work\n").working_dir == "~/work"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ("probes:\n" + "  - {type: http, url: /a}\n" * 11, "probes[10]", "at most 10"),
+        ("probes:\n  - {type: http, timeout: 10m}\n", "probes[0].timeout", "300s"),
+        ("replicas: 0..2\nscaling: {metric: rps, target: 1}\nschedule: {cron: '0 8 * * *'}\n",
+         "schedule", "scales to zero"),
+    ],
+)  # fmt: skip
+def test_service_server_limits(body: str, field: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"type: service\nname: s1\nimage: x\nport: 80\n{body}", "s.dstack.yml")
+    problem = caught.value.problems[0]
+    assert problem.field == field and message in problem.message
