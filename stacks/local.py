@@ -70,7 +70,7 @@ def _ssh_host_items(name: str, ssh: Mapping[str, Any]) -> Items:
             "user": entry.get("user") or ssh.get("user"),
             "identity_file": entry.get("identity_file") or ssh.get("identity_file"),
             "internal_ip": entry.get("internal_ip"),
-            "blocks": entry.get("blocks", 1),
+            "blocks": entry.get("blocks") or 1,
         }
         items[f"host/{entry['hostname']}"] = {"type": "ssh:host", "props": props}
     return items
