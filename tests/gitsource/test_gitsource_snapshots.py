@@ -12,6 +12,7 @@ from reconciler.core.planning import plan
 from reconciler.domain.kinds import Kind
 from reconciler.domain.observed import ObservedState
 from reconciler.domain.plan import ActionKind
+from reconciler.errors import DockyardError
 from tests.gitsource.conftest import SERVICE, TASK, VOLUME, ConfigRepo, make_source
 
 
@@ -205,3 +206,19 @@ def test_policy_paths_select_the_config_directories(
     assert not loaded.policy.retains_volumes
     assert sorted(r.name for r in loaded.desired.resources) == ["local", "train"]
     assert loaded.desired.config_files == 1
+
+
+def test_many_new_blobs_are_read_in_one_batch(config_repo: ConfigRepo, data_dir: Path) -> None:
+    for n in range(40):
+        config_repo.write(f"jobs/j{n:02d}.dstack.yml", TASK.format(name=f"job-{n}", command=n))
+    head = config_repo.commit()
+    source = make_source(config_repo.path, data_dir)
+    source.fetch()
+    snap = source.snapshot(head)
+    texts = source.mirror.read_blobs(list(snap.files.values()))
+    assert texts[snap.files["jobs/j07.dstack.yml"]] == TASK.format(name="job-7", command=7).encode()
+    loaded = source.load(snap)
+    assert len(loaded.desired.resources) == 41  # 40 tasks and the implicit fleet
+    assert source.cache.parsed == 40
+    with pytest.raises(DockyardError, match="missing"):
+        source.mirror.read_blobs([*snap.files.values(), "0" * 40])
