@@ -73,12 +73,13 @@ class JobFiles:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` so that readers see the old or the new file, never half."""
+    """Replace ``path`` by ``data`` so that readers see the old or the new file, never half.
+
+    No fsync: this guards against the agent dying, which jobs survive. A host crash ends
+    the jobs too, and a restarted agent then reports them ``lost``.
+    """
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 

@@ -109,7 +109,7 @@ class ProcessExecutor:
             child = self._children.pop(spec.id, None)
             if child is not None:
                 child.wait()
-            _kill_everything(spec.id, identity[0], signal.SIGKILL)
+            await asyncio.to_thread(_kill_everything, spec.id, identity, signal.SIGKILL)
         try:
             return int(files.exit_code.read_text().strip())
         except (OSError, ValueError):
@@ -124,13 +124,15 @@ class ProcessExecutor:
         if proctable.is_running(pid, start_ticks):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, number)
-        _kill_everything(spec.id, pid, number)
+        await asyncio.to_thread(_kill_everything, spec.id, identity, number)
 
     async def sample(self, spec: JobSpec, files: JobFiles) -> Usage:
         identity = _read_identity(files)
         if identity is None:
             return Usage(cpu_seconds=0.0, memory_bytes=0)
-        processes = proctable.job_processes(identity[0], spec.id)
+        processes = await asyncio.to_thread(
+            proctable.job_processes, identity[0], spec.id, identity[1]
+        )
         ticks = sum(process.cpu_ticks for process in processes)
         memory = sum(proctable.memory_bytes(process.pid) for process in processes)
         return Usage(cpu_seconds=ticks / proctable.ticks_per_second(), memory_bytes=memory)
@@ -201,10 +203,11 @@ async def _wait_exit(pid: int, start_ticks: int, child: subprocess.Popen[bytes] 
         os.close(pidfd)
 
 
-def _kill_everything(job_id: str, session: int, number: signal.Signals) -> None:
+def _kill_everything(job_id: str, identity: tuple[int, int], number: signal.Signals) -> None:
     """Send ``number`` to every process of the job; for SIGKILL, until none is left."""
+    session, start_ticks = identity
     for _ in range(20):
-        processes = proctable.job_processes(session, job_id)
+        processes = proctable.job_processes(session, job_id, start_ticks)
         for process in processes:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(process.pid, number)
