@@ -54,6 +54,14 @@ def to_step(metadata: Any) -> StackStep | None:
     return StackStep(op, name, type_, diffs, keys)
 
 
+def _merge(old: StackStep, new: StackStep) -> StackStep:
+    """Two events for one resource (e.g. create-replacement, then delete-replaced)."""
+    op = new.op if _RANK[new.op] >= _RANK[old.op] else old.op
+    diffs = tuple(sorted(set(old.diffs) | set(new.diffs)))
+    keys = tuple(sorted(set(old.replace_keys) | set(new.replace_keys)))
+    return StackStep(op, new.name, new.type, diffs, keys if op is StepOp.REPLACE else ())
+
+
 class StepCollector:
     """The `on_event` callback of one operation; thread-safe (events come from a thread)."""
 
@@ -71,8 +79,7 @@ class StepCollector:
         key = (step.type, step.name)
         with self._guard:
             old = self._steps.get(key)
-            if old is None or _RANK[step.op] >= _RANK[old.op]:
-                self._steps[key] = step
+            self._steps[key] = step if old is None else _merge(old, step)
 
     def plan(self, stack: str) -> StackPlan:
         """The collected steps (counts computed from them, without internal resources)."""

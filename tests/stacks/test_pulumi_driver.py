@@ -59,6 +59,9 @@ async def test_preview_up_and_outputs(pulumi_engine: PulumiEngine, tmp_path: Pat
     work_dir = tmp_path / "data" / "pulumi" / "workspaces" / "main-fleet-train"
     assert "file://" in (work_dir / "Pulumi.yaml").read_text()
     assert (await pulumi_engine.preview(res)).is_noop
+    # the passphrase reached the CLI (the fake refuses `stack init` without it) only
+    # through the workspace's env_vars, never through this process's environment
+    assert "PULUMI_CONFIG_PASSPHRASE" not in os.environ
 
 
 async def test_changes_map_to_update_replace_and_growth(pulumi_engine: PulumiEngine) -> None:
