@@ -12,7 +12,8 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -24,21 +25,29 @@ from schemas.problems import Problem
 
 Loc = tuple[str | int, ...]
 # Keys a model renames before validation: error `loc` name -> names the user may have written.
-_ALIASES: dict[str, tuple[str, ...]] = {"groups": ("replicas",), "replicas": ("count",)}
+_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"groups": ("replicas",), "replicas": ("count",)}
+)
 _TYPE_LABELS = frozenset({"[key]", "bool", "int", "float", "str", "none", "list", "dict"})
-_EXPECTED = {
-    "GPUSpec": "a GPU spec like `A100:40GB:2`, `24GB..` or a mapping",
-    "CPUSpec": "a CPU spec like `8`, `arm:8..` or a mapping",
-    "MemoryRange": "a memory size or range like `24GB..`",
-    "IntRange": "a count or range like `2..8`",
-    "DiskSpec": "a disk size like `200GB..`",
-    "PortMapping": "a port like `8080` or `80:8080`",
-    "FleetNodesSpec": "a node count or range like `0..4`",
-}
-_PATTERNS = {
-    r"^[a-z][a-z0-9-]{1,40}$": "use 2-41 lowercase letters, digits or `-`, starting with a letter",
-    r"^[a-z0-9][a-z0-9-]{0,39}$": "use 1-40 lowercase letters, digits or `-`",
-}
+_EXPECTED: Mapping[str, str] = MappingProxyType(
+    {
+        "GPUSpec": "a GPU spec like `A100:40GB:2`, `24GB..` or a mapping",
+        "CPUSpec": "a CPU spec like `8`, `arm:8..` or a mapping",
+        "MemoryRange": "a memory size or range like `24GB..`",
+        "IntRange": "a count or range like `2..8`",
+        "DiskSpec": "a disk size like `200GB..`",
+        "PortMapping": "a port like `8080` or `80:8080`",
+        "FleetNodesSpec": "a node count or range like `0..4`",
+    }
+)
+_PATTERNS: Mapping[str, str] = MappingProxyType(
+    {
+        r"^[a-z][a-z0-9-]{1,40}$": (
+            "use 2-41 lowercase letters, digits or `-`, starting with a letter"
+        ),
+        r"^[a-z0-9][a-z0-9-]{0,39}$": "use 1-40 lowercase letters, digits or `-`",
+    }
+)
 
 
 def locate_errors(

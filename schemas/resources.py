@@ -9,6 +9,8 @@ no `gpu` at all means `0..`. Used by run, group and fleet models.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
@@ -18,7 +20,7 @@ from schemas.scalars import IntRange, Memory, MemoryRange
 
 GpuVendor = Literal["nvidia", "amd", "google", "intel", "tenstorrent"]
 CpuArch = Literal["x86", "arm"]
-_VENDOR_ALIASES = {"tpu": "google", "tt": "tenstorrent"}
+_VENDOR_ALIASES: Mapping[str, str] = MappingProxyType({"tpu": "google", "tt": "tenstorrent"})
 _VENDORS = ("nvidia", "amd", "google", "intel", "tenstorrent")
 
 

@@ -9,6 +9,8 @@ is GB as a float or a string with `MB`/`GB`/`TB` (1 TB = 1024 GB); a range is `N
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -16,7 +18,9 @@ from pydantic import BeforeValidator, Field, model_validator
 from schemas.base import StrictModel
 
 _DURATION_RE = re.compile(r"(?P<amount>\d+) *(?P<unit>[smhdw])$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_UNIT_SECONDS: Mapping[str, int] = MappingProxyType(
+    {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+)
 RESOURCE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,40}$")
 GROUP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 _TAG_KEY_RE = re.compile(r"^[_\-a-zA-Z0-9]{1,60}$")
