@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update as sql_update
-
 from agent.client import AgentError
 from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.tunnel import AgentUnreachable
@@ -91,13 +89,9 @@ class JobsProcessor:
     def write(self, ctx: JobContext, token: str, update: Update) -> None:
         """Write fenced by the lease and by the status read: a stop requested meanwhile
         (status set to terminating by the runs worker or the API) is never overwritten."""
-        statement = (
-            sql_update(Job)
-            .where(Job.id == ctx.job.id, Job.lock_token == token, Job.status == ctx.job.status)
-            .values(**update)
+        held = self.store.leases.fenced_update(
+            Job, ctx.job.id, token, update, where=Job.status == ctx.job.status
         )
-        with self.store.writing() as session:
-            held = bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
         if held and "status" in update and update["status"] != ctx.job.status:
             reason = update.get("termination_reason")
             self.store.append_event(

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
-from sqlalchemy import update
 
 from reconciler.adapters.db.models import Job, Project, Run
 from reconciler.adapters.db.store import Store
@@ -211,13 +210,9 @@ class RunsProcessor:
 
     def _write_run(self, run: Run, token: str, values: Mapping[str, Any]) -> bool:
         """Fenced by the lease and by the status read (a stop from the API always wins)."""
-        statement = (
-            update(Run)
-            .where(Run.id == run.id, Run.lock_token == token, Run.status == run.status)
-            .values(**values)
+        held = self.store.leases.fenced_update(
+            Run, run.id, token, values, where=Run.status == run.status
         )
-        with self.store.writing() as session:
-            held = bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
         new_status = values.get("status")
         if held and new_status and new_status != run.status:
             reason = values.get("termination_reason")
