@@ -2,8 +2,10 @@
 
 The agent serves its HTTP API on 127.0.0.1 only (see ``agent/server/serving.py``);
 ``--http-port 0`` picks a free port, written to ``<data-dir>/agent.json``. Extra
-services run in the same process: ``extra_services(args)`` turns their options into
-``AgentService`` values (the embedded SSH server adds ``--ssh-port`` and friends here).
+services run in the same process: ``build_parser(with_services=True)`` adds their
+options and ``extra_services(args)`` turns them into ``AgentService`` values; today the
+embedded SSH server (``--ssh-port``, ``--ssh-host``, ``--authorized-keys``,
+``--host-key``; ``agent/ssh/cli.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from agent.server.serving import (
     AgentService,
     serve,
 )
+from agent.ssh import cli as ssh_cli
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
+    """The agent's options; ``with_services`` adds those of the extra services."""
     parser = argparse.ArgumentParser(prog="python -m agent", description="Dockyard host agent")
     parser.add_argument("--version", action="version", version=agent_version())
     commands = parser.add_subparsers(dest="command", required=True)
@@ -37,16 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--no-docker", action="store_true", help="process executor only")
     serve_parser.add_argument("--docker-url", default=None, help="default: DOCKER_HOST or socket")
     serve_parser.add_argument("--log-level", default="INFO")
+    if with_services:
+        ssh_cli.add_arguments(serve_parser)
     return parser
 
 
 def extra_services(args: argparse.Namespace) -> list[AgentService]:
     """Services started beside the HTTP API, from their command-line options."""
-    return []
+    return ssh_cli.services(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(with_services=True).parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
