@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
 from schemas.base import FieldConflict
+from schemas.configs import CONFIG_MODELS
 from schemas.problems import Problem
 
 Loc = tuple[str | int, ...]
@@ -151,7 +152,10 @@ def _message(
     if kind == "extra_forbidden":
         name = str(walked[-1]) if walked else "?"
         allowed = fields_at(model, [p for p in walked[:-1] if isinstance(p, str)])
-        return f"unknown field `{name}`", _suggest(name, allowed)
+        hint = _suggest(name, allowed)
+        if hint is None and len(walked) == 1:
+            hint = _owner_hint(name)
+        return f"unknown field `{name}`", hint
     if kind == "missing":
         return f"missing required field `{rest[-1] if rest else '?'}`", None
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
@@ -175,6 +179,16 @@ def _message(
 def _sentence(msg: str) -> str:
     """Lower-case pydantic's capitalised first word, but not an acronym (`GPU`)."""
     return msg[:1].lower() + msg[1:] if msg[1:2].islower() else msg
+
+
+def _owner_hint(name: str) -> str | None:
+    """`port` on a task: say which configuration types have that field."""
+    owners = [
+        kind
+        for kind, model in CONFIG_MODELS.items()
+        if model is not None and name in model.model_fields
+    ]
+    return f"`{name}` is a field of: {', '.join(owners)}" if owners else None
 
 
 def _suggest(given: str, choices: Iterable[str]) -> str | None:

@@ -144,3 +144,8 @@ def test_problem_format() -> None:
     problem = Problem("a.yml", 3, 1, "comands", "unknown field `comands`", "did you mean?")
     assert problem.format() == "a.yml:3:1: comands: unknown field `comands` (did you mean?)"
     assert str(ConfigError([problem])) == problem.format()
+
+
+def test_field_of_another_type_says_which_types_have_it() -> None:
+    problem = only("type: dev-environment\nide: vscode\ncommands: [x]\n")
+    assert problem.hint == "`commands` is a field of: task, service"
