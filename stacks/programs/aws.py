@@ -176,7 +176,7 @@ def aws_gateway(cfg: GatewayConfig) -> dict[str, Any]:
         tags={**tags, "Name": f"{cfg.project}-{cfg.name}"},
     )
     eip = aws.ec2.Eip(f"{cfg.name}-ip", instance=inst.id, domain="vpc", tags=tags)
-    zone = aws.route53.get_zone(name=cfg.domain, private_zone=False)
+    zone = aws.route53.get_zone(name=settings.aws_hosted_zone or cfg.domain, private_zone=False)
     aws.route53.Record(
         f"{cfg.name}-dns",
         zone_id=zone.zone_id,

@@ -42,6 +42,7 @@ class ProgramSettings:
     ssh_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
     gcp_project: str | None = None
     gcp_dns_zone: str | None = None
+    aws_hosted_zone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +202,10 @@ def gateway_config(resource: StackResource, settings: ProgramSettings) -> Gatewa
     region, domain = spec.get("region"), spec.get("domain")
     if not region or not domain:
         raise _fail(resource, "region and domain are required for an aws or gcp gateway")
+    if spec.get("load_balancer") is not None or (spec.get("replicas") or 1) > 1:
+        raise _fail(resource, "load_balancer and replicas > 1 are not supported for gateways yet")
+    if spec.get("public_ip") is False:
+        raise _fail(resource, "public_ip: false is not supported for gateways yet")
     domain = str(domain).replace("${{ run.project_name }}", resource.project).rstrip(".")
     tls = spec.get("certificate", {"type": "lets-encrypt"}) is not None
     return GatewayConfig(

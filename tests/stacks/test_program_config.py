@@ -51,6 +51,16 @@ def test_fleet_zone_must_belong_to_the_offer_region() -> None:
         ("volume", {"backend": "gcp", "region": "us-central1"}, "size is required"),
         ("volume", {"backend": "azure", "region": "x", "size": 1}, "backend azure"),
         ("gateway", {"backend": "aws", "region": "us-east-1"}, "domain are required"),
+        (
+            "gateway",
+            {"backend": "gcp", "region": "r", "domain": "d.org", "load_balancer": {"type": "alb"}},
+            "not supported",
+        ),
+        (
+            "gateway",
+            {"backend": "aws", "region": "r", "domain": "d.org", "replicas": 2},
+            "replicas",
+        ),
     ],
 )
 def test_volume_and_gateway_validation(kind: Any, spec: dict[str, Any], message: str) -> None:
