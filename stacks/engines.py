@@ -1,6 +1,7 @@
 """The engines a server runs, and which one handles (or blocks) a resource.
 
-The reconciler builds one `Engines` at start-up (`build_engines`) and asks it:
+The reconciler builds one `Engines` at start-up (`build_engines`; it is also a mapping
+engine name → engine) and asks it:
 
 - `blocked_reason(kind, spec)`: None, or the message the plan shows for a resource no
   engine can handle here (unsupported backend, no Pulumi CLI, no Pulumi SDK);
@@ -13,7 +14,7 @@ never imports Pulumi (the optional `pulumi` extra, ~650 MB and ~2 s of imports).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from stacks.local import LocalEngine, LocalSettings
@@ -60,8 +61,12 @@ class UnavailableEngine:
         raise StackUnavailable(self._message)
 
 
-class Engines:
-    """The local engine plus a lazily built cloud engine."""
+class Engines(Mapping[EngineName, Engine]):
+    """The local engine plus a lazily built cloud engine.
+
+    Also a read-only mapping `{"local": …, "pulumi": …}` (what the reconciler's workers
+    take); looking up "pulumi" builds the Pulumi engine on first use.
+    """
 
     def __init__(self, local: Engine, cloud: Callable[[], Engine]) -> None:
         self.local = local
@@ -78,6 +83,17 @@ class Engines:
 
     def _engine(self, name: EngineName) -> Engine:
         return self.local if name == "local" else self.pulumi
+
+    def __getitem__(self, name: EngineName) -> Engine:
+        if name not in ("local", "pulumi"):
+            raise KeyError(name)
+        return self._engine(name)
+
+    def __iter__(self) -> Iterator[EngineName]:
+        return iter(("local", "pulumi"))
+
+    def __len__(self) -> int:
+        return 2
 
     def blocked_reason(self, kind: str, spec: Mapping[str, Any]) -> str | None:
         """None when an available engine handles the resource, else the plan's message."""

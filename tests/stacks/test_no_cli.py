@@ -75,6 +75,8 @@ async def test_plan_blocks_cloud_resources_and_local_ones_still_work(
         engines.for_resource(cloud)
 
     assert engines.blocked_reason("fleet", {"ssh_config": {"hosts": ["h1"]}}) is None
+    assert dict(engines) == {"local": engines.local, "pulumi": engines.pulumi}
+    assert engines["pulumi"].available().message == MESSAGE
     volume = resource("volume", "data", {"backend": "local"})
     assert engines.blocked_reason("volume", volume.spec) is None
     out = await engines.for_resource(volume).up(volume)
