@@ -7,10 +7,14 @@ recorded so tests can see which workers a pass woke.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reconciler.adapters.db.models import Reconcile, Run
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.remotes import RepoLocation
@@ -107,3 +111,92 @@ def make_rig(tmp_path: Path, engines: dict[EngineName, Engine] | None = None) ->
         process=reconciler.process,
     )
     return Rig(store, repo, reconciler, worker, hints, retries)
+
+
+class LiveLoop:
+    """The whole runtime (`build_controller`) on a git repo, with a real local agent.
+
+    `reconcile()` queues a reconcile and waits for it; `until()` polls the store with a
+    deadline while the workers run in the background.
+    """
+
+    def __init__(self, tmp_path: Path, **settings: object) -> None:
+        from reconciler.engine.controller import build_controller
+        from reconciler.settings import Settings
+
+        self.repo = ConfigRepo(tmp_path / "config-repo")
+        self.data_dir = tmp_path / "data"
+        self.settings = Settings(
+            repo=str(self.repo.path),
+            data_dir=self.data_dir,
+            fetch_interval=3600,
+            cli_config=tmp_path / "cli.yml",
+            **settings,
+        )
+        self.store = Store.from_url(f"sqlite:///{tmp_path / 'dockyard.db'}", migrate=True)
+        self.controller = build_controller(self.settings, self.store)
+        self.project_id = self.store.get_or_create_project("main").id
+
+    async def __aenter__(self) -> LiveLoop:
+        self.controller.runtime.projects.clear()  # no startup reconcile: tests trigger them
+        await self.controller.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        from agent.local import stop_local_agent
+
+        for run in self.store.list_runs(self.project_id):
+            if run.status not in ("done", "failed", "terminated"):
+                await self.controller.stop_run("main", run.run_name, abort=True)
+        await self.until(self._all_finished, within=30)
+        await self.controller.stop()
+        stop_local_agent(self.data_dir)
+        self.store.close()
+
+    def _all_finished(self) -> bool:
+        return all(
+            r.status in ("done", "failed", "terminated")
+            for r in self.store.list_runs(self.project_id)
+        )
+
+    async def reconcile(self, *, within: float = 60.0) -> Reconcile:
+        reconcile_id = await self.controller.request_reconcile("main", trigger="api")
+
+        def finished() -> bool:
+            row = self.store.get_reconcile(reconcile_id)
+            return row is not None and row.status in ("succeeded", "failed", "aborted")
+
+        await self.until(finished, within=within)
+        row = self.store.get_reconcile(reconcile_id)
+        assert row is not None
+        return row
+
+    def runs(self, name: str | None = None) -> list[Run]:
+        rows = self.store.list_runs(self.project_id)
+        rows = [r for r in rows if name is None or r.run_name == name]
+        return sorted(rows, key=lambda r: (r.run_name, r.submitted_at))
+
+    def logs(self, run: Run) -> str:
+        path = self.data_dir / "projects" / "main" / "logs" / run.run_name
+        texts = []
+        for job in self.store.list_jobs(run.id):
+            log = path / f"{job.id}.log"
+            texts.append(log.read_text(errors="replace") if log.exists() else "")
+        return "".join(texts)
+
+    def describe(self) -> str:
+        lines = []
+        for run in self.runs():
+            lines.append(f"run {run.run_name} {run.status} {run.status_message!r}")
+            for job in self.store.list_jobs(run.id):
+                lines.append(f"  job {job.status} {job.termination_reason} {job.status_message!r}")
+        for inst in self.store.list_instances(project_id=self.project_id):
+            lines.append(f"instance {inst.name} {inst.status} {inst.status_message!r}")
+        return "\n".join(lines)
+
+    async def until(self, condition: Callable[[], bool], *, within: float = 60.0) -> None:
+        deadline = time.monotonic() + within
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not reached within {within}s:\n{self.describe()}")
+            await asyncio.sleep(0.05)
