@@ -34,6 +34,9 @@ def test_events_filter_and_order(store: Store, clock: FakeClock) -> None:
     since = store.now() - timedelta(seconds=1)
     assert {e.message for e in store.list_events(since=since)} == {"event 2", "x", "up"}
     assert len(store.list_events()) == 5
+    page = store.list_events(project_id=main.id, limit=2)
+    older = store.list_events(project_id=main.id, before=page[-1].created_at)
+    assert [e.message for e in older] == ["event 0"]
     assert store.delete_events_before(since) == 2
     assert {e.message for e in store.list_events()} == {"event 2", "x", "up"}
 

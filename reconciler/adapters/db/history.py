@@ -54,6 +54,7 @@ class HistoryStore(StoreBase):
         target_id: str | None = None,
         target_name: str | None = None,
         since: datetime | None = None,
+        before: datetime | None = None,
         limit: int = 100,
         ascending: bool = False,
     ) -> list[Event]:
@@ -69,6 +70,8 @@ class HistoryStore(StoreBase):
             query = query.where(Event.target_name == target_name)
         if since is not None:
             query = query.where(Event.created_at >= since)
+        if before is not None:  # paging back: pass the oldest `created_at` seen
+            query = query.where(Event.created_at < before)
         if ascending:
             query = query.order_by(Event.created_at, Event.id)
         else:
