@@ -78,12 +78,14 @@ class JobManager:
         capacity: Capacity,
         gpu_sampler: GpuSampler,
         clock: Callable[[], float] = time.time,
+        engine_retry: tuple[float, ...] = ENGINE_RETRY_SECONDS,
     ) -> None:
         self._store = store
         self._executors = executors
         self._capacity = capacity
         self._gpu_sampler = gpu_sampler
         self._clock = clock
+        self._engine_retry = engine_retry
         self._jobs: dict[str, _Job] = {}
         self._closing = False
 
@@ -157,7 +159,8 @@ class JobManager:
             return job.state
         now = self._clock()
         seconds = 0.0 if force else (job.spec.stop_duration if grace is None else grace)
-        self._save(job, stop=StopOrder(requested_at=now, deadline=now + seconds))
+        order = StopOrder(requested_at=now, deadline=now + seconds, killed=force)
+        self._save(job, stop=order)
         if job.preparing and job.supervisor is not None:
             job.supervisor.cancel()  # nothing runs yet: the supervisor records the stop
         elif job.state.status == JobStatus.RUNNING:
@@ -236,7 +239,7 @@ class JobManager:
                 return await executor.adopt(job.spec, job.files)
             except EngineUnavailableError as error:
                 self._save(job, message=f"waiting for the engine: {error}")
-                await asyncio.sleep(ENGINE_RETRY_SECONDS[min(attempt, 2)])
+                await asyncio.sleep(self._engine_retry[min(attempt, len(self._engine_retry) - 1)])
                 attempt += 1
 
     async def _wait(self, job: _Job, executor: Executor) -> int | None:
@@ -245,7 +248,7 @@ class JobManager:
                 return await executor.wait(job.spec, job.files)
             except EngineUnavailableError as error:
                 self._save(job, message=f"waiting for the engine: {error}")
-                await asyncio.sleep(ENGINE_RETRY_SECONDS[-1])
+                await asyncio.sleep(self._engine_retry[-1])
                 if await self._adopt(job, executor) is None:
                     return None
 

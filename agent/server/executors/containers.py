@@ -110,3 +110,19 @@ def to_port_mappings(spec: JobSpec, attrs: dict[str, Any]) -> list[PortMapping]:
                 PortMapping(container_port=port.container_port, host_port=host_ports[0])
             )
     return mappings
+
+
+def to_pull_fraction(layers: dict[str, tuple[int, int]], event: dict[str, Any]) -> float | None:
+    """Record one event of an image pull in ``layers``; the fraction of bytes done so far.
+
+    Events carry ``id`` (a layer) and ``progressDetail {current, total}`` while a layer
+    downloads or extracts; others (``Pulling fs layer``, ``Pull complete``) have no sizes.
+    """
+    detail = event.get("progressDetail") or {}
+    if event.get("id") and detail.get("total"):
+        layers[str(event["id"])] = (int(detail.get("current", 0)), int(detail["total"]))
+    if not layers:
+        return None
+    done = sum(current for current, _ in layers.values())
+    total = sum(size for _, size in layers.values())
+    return min(done / total, 1.0)

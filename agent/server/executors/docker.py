@@ -35,6 +35,7 @@ from agent.server.executors.containers import (
     is_logging_to_file,
     to_container_kwargs,
     to_port_mappings,
+    to_pull_fraction,
 )
 from agent.server.executors.dockerlogs import LogFollower
 from agent.server.store import JobFiles
@@ -209,11 +210,9 @@ def _pull(client: docker.DockerClient, image: str, report: Callable[[float | Non
                 raise ExecutorError(
                     JobReason.IMAGE_NOT_FOUND, f"cannot pull {image}: {event['error']}"
                 )
-            detail = event.get("progressDetail") or {}
-            if event.get("id") and detail.get("total"):
-                layers[event["id"]] = (int(detail.get("current", 0)), int(detail["total"]))
-                done, total = (sum(values) for values in zip(*layers.values(), strict=True))
-                report(min(done / total, 1.0))
+            fraction = to_pull_fraction(layers, event)
+            if fraction is not None:
+                report(fraction)
     except docker.errors.APIError as error:
         raise ExecutorError(JobReason.IMAGE_NOT_FOUND, f"cannot pull {image}: {error}") from error
 
