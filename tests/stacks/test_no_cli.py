@@ -93,3 +93,17 @@ def test_engines_without_pulumi_settings(tmp_path: Path) -> None:
     engines = build_engines(LocalSettings(data_dir=tmp_path, user="u"), None)
     reason = engines.blocked_reason("gateway", {"backend": "aws"})
     assert reason is not None and "passphrase" in reason
+
+
+def test_local_path_imports_no_pulumi() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stacks.engines, stacks.local, stacks.catalog; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'grpc'}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
