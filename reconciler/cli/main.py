@@ -34,6 +34,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "schema",
     "offer",
     "attach",
+    "pr",
 )
 
 

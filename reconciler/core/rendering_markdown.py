@@ -4,16 +4,23 @@ Summary first (counts per action, errors, data-destroying actions), then one `<d
 block per changed resource with its field diff, then one block listing the unchanged
 resources. GitHub rejects comments of 65,536 characters or more, so the text is always
 shorter than `limit`: blocks that do not fit are left out and a note says how many
-resources and characters were dropped.
+resources and characters were dropped, names them, and links the full plan when a URL is given.
+
+Callers may add to the comment without a second renderer: `summary_lines` go right after
+the counts (the PR comment's cost delta), `notes` add one line to a resource's block (its
+best offer and $/h), `full_plan_url` is linked at the end and in the truncation note. A
+plan holding both errors and actions (a PR preview of the valid files) says so.
 """
 
 from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.core.rendering_json import canonical
+from reconciler.domain.kinds import ResourceKey
 from reconciler.domain.plan import Action, ActionKind, Plan
 
 MARKDOWN_LIMIT = 65_536
@@ -29,32 +36,49 @@ _ICONS = {
 }
 
 
-def render_markdown(plan: Plan, *, limit: int = MARKDOWN_LIMIT) -> str:
+def render_markdown(
+    plan: Plan,
+    *,
+    limit: int = MARKDOWN_LIMIT,
+    summary_lines: Sequence[str] = (),
+    notes: Mapping[ResourceKey, str] | None = None,
+    full_plan_url: str | None = None,
+) -> str:
     """The PR-comment markdown of `plan`, always fewer than `limit` characters."""
-    head = _header(plan)
-    blocks = [_details(action) for action in plan.actions if action.action is not ActionKind.NOOP]
+    head = _header(plan, summary_lines)
+    notes = notes or {}
+    changed = [action for action in plan.actions if action.action is not ActionKind.NOOP]
+    blocks = [_details(action, notes.get(action.key)) for action in changed]
+    titles = [f"{a.kind.value} `{a.name}`" for a in changed]
     unchanged = [a for a in plan.actions if a.action is ActionKind.NOOP]
     if unchanged:
         blocks.append(_unchanged(unchanged))
+        titles.append(f"{len(unchanged)} unchanged")
+    footer = f"\n[Full plan]({full_plan_url})\n" if full_plan_url else ""
     parts = [head]
-    used = len(head)
-    reserve = 300  # room for the truncation note
+    used = len(head) + len(footer)
+    reserve = 1_200  # room for the truncation note
     for index, block in enumerate(blocks):
         if used + len(block) + reserve >= limit:
             left = blocks[index:]
-            parts.append(_truncation_note(len(left), sum(len(b) for b in left)))
+            note = _truncation_note(
+                len(left), sum(len(b) for b in left), titles[index:], full_plan_url
+            )
+            parts.append(note)
             break
         parts.append(block)
         used += len(block)
-    text = "\n".join(parts)
+    text = "\n".join(parts) + footer
     return text if len(text) < limit else text[: limit - 1]
 
 
-def _header(plan: Plan) -> str:
+def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
     base = f" against `{plan.base[:12]}`" if plan.base else ""
     lines = [f"### Dockyard plan for `{plan.commit[:12]}`{base}", ""]
     counts = [f"{n} {kind}" for kind, n in plan.summary.items() if n]
     lines.append("**" + (", ".join(counts) if counts else "no resources") + "**")
+    if summary_lines:
+        lines += ["", *summary_lines]
     if plan.errors:
         lines += ["", f"**❌ {len(plan.errors)} error(s): nothing will be applied**", ""]
         lines += [f"- {_escape(str(error))}" for error in plan.errors[:200]]
@@ -64,10 +88,12 @@ def _header(plan: Plan) -> str:
     if destroying:
         names = ", ".join(f"{a.kind.value} `{a.name}` ({a.action.value})" for a in destroying)
         lines += ["", f"> ⚠️ destroys data: {names}"]
+    if plan.errors and plan.actions:
+        lines += ["", "_Below: what the valid files would do once the errors are fixed._"]
     return "\n".join(lines) + "\n"
 
 
-def _details(action: Action) -> str:
+def _details(action: Action, note: str | None = None) -> str:
     icon = _ICONS[action.action]
     implicit = " (implicit)" if action.implicit else ""
     summary = (
@@ -82,6 +108,8 @@ def _details(action: Action) -> str:
         facts.append("**destroys data**")
     if facts:
         lines.append(" · ".join(facts))
+    if note:
+        lines += ["", note]
     if action.fields:
         lines += ["", "| field | old | new |", "|---|---|---|"]
         lines += [f"| `{c.field}` | {_cell(c.old)} | {_cell(c.new)} |" for c in action.fields]
@@ -96,11 +124,18 @@ def _unchanged(actions: list[Action]) -> str:
     return "\n".join(lines)
 
 
-def _truncation_note(resources: int, characters: int) -> str:
+def _truncation_note(
+    resources: int, characters: int, titles: Sequence[str], full_plan_url: str | None
+) -> str:
+    shown = ", ".join(titles[:10]) + (f", and {len(titles) - 10} more" if len(titles) > 10 else "")
+    where = (
+        f"See the [full plan]({full_plan_url})."
+        if full_plan_url
+        else "Run `dockyard plan --format json` for the full plan."
+    )
     return (
         f"\n> ✂️ Truncated: {resources} more block(s) ({characters:,} characters) left out "
-        "to stay under GitHub's comment limit. Run `dockyard plan --format json` for the "
-        "full plan.\n"
+        f"to stay under the comment limit: {shown}. {where}\n"
     )
 
 
