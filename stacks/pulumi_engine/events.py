@@ -1,10 +1,12 @@
 """Engine events → `StackStep`s: what the plan shows under a cloud resource's action.
 
-Per-resource steps arrive only through `on_event` (`resource_pre_event.metadata`, a
-`StepEventMetadata`). `StepCollector` keeps one step per URN, skips the root stack and
-provider resources, folds the replacement ops (`replace`, `create-replacement`,
-`delete-replaced`) into one `replace` step, and reads a `refresh` op as drift: gone →
-`delete`, changed keys → `update`.
+Per-resource steps arrive only through `on_event`: `resource_pre_event.metadata` (a
+`StepEventMetadata`) before each step and `res_outputs_event.metadata` after it; a
+refresh learns what drifted only after reading the resource, so both are merged.
+`StepCollector` keeps one step per URN, skips the root stack and provider resources,
+folds the replacement ops (`replace`, `create-replacement`, `delete-replaced`) into one
+`replace` step, and reads a `refresh` op as drift: gone → `delete`, changed keys →
+`update`.
 """
 
 from __future__ import annotations
@@ -70,10 +72,12 @@ class StepCollector:
         self._guard = threading.Lock()
 
     def __call__(self, event: Any) -> None:
-        pre = getattr(event, "resource_pre_event", None)
-        if pre is None:
+        found = getattr(event, "resource_pre_event", None) or getattr(
+            event, "res_outputs_event", None
+        )
+        if found is None:
             return
-        step = to_step(pre.metadata)
+        step = to_step(found.metadata)
         if step is None:
             return
         key = (step.type, step.name)

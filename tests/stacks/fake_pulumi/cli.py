@@ -46,7 +46,10 @@ def refresh(store: Store, stack: str, flags: dict[str, list[str]], events: Event
         diffs = sorted(change) if change else []
         op = "delete" if new is None else "update" if diffs else "same"
         counts[op] = counts.get(op, 0) + 1
-        events.step("refresh", res, snapshot(res), new, diffs, [], preview)
+        # like the engine: the step is announced before the read (no diffs known yet) and
+        # its result (gone, or the changed keys) comes with the outputs event
+        events.step("refresh", res, snapshot(res), snapshot(res), [], [], preview)
+        events.outputs("refresh", res, snapshot(res), new, diffs)
         if not preview and new is None:
             del state["resources"][urn]
     events.close(counts)

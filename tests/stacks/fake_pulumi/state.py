@@ -141,6 +141,11 @@ class Events:
         }
         self.emit(resourcePreEvent={"metadata": meta, "planning": preview})
 
+    def outputs(self, op: str, res: dict[str, Any], old: Any, new: Any, diffs: list[str]) -> None:
+        meta = {"op": op, "urn": res["urn"], "type": res["type"], "provider": "",
+                "old": old, "new": new, "diffs": diffs, "keys": [], "logical": True}  # fmt: skip
+        self.emit(resOutputsEvent={"metadata": meta, "planning": True})
+
     def close(self, counts: dict[str, int]) -> None:
         if self.closed:
             return
