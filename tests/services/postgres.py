@@ -4,9 +4,11 @@
 ``/usr/lib/postgresql/*/bin`` (the newest version found), run as the ``postgres`` OS user when
 the tests run as root (initdb refuses root), data and unix socket in a temp dir, listening on
 a free 127.0.0.1 port, with durability off (fsync, synchronous_commit) for speed. It is
-stopped and removed at the end of the session. If ``DOCKYARD_TEST_POSTGRES_URL`` is set
-(a URL whose user may ``CREATE DATABASE``), that server is used instead and nothing is started.
-Without binaries or that variable, tests using it skip and say why.
+stopped and removed at the end of the session; clusters left behind by a killed test run
+(its `owner.pid` no longer alive) are removed when the next one starts. If
+``DOCKYARD_TEST_POSTGRES_URL`` is set (a URL whose user may ``CREATE DATABASE``), that server
+is used instead and nothing is started. Without binaries or that variable, tests using it
+skip and say why.
 
 Use it from any conftest::
 
@@ -15,6 +17,8 @@ Use it from any conftest::
 - `postgres_url` (session): one fresh database for the session, as a
   ``postgresql+psycopg://`` URL.
 - `postgres_server.create_database()`: another fresh database (per test, per module...).
+
+One cluster serves the whole session even when several conftests import the fixture.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from sqlalchemy.engine import make_url
 
 ENV_URL = "DOCKYARD_TEST_POSTGRES_URL"
 _RUN_AS = "postgres"
+_PREFIX = "dockyard-pg-"
+_OWNER_FILE = "owner.pid"  # pid of the test process that started the cluster
 _SERVER_OPTIONS = (
     "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
     "-c max_connections=300 -c shared_buffers=64MB"
@@ -121,12 +127,33 @@ def _run(args: list[str], what: str) -> None:
         raise RuntimeError(f"{what} failed ({result.returncode}): {result.stderr[-2000:]}")
 
 
+def _reap_orphans(bin_dir: Path, parent: Path) -> None:
+    """Stop and delete clusters left by test runs that were killed (their owner is gone)."""
+    for owner_file in parent.glob(f"{_PREFIX}*/{_OWNER_FILE}"):
+        try:
+            os.kill(int(owner_file.read_text()), 0)
+            continue  # the run that started it is still alive
+        except ProcessLookupError:
+            pass
+        except (ValueError, OSError):
+            continue
+        data = owner_file.parent / "data"
+        subprocess.run(
+            _as_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+            capture_output=True,
+            timeout=60,
+        )
+        shutil.rmtree(owner_file.parent, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def start_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
     """Start a private cluster with the binaries in `bin_dir`; stop and delete it after."""
     # as root, the cluster's owner must reach the dir: /tmp, not a private TMPDIR
     parent = "/tmp" if os.geteuid() == 0 and os.path.isdir("/tmp") else None
-    root = Path(tempfile.mkdtemp(prefix="dockyard-pg-", dir=parent))
+    _reap_orphans(bin_dir, Path(parent or tempfile.gettempdir()))
+    root = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=parent))
+    (root / _OWNER_FILE).write_text(str(os.getpid()))
     if os.geteuid() == 0:
         owner = pwd.getpwnam(_RUN_AS)
         os.chown(root, owner.pw_uid, owner.pw_gid)
@@ -159,20 +186,34 @@ def start_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+_SERVER_KEY = pytest.StashKey[PostgresServer]()
+
+
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server for the whole session (see the module docstring)."""
+def postgres_server(request: pytest.FixtureRequest) -> PostgresServer:
+    """A PostgreSQL server for the whole session (see the module docstring).
+
+    Kept in the pytest config's stash, so conftests in several test packages that import
+    this fixture share one cluster; it is stopped when the session ends.
+    """
+    config = request.config
+    server = config.stash.get(_SERVER_KEY, None)
+    if server is not None:
+        return server
     existing = os.environ.get(ENV_URL)
     if existing:
-        yield PostgresServer(existing)
-        return
-    reason = postgres_unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    bin_dir = find_postgres_bin()
-    assert bin_dir is not None
-    with start_postgres(bin_dir) as server:
-        yield server
+        server = PostgresServer(existing)
+    else:
+        reason = postgres_unavailable_reason()
+        if reason is not None:
+            pytest.skip(reason)
+        bin_dir = find_postgres_bin()
+        assert bin_dir is not None
+        stack = contextlib.ExitStack()
+        config.add_cleanup(stack.close)
+        server = stack.enter_context(start_postgres(bin_dir))
+    config.stash[_SERVER_KEY] = server
+    return server
 
 
 @pytest.fixture(scope="session")
