@@ -72,7 +72,9 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         with state.lock:
             state.requests.append(
-                Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                Recorded(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
             )
             failure = state.failures.pop(0) if state.failures else None
         if failure is not None:

@@ -30,13 +30,18 @@ LLM_OLD = (
     b"fleets: [lab]\nresources:\n  gpu: 24GB\ncommands: [vllm serve]\n"
 )
 LLM_NEW = LLM_OLD.replace(b"v0.6.0", b"v0.6.3")
-TRAIN_OLD = b"type: task\nname: train\nfleets: [lab]\nresources:\n  gpu: A10G\ncommands: [python train.py]\n"
+TRAIN_OLD = (
+    b"type: task\nname: train\nfleets: [lab]\nresources:\n  gpu: A10G\n"
+    b"commands: [python train.py]\n"
+)
 TRAIN_NEW = (
     b"type: task\nname: train\nfleets: [gpu]\nresources:\n  gpu: A10G\n"
     b"commands: [python train.py --epochs 3]\n"
 )
 DATA = b"type: volume\nname: data\nbackend: aws\nregion: us-east-1\nsize: 100GB\n"
-NOTEBOOK = b"type: dev-environment\nname: notebook\nide: vscode\nresources:\n  gpu: A100:80GB:many\n"
+NOTEBOOK = (
+    b"type: dev-environment\nname: notebook\nide: vscode\nresources:\n  gpu: A100:80GB:many\n"
+)
 
 BASE_FILES = {
     "fleets/lab.dstack.yml": LAB,
@@ -69,7 +74,9 @@ def clean_json() -> dict[str, Any]:
     files = {p: t for p, t in HEAD_FILES.items() if p != "notebook.dstack.yml"}
     head = load_files(files, commit=HEAD_SHA, parse=parse_config)
     base = load_files(BASE_FILES, commit=BASE_SHA, parse=parse_config)
-    report = review(head, ObservedState.from_desired(base.desired), base=BASE_SHA, catalog=load_catalog())
+    report = review(
+        head, ObservedState.from_desired(base.desired), base=BASE_SHA, catalog=load_catalog()
+    )
     return report_to_json(report)
 
 
