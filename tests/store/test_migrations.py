@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 from typer.testing import CliRunner
 
 from reconciler.adapters.db import create_db_engine, current_revision, head_revision
@@ -72,3 +73,27 @@ def test_cli_db_upgrade_and_current_on_postgres(postgres_server: PostgresServer)
     engine.dispose()
     current = CliRunner().invoke(build_app(), ["db", "current", "--db", url])
     assert f"revision {head_revision()}; head {head_revision()}" in current.output
+
+
+def test_replicas_upgrading_at_once_take_turns(empty_url: str) -> None:
+    engines = [create_db_engine(empty_url) for _ in range(3)]
+    reached: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(engines))
+
+    def upgrade(engine: Engine) -> None:
+        barrier.wait()
+        try:
+            reached.append(upgrade_database(engine))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=upgrade, args=(engine,)) for engine in engines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for engine in engines:
+        engine.dispose()
+    assert errors == []
+    assert reached == [head_revision()] * len(engines)

@@ -2,7 +2,7 @@
 
 No `alembic.ini` is needed at runtime: `alembic_config` points alembic at
 `reconciler/adapters/db/migrations` and hands it an open connection. `upgrade_database` is
-what `dockyard db upgrade` and the server start call; on PostgreSQL it holds an advisory lock
+what `dockyard db upgrade` and the server start call; it holds the database's migration lock
 so several server replicas starting at once migrate one after the other.
 """
 
@@ -15,6 +15,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
+
+from reconciler.adapters.db.connecting import writer_engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _PG_MIGRATION_LOCK_KEY = 0x646F636B  # "dock": one cluster-wide advisory lock for migrations
@@ -43,22 +45,20 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade_database(engine: Engine, revision: str = "head") -> str:
-    """Apply every pending migration up to `revision`; returns the revision reached."""
-    with engine.connect() as connection:
+    """Apply every pending migration up to `revision` in one transaction; returns the revision.
+
+    The transaction first takes the database's migration lock — `BEGIN IMMEDIATE` on SQLite,
+    a transaction-scoped advisory lock on PostgreSQL — so concurrent upgrades (server
+    replicas starting together) run one after the other and the later ones find nothing to
+    do. Holding the lock before alembic starts also keeps alembic's process-wide context
+    from being shared by two upgrades in one process.
+    """
+    with writer_engine(engine).connect() as connection, connection.begin():
         if connection.dialect.name == "postgresql":
             connection.execute(
-                text("SELECT pg_advisory_lock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY}
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY}
             )
-            connection.commit()
-        try:
-            command.upgrade(alembic_config(connection), revision)
-            connection.commit()
-        finally:
-            if connection.dialect.name == "postgresql":
-                connection.execute(
-                    text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY}
-                )
-                connection.commit()
+        command.upgrade(alembic_config(connection), revision)
     reached = current_revision(engine)
     if reached is None:  # pragma: no cover - alembic always stamps
         raise RuntimeError("the database has no revision after upgrade")
