@@ -2,10 +2,11 @@
 
 A bundle is a ``.tar.gz`` holding one ``site/`` directory: our ``agent`` and ``schemas``
 packages, a ``dockyard-<version>.dist-info`` (so the agent reports the server's version),
-and every third-party distribution the agent imports, copied file by file from the
-server's own environment (closure of `AGENT_REQUIREMENTS` over installed metadata). On the
-host it runs as ``PYTHONPATH=<dir>/site python3 -s -m agent serve``: no pip, no venv
-module, no network (Debian's python3 ships neither pip nor venv by default).
+and every third-party distribution the agent imports (the closure of `AGENT_REQUIREMENTS`
+over installed metadata), copied file by file from the server's own environment, bytecode
+included so that the first start on a host does not compile. On the host it runs as
+``PYTHONPATH=<dir>/site python3 -s -m agent serve``: no pip, no venv module, no network
+(Debian's python3 ships neither pip nor venv by default).
 
 The price: compiled dependencies (pydantic-core, cryptography) are the server's builds, so
 the host's Python must have the same ``cache_tag`` (e.g. cpython-311) and machine (e.g.
@@ -75,12 +76,22 @@ def dependency_closure(roots: tuple[str, ...]) -> list[metadata.Distribution]:
     return [found[key] for key in sorted(found)]
 
 
+def _is_wanted(parts: tuple[str, ...]) -> bool:
+    """Sources and data, plus bytecode of this interpreter (the host's must match it)."""
+    if parts[0] == "..":
+        return False
+    if "__pycache__" not in parts:
+        return True
+    name = parts[-1]
+    return name.endswith(f".{sys.implementation.cache_tag}.pyc") and ".opt-" not in name
+
+
 def _bundle_files() -> list[tuple[str, Path]]:
     """(name in the bundle, source path) of every file, sorted."""
     files: list[tuple[str, Path]] = []
     for dist in dependency_closure(AGENT_REQUIREMENTS):
         for entry in dist.files or []:
-            if entry.parts[0] == ".." or "__pycache__" in entry.parts:
+            if not _is_wanted(entry.parts):
                 continue
             source = Path(str(entry.locate()))
             if source.is_file():
@@ -91,7 +102,7 @@ def _bundle_files() -> list[tuple[str, Path]]:
             raise RuntimeError(f"package {package} not importable; cannot build the agent bundle")
         root = Path(spec.origin).parent
         for source in sorted(root.rglob("*")):
-            if source.is_file() and "__pycache__" not in source.parts:
+            if source.is_file() and _is_wanted(source.relative_to(root).parts):
                 files.append((f"site/{package}/{source.relative_to(root).as_posix()}", source))
     return sorted(files)
 

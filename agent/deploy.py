@@ -39,6 +39,14 @@ from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool, UnreachableKin
 DEFAULT_REMOTE_DIR = ".dockyard/agent"
 DEFAULT_AGENT_PORT = 10998
 MIN_PYTHON = (3, 11)
+
+
+def is_alive_test(pid: str) -> str:
+    """Shell test: is `pid` a live process? (``kill -0`` alone also passes zombies, which
+    hosts whose PID 1 does not reap keep around.)"""
+    return f"kill -0 {pid} 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' /proc/{pid}/status"
+
+
 _PYTHONS = "python3.11 python3 python3.12 python3.13 python3.14"
 _PY_PROBE = (
     "import sys,platform;print('PY',sys.executable,sys.implementation.cache_tag,"
@@ -97,13 +105,14 @@ class DeployedAgent:
 
 def probe_script(remote_dir: str) -> str:
     d = shlex.quote(remote_dir)
+    alive = is_alive_test('"$pid"')
     return (
         f'echo "HOME $HOME"; for p in {_PYTHONS}; do '
         f'command -v "$p" >/dev/null 2>&1 && "$p" -c {shlex.quote(_PY_PROBE)} 2>/dev/null; done; '
         f"mkdir -p {d} 2>/dev/null; "
         f'echo "BUNDLE $(readlink {d}/current 2>/dev/null)"; '
         f'pid=$(cat {d}/agent.pid 2>/dev/null); echo "PID $pid"; '
-        f'[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo ALIVE; '
+        f'[ -n "$pid" ] && {alive} && echo ALIVE; '
         f"echo \"DF $(df -Pk {d} 2>/dev/null | awk 'NR==2 {{print $4}}')\""
     )
 
@@ -235,8 +244,8 @@ async def _stop(
     if pid is None:
         return
     script = (
-        f"kill {pid} 2>/dev/null; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || break; "
-        f"sleep 0.1; done; kill -9 {pid} 2>/dev/null; "
+        f"kill {pid} 2>/dev/null; for i in $(seq 100); do {is_alive_test(str(pid))} || break; "
+        f"sleep 0.1; done; {is_alive_test(str(pid))} && kill -9 {pid}; "
         f"rm -f {shlex.quote(remote_dir)}/agent.pid; true"
     )
     await _run(conn, host, script, DeployFailure.start_failed)
@@ -245,7 +254,7 @@ async def _stop(
 def start_script(remote_dir: str, python: str, agent_port: int) -> str:
     d = shlex.quote(remote_dir)
     return (
-        f"cd {d} && mkdir -p data && S=$(command -v setsid || true) && "
+        f"cd {d} && mkdir -p data || exit 1; S=$(command -v setsid); "
         f'PYTHONPATH="$PWD/current/site" PYTHONNOUSERSITE=1 $S nohup {shlex.quote(python)} -s '
         f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} '
         f"> agent.log 2>&1 < /dev/null & echo $! > agent.pid; echo $!"
@@ -295,7 +304,7 @@ async def _start_and_wait(
     while time.monotonic() < deadline:
         if await _is_current(client, version):
             return
-        alive = await conn.run(f"kill -0 {pid}", check=False)
+        alive = await conn.run(is_alive_test(str(pid)), check=False)
         if alive.exit_status != 0:
             log = await conn.run(f"tail -n 20 {shlex.quote(remote_dir)}/agent.log", check=False)
             text = str(log.stdout or "")

@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Response
 
+from agent.bundle import Bundle, build_bundle
 from agent.ssh.server import SSHServerOptions, start_ssh_server
 from agent.ssh.sessions import JobSession
 from agent.tunnel import SSHTarget
@@ -126,3 +127,11 @@ async def agent_over_ssh(keys: Keys, tmp_path: Path) -> AsyncIterator[AgentOverS
     config = AgentConfig(data_dir=tmp_path / "agent", http_port=0, docker=False)
     async with start_agent(config, [ssh_server_service(options)]) as context:
         yield AgentOverSSH(context.http_port, ssh_port, keys, config.data_dir)
+
+
+from tests.services.sshd import sshd_hosts  # noqa: E402, F401 - the fixture, for deploy tests
+
+
+@pytest.fixture(scope="session")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    return build_bundle(tmp_path_factory.mktemp("bundle"))
