@@ -8,6 +8,9 @@ with `--base REF` it is planned against another commit instead (the offline PR p
 no store needed). Exit code 0 for a clean plan, 1 when the plan has errors. A local
 path is read in place; URLs are mirrored under `<data-dir>/git`. An https token is read
 from `$DOCKYARD_GIT_TOKEN` (or the variable named by `--token-env`).
+
+With `--server URL --token T` the commit's config files are posted to a Dockyard server,
+which plans them against its live state with offers and $/h (docs/pull-requests.md).
 """
 
 from __future__ import annotations
@@ -69,6 +72,14 @@ def plan_command(
     token_env: Annotated[
         str, typer.Option("--token-env", help="Environment variable holding an https token.")
     ] = DEFAULT_TOKEN_ENV,
+    server: Annotated[
+        str | None,
+        typer.Option("--server", help="Plan on this Dockyard server (live state, prices)."),
+    ] = None,
+    server_token: Annotated[
+        str | None,
+        typer.Option("--token", envvar="DOCKYARD_SERVER_TOKEN", help="Token for --server."),
+    ] = None,
 ) -> None:
     """Plan a commit of the config repo against what is deployed (or against --base)."""
     from schemas import parse_config  # the config contract; imported when planning
@@ -80,6 +91,8 @@ def plan_command(
     source = GitSource(location, data_dir=directory, parse=parse_config)
     source.fetch()
     commit = source.resolve(ref)
+    if server is not None:
+        _plan_on_server(source, commit, server, server_token or "", path, output)
     if base is not None:
         base_commit = source.resolve(base)
         observed = ObservedState.from_desired(source.load(source.snapshot(base_commit)).desired)
@@ -127,3 +140,32 @@ def _print(result: Plan, output: OutputFormat) -> None:
         sys.stdout.write(render_markdown(result) + "\n")
     else:
         Console().print(render_table(result))
+
+
+# -- plan on a server: `--server URL --token T` (reconciler.pr.remote) ------------------------
+
+
+def _plan_on_server(
+    source: GitSource, commit: str, server: str, token: str, subdir: str, output: OutputFormat
+) -> None:
+    """Post the commit's config files to the server, print its plan (offers, $/h), exit."""
+    from reconciler.pr.commenting import cost_line, plan_markdown
+    from reconciler.pr.document import report_to_json
+    from reconciler.pr.remote import commit_files, plan_on_server
+
+    files, project = commit_files(source, commit)
+    report = plan_on_server(
+        server, token, project=project, commit=commit, files=files, subdir=subdir
+    )
+    if output is OutputFormat.JSON:
+        import json
+
+        sys.stdout.write(json.dumps(report_to_json(report), indent=2, ensure_ascii=False) + "\n")
+    elif output is OutputFormat.MARKDOWN:
+        sys.stdout.write(plan_markdown(report) + "\n")
+    else:
+        Console().print(render_table(report.plan))
+        line = cost_line(report)
+        if line:
+            Console().print(line.replace("**", ""))
+    raise typer.Exit(1 if report.plan.errors else 0)

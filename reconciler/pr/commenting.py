@@ -56,6 +56,17 @@ def comment_body(
     return head + text
 
 
+def plan_markdown(report: PlanReport, *, limit: int = 65_536) -> str:
+    """The markdown of a PR plan without the marker (`dockyard plan --server --format markdown`)."""
+    return comment_body(report, limit=limit + len(marker()) + 1)[len(marker()) + 1 :]
+
+
+def cost_line(report: PlanReport) -> str | None:
+    """The summary's cost line, or None when no prices were computed."""
+    cost = report.cost
+    return _cost_line(cost) if cost is not None and cost.actions else None
+
+
 def _cost_line(cost: PlanCost) -> str:
     unmatched = sum(1 for c in cost.actions if c.unmatched)
     line = f"**Cost: {money(cost.total_delta, signed=True)}** for the runs this PR changes"

@@ -32,6 +32,7 @@ from reconciler.web.metrics import Metrics
 from reconciler.web.routes_capacity import build_capacity_router
 from reconciler.web.routes_core import SERVER_VERSION, build_core_router
 from reconciler.web.routes_logs import build_logs_router
+from reconciler.web.routes_pr import build_pr_router
 from reconciler.web.routes_project import build_deliveries_router, build_project_router
 from reconciler.web.routes_runs import build_runs_router
 from reconciler.web.webhooks import build_webhooks_router
@@ -114,6 +115,7 @@ def create_app(
         build_deliveries_router(),
         build_webhooks_router(),
         build_forward_router(open_tunnel),
+        build_pr_router(),
     ):
         app.include_router(router)
     _add_openapi_route(app)
