@@ -8,6 +8,9 @@ Layout under ``<data-dir>/jobs/<job-id>/``:
 - ``work/``: the default working directory of a process job;
 - executor files: ``pid.json`` and ``exit_code`` (process), ``log.cursor`` (docker).
 
+The jobs dir and each job dir are ``0o711`` and files ``0o600`` (a spec holds secrets):
+other users may reach a path they are given (a job's user its work dir), not list or read.
+
 ``JobStore`` only moves bytes; the job manager decides what to write.
 """
 
@@ -79,7 +82,9 @@ def write_atomically(path: Path, data: bytes) -> None:
     the jobs too, and a restarted agent then reports them ``lost``.
     """
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
     os.replace(tmp, path)
 
 
@@ -88,15 +93,15 @@ class JobStore:
 
     def __init__(self, data_dir: Path) -> None:
         self.jobs_dir = data_dir / "jobs"
-        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.jobs_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
 
     def files(self, job_id: str) -> JobFiles:
         return JobFiles(self.jobs_dir / job_id)
 
     def create(self, job: StoredJob) -> JobFiles:
         files = self.files(job.spec.id)
-        files.root.mkdir(parents=True, exist_ok=True)
-        files.log.touch()
+        files.root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        files.log.touch(mode=0o600)
         self.save(job)
         return files
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,29 @@ async def test_env_working_dir_and_shell(agent: AgentApi, tmp_path: Path) -> Non
     )
     assert (await agent.wait_finished("env")).exit_status == 0
     assert await agent.read_log("env") == f"hi run [] {work}\n".encode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running a job as another user needs root")
+async def test_a_job_runs_as_its_user(agent: AgentApi) -> None:
+    await agent.submit(
+        id="as-nobody", commands=["id -u; id -g; id -G; touch here", "exit 3"], user="nobody"
+    )
+    state = await agent.wait_finished("as-nobody")
+    assert (state.status, state.exit_status) == (JobStatus.EXITED, 3)
+    nobody = pwd.getpwnam("nobody")
+    uid, gid = nobody.pw_uid, nobody.pw_gid
+    assert await agent.read_log("as-nobody") == f"{uid}\n{gid}\n{gid}\n".encode()
+    assert (agent.data_dir / "jobs" / "as-nobody" / "work" / "here").stat().st_uid == uid
+    job_json = agent.data_dir / "jobs" / "as-nobody" / "job.json"
+    assert job_json.stat().st_mode & 0o777 == 0o600
+    unknown = await agent.submit(id="ghost", commands=["true"], user="no-such-user")
+    assert unknown.status_code == 200
+    failed = await agent.wait_finished("ghost")
+    assert (failed.status, failed.reason, failed.message) == (
+        JobStatus.FAILED,
+        JobReason.EXECUTOR_ERROR,
+        "no user no-such-user here",
+    )
 
 
 async def test_default_working_dir_is_per_job(agent: AgentApi) -> None:

@@ -2,15 +2,17 @@
 
 For hosts without a Docker engine, and the embedded default on a laptop. A job runs as::
 
-    /bin/sh -c WRAPPER dockyard-job <shell> "<cmd1> && <cmd2> ..." <exit-code-file>
+    /bin/sh -c WRAPPER dockyard-job <shell> "<cmd1> && <cmd2> ..."  0>exit_code
 
 started with ``setsid`` (``start_new_session``), so the wrapper leads a new session and
-process group that outlives the agent. The wrapper runs the job's shell in the background,
-waits for it (ignoring SIGTERM itself, which the job's processes still receive), and
-writes the exit status to ``exit_code``; so the status is known even when the agent was
-down when the job ended. The job's output (stdout and stderr) goes straight to the
-append-only ``output.log``. ``pid.json`` records the wrapper's pid and start time, which
-a restarted agent uses to find the job again (a pid alone could have been reused).
+process group that outlives the agent. The wrapper runs the job's shell in the background
+(stdin /dev/null), waits for it (ignoring SIGTERM itself, which the job's processes still
+receive), and writes the exit status to its own stdin, the ``exit_code`` file the agent
+opened for writing; so the status is known even when the agent was down when the job
+ended, and the job's user needs no access to the data dir. The job's output (stdout and
+stderr) goes straight to the append-only ``output.log``. ``pid.json`` records the
+wrapper's pid and start time, which a restarted agent uses to find the job again (a pid
+alone could have been reused).
 
 Stop: SIGTERM to the group and to every process carrying the job's marker (see
 ``proctable``), then SIGKILL to all of them after the grace period. When the job's main
@@ -23,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import signal
 import subprocess
 from pathlib import Path
@@ -40,7 +43,7 @@ while :; do
   if [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; then continue; fi
   break
 done
-printf '%s\\n' "$status" > "$3.tmp" && mv -f "$3.tmp" "$3"
+printf '%s\\n' "$status" >&0
 """
 
 _PASSED_OVER_ENV = ("DOCKYARD_AGENT_", proctable.MARKER_ENV)
@@ -86,10 +89,11 @@ class ProcessExecutor:
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
         try:
             child = _spawn(spec, files)
-        except (OSError, ValueError, KeyError) as error:
-            raise ExecutorError(
-                JobReason.EXECUTOR_ERROR, f"cannot start the job: {error}"
-            ) from error
+        except KeyError as error:
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {spec.user} here") from error
+        except (OSError, ValueError) as error:
+            message = f"cannot start the job: {error}"
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
         self._children[spec.id] = child
         stat = proctable.read_stat(child.pid)
         identity = {"pid": child.pid, "start_ticks": stat.start_ticks if stat else -1}
@@ -145,22 +149,41 @@ class ProcessExecutor:
 
 
 def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
-    """Start the wrapper in a new session, output appended to the job's log."""
+    """Start the wrapper in a new session, output appended to the job's log.
+
+    The wrapper's stdin is ``exit_code``, opened here for writing (the job's own stdin is
+    /dev/null): it writes the exit status there and needs no access to the data dir,
+    whichever user the job runs as.
+    """
     work_dir = Path(spec.working_dir) if spec.working_dir else files.work_dir
-    files.exit_code.unlink(missing_ok=True)
     work_dir.mkdir(parents=True, exist_ok=True)
-    argv = ["/bin/sh", "-c", WRAPPER, "dockyard-job", spec.shell]
-    with open(files.log, "ab") as log:
-        return subprocess.Popen(
-            [*argv, join_commands(spec.commands), str(files.exit_code)],
-            cwd=work_dir,
-            env=job_environment(spec, dict(os.environ)),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            user=spec.user,
-        )
+    owner = _user_ids(spec.user) if spec.user is not None else None
+    if owner is not None and not spec.working_dir:
+        os.chown(work_dir, *owner)
+    argv = ["/bin/sh", "-c", WRAPPER, "dockyard-job", spec.shell, join_commands(spec.commands)]
+    exit_fd = os.open(files.exit_code, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with open(files.log, "ab") as log:
+            return subprocess.Popen(
+                argv,
+                cwd=work_dir,
+                env=job_environment(spec, dict(os.environ)),
+                stdin=exit_fd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                user=owner[0] if owner else None,
+                group=owner[1] if owner else None,
+                extra_groups=[] if owner else None,
+            )
+    finally:
+        os.close(exit_fd)
+
+
+def _user_ids(user: str) -> tuple[int, int]:
+    """(uid, gid) of a user name or numeric uid; KeyError when unknown."""
+    entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
 
 
 def _host_ports(spec: JobSpec) -> list[PortMapping]:
