@@ -25,6 +25,7 @@ from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.cli.config import ProjectConfig, add_project, load_projects
 from reconciler.ports import Controller
+from reconciler.pr.bot import PullRequestBot, build_bot
 from reconciler.settings import Settings
 from reconciler.web.app import create_app
 from reconciler.web.auth import token_authorizer
@@ -48,11 +49,13 @@ class Server:
     cli_config_written: bool
 
 
-def load_controller(settings: Settings, store: Store, stats: RequestStats) -> Controller:
+def load_controller(
+    settings: Settings, store: Store, stats: RequestStats, reporter: PullRequestBot | None = None
+) -> Controller:
     """The runtime from `reconciler.engine` (`build_controller(settings, store, stats=)`)."""
     from reconciler.engine.controller import build_controller
 
-    return build_controller(settings, store, stats=stats)
+    return build_controller(settings, store, stats=stats, reporter=reporter)
 
 
 def build_tunnel_opener(controller: Controller) -> OpenTunnel | None:
@@ -105,10 +108,11 @@ def build_server(
     db = Database(store.engine)
     token, wrote_config = _first_start(settings, db)
     stats = RequestStats()
+    bot = build_bot(settings, store)  # PR plans and commit statuses (docs/pull-requests.md)
     if controller_factory is not None:
         controller = controller_factory(settings, store)
     else:
-        controller = load_controller(settings, store, stats)
+        controller = load_controller(settings, store, stats, reporter=bot)
     app = create_app(
         proxy=build_proxy(controller, store, db, stats),
         open_tunnel=build_tunnel_opener(controller),
@@ -117,6 +121,7 @@ def build_server(
         controller=controller,
         secrets=SecretsCipher(load_or_create_key(settings.data_dir)),
         clock=store.clock,
+        pull_requests=bot,
     )
     return Server(app, store, settings, token, wrote_config)
 

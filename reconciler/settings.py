@@ -30,6 +30,10 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_PROJECT": "project",
     "DOCKYARD_CONFIG": "cli_config",
     "DOCKYARD_FETCH_INTERVAL": "fetch_interval",
+    "DOCKYARD_GITHUB_TOKEN": "github_token",
+    "DOCKYARD_GITHUB_API_URL": "github_api_url",
+    "DOCKYARD_GITHUB_REPO": "github_repo",
+    "DOCKYARD_EXTERNAL_URL": "external_url",
 }
 
 
@@ -58,6 +62,12 @@ class Settings(BaseModel):
     cli_config: Path = Field(default_factory=default_cli_config)
     fetch_interval: float = Field(default=60.0, gt=0)
     max_webhook_bytes: int = Field(default=MAX_WEBHOOK_BYTES, gt=0)
+    # pull requests (reconciler.pr, docs/pull-requests.md): with a GitHub token the server
+    # plans PRs on `pull_request` webhooks and sets `dockyard/apply` on pushed commits
+    github_token: SecretStr | None = None
+    github_api_url: str = Field(default="https://api.github.com", description="GitHub's API")
+    github_repo: str | None = Field(default=None, description="OWNER/NAME for apply statuses")
+    external_url: str | None = Field(default=None, description="the server's URL for links")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:

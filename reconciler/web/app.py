@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp
 
 from reconciler.ports import Clock, Controller
+from reconciler.pr.bot import PullRequestBot
 from reconciler.settings import Settings
 from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import SecretBox, WebContext, get_context
@@ -29,6 +30,7 @@ from reconciler.web.errors import install_error_handlers
 from reconciler.web.forwarding import OpenTunnel, build_forward_router
 from reconciler.web.gate import TokenGate
 from reconciler.web.metrics import Metrics
+from reconciler.web.pages import build_pages_router
 from reconciler.web.routes_capacity import build_capacity_router
 from reconciler.web.routes_core import SERVER_VERSION, build_core_router
 from reconciler.web.routes_logs import build_logs_router
@@ -73,6 +75,7 @@ def create_app(
     proxy: ASGIApp | None = None,
     open_tunnel: OpenTunnel | None = None,
     start_controller: bool = True,
+    pull_requests: PullRequestBot | None = None,
 ) -> FastAPI:
     context = WebContext(
         settings=settings,
@@ -103,6 +106,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.context = context
+    app.state.pull_requests = pull_requests  # reconciler.pr.bot: PR plans, statuses, pages
     install_error_handlers(app)
     app.add_middleware(TokenGate, context=context)
     for router in (
@@ -116,6 +120,7 @@ def create_app(
         build_webhooks_router(),
         build_forward_router(open_tunnel),
         build_pr_router(),
+        build_pages_router(),
     ):
         app.include_router(router)
     _add_openapi_route(app)

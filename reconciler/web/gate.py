@@ -2,8 +2,9 @@
 
 It runs before routing, body parsing and validation, so an anonymous caller learns nothing
 (not even which bodies are valid: a 401 comes first, whatever is sent). Open paths are the
-health check, the webhooks (they verify their own signature) and the service proxy (it
-checks tokens per service, as `auth: false` services are public). The principal found is
+health check, the webhooks (they verify their own signature), the service proxy (it
+checks tokens per service, as `auth: false` services are public) and the reconcile pages
+(signed links, `reconciler.web.pages`). The principal found is
 left in `scope["state"]` for the route dependencies, which then check roles.
 """
 
@@ -18,7 +19,7 @@ from reconciler.web.auth import authenticate
 from reconciler.web.context import WebContext
 
 OPEN_PATHS = ("/healthcheck",)
-OPEN_PREFIXES = ("/api/webhooks/", "/proxy/services/")
+OPEN_PREFIXES = ("/api/webhooks/", "/proxy/services/", "/pages/")  # pages check a signature
 
 
 def is_open(path: str) -> bool:

@@ -5,23 +5,35 @@ checkout and posts them here, so a fork's PR is planned without giving the serve
 the fork. The answer is the PR plan JSON (`reconciler.pr.document`): the plan of docs/plan.md
 against what is deployed, with each run's best offer and $/h and the total change. Members
 of the project (role `user`) may ask; nothing is written.
+
+Also the GitHub webhook's pull-request part, used when the server has a GitHub token
+(`reconciler.pr.bot`): `answer_pull_request` records a `pull_request` delivery and starts
+planning it; `after_push` sets `dockyard/apply` pending once a push queued a reconcile.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from reconciler.adapters.db.models import Delivery
 from reconciler.adapters.db.store import Store
+from reconciler.api.models import WebhookAnswer
 from reconciler.api.requests import Body
 from reconciler.errors import UsageError
+from reconciler.pr.bot import PullRequestBot
 from reconciler.pr.document import report_to_json
 from reconciler.pr.liveplan import plan_against_store
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.hookparsing import HookEvent
+from reconciler.web.queries_project import record_delivery, set_delivery
 
 MAX_FILES = 5_000
 MAX_FILE_CHARS = 1_000_000
@@ -62,3 +74,61 @@ def build_pr_router() -> APIRouter:
             raise HTTPException(400, str(exc)) from None
 
     return router
+
+
+# -- the server's pull-request bot in the GitHub webhook (reconciler.pr.bot) -----------------
+
+
+def pull_request_bot(request: Request) -> PullRequestBot | None:
+    """The bot the app was built with (a GitHub token is configured), else None."""
+    bot = getattr(request.app.state, "pull_requests", None)
+    return bot if isinstance(bot, PullRequestBot) else None
+
+
+async def answer_pull_request(
+    context: WebContext, bot: PullRequestBot, body: bytes, delivery_id: str, event: str
+) -> JSONResponse:
+    """Record a `pull_request` delivery once and start planning it (opened/synchronize/
+    reopened); 202 at once, the comment and status follow from a background task."""
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        payload = None
+    if not isinstance(payload, dict):
+        return _answer(400, "invalid", "the body is not a JSON object")
+    row = Delivery(
+        provider="github",
+        delivery_id=delivery_id,
+        event=event[:64],
+        ref=None,
+        status_code=202,
+        outcome="planning",
+        reason=None,
+        received_at=datetime.fromtimestamp(context.clock.now_ts(), UTC),
+    )
+    if not await context.db.write(record_delivery, row):
+        context.metrics.webhook_deliveries.labels("github", "duplicate").inc()
+        return _answer(202, "duplicate", f"delivery {delivery_id} was received before")
+    started, why = bot.accept_pull_request(payload)
+    outcome = "planning" if started else "ignored"
+    context.metrics.webhook_deliveries.labels("github", outcome).inc()
+    if not started:
+        await context.db.write(set_delivery, row.id, outcome=outcome, reason=why)
+    return _answer(202, outcome, why)
+
+
+def after_push(bot: PullRequestBot, hook: HookEvent, answer: JSONResponse) -> None:
+    """A push that queued a reconcile: `dockyard/apply` pending on its commit."""
+    if hook.event != "push" or answer.status_code != 202:
+        return
+    try:
+        outcome = json.loads(bytes(answer.body)).get("outcome")
+    except ValueError:
+        return
+    if outcome == "queued":
+        bot.apply_pending(hook.revision)
+
+
+def _answer(status: int, outcome: str, reason: str | None) -> JSONResponse:
+    body = WebhookAnswer(outcome=outcome, reason=reason)
+    return JSONResponse(status_code=status, content=body.model_dump(exclude_none=True))

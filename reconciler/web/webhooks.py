@@ -32,6 +32,7 @@ from reconciler.web.hookparsing import (
     read_gitlab,
 )
 from reconciler.web.queries_project import record_delivery, set_delivery
+from reconciler.web.routes_pr import after_push, answer_pull_request, pull_request_bot
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,15 @@ def build_webhooks_router() -> APIRouter:
             hook = read_github(event, body)
         except PayloadError as exc:
             return _answer(400, "invalid", str(exc))
-        return await _handle(context, hook, delivery_id, event)
+        # pull requests (reconciler.pr.bot, when a GitHub token is configured): plan PRs,
+        # and set `dockyard/apply` pending on the pushed commit
+        bot = pull_request_bot(request)
+        if bot is not None and hook.event == "pull_request":
+            return await answer_pull_request(context, bot, body, delivery_id, event)
+        answer = await _handle(context, hook, delivery_id, event)
+        if bot is not None:
+            after_push(bot, hook, answer)
+        return answer
 
     @router.post("/gitlab", status_code=202, responses=responses)
     async def gitlab(request: Request, context: WebContext = Depends(get_context)) -> JSONResponse:

@@ -1,0 +1,241 @@
+"""The server posting by itself, like Atlantis: PR plans on webhooks, apply statuses.
+
+Built by the composition root when the server has a GitHub token
+(`DOCKYARD_GITHUB_TOKEN`). It
+- plans a `pull_request` delivery (opened, synchronize, reopened): reads the head's config
+  files through the host's API (a fork's PR head lives in the base repository), plans them
+  against the live state with prices, and upserts the comment and `dockyard/plan`;
+- sets `dockyard/apply` pending when a push queues a reconcile, linking the commit's page;
+- is the engine's `Reporter`: when the reconcile ends, `dockyard/apply` becomes success or
+  failure with `target_url` = that reconcile's page. A status is posted only when it
+  changes (the periodic reconcile of the same commit does not post it again).
+
+Work runs in background tasks (the webhook is answered at once); host failures are logged
+as their one-line message, never with the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from reconciler.adapters.db.store import Store
+from reconciler.core.reconcile_status import ReconcileStatus
+from reconciler.errors import DockyardError
+from reconciler.pr.commenting import APPLY_CONTEXT, PLAN_CONTEXT
+from reconciler.pr.document import read_report
+from reconciler.pr.github import GitHub
+from reconciler.pr.hosting import CodeHost, CommitStatus, StatusState
+from reconciler.pr.liveplan import plan_against_store
+from reconciler.pr.posting import post_plan
+from reconciler.pr.reviewing import wanted_path
+from reconciler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+HostFactory = Callable[[str], CodeHost]
+"""Opens the host API for a repository (`owner/name`)."""
+
+PLANNED_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+
+
+class Report(Protocol):
+    """What the engine reports when a reconcile ends (`reconciler.engine.reconciling.Report`)."""
+
+    @property
+    def reconcile_id(self) -> str: ...
+    @property
+    def commit(self) -> str | None: ...
+    @property
+    def status(self) -> ReconcileStatus: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def plan(self) -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BotConfig:
+    project: str
+    external_url: str
+    """Where people reach the server (status links)."""
+    page_key: bytes
+    """Signs page links, so a page opens from a status without a bearer token."""
+    repo: str | None = None
+    """`owner/name` the apply statuses go to (None: no apply statuses)."""
+    subdir: str = ""
+
+
+def sign(key: bytes, subject: str) -> str:
+    return hmac.new(key, subject.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def page_key(secret: str) -> bytes:
+    """The key of page signatures, derived from a server secret."""
+    return hmac.new(secret.encode(), b"dockyard-pages", hashlib.sha256).digest()
+
+
+class PullRequestBot:
+    """See the module docstring."""
+
+    def __init__(self, store: Store, hosts: HostFactory, config: BotConfig) -> None:
+        self._store = store
+        self._hosts = hosts
+        self.config = config
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._posted: dict[tuple[str, str], str] = {}
+
+    # -- links ------------------------------------------------------------------------------
+
+    def page_url(self, kind: str, ident: str) -> str:
+        """The signed link to `/pages/{kind}/{ident}` (kind: reconciles | commits)."""
+        base = self.config.external_url.rstrip("/")
+        return f"{base}/pages/{kind}/{ident}?sig={sign(self.config.page_key, f'{kind}/{ident}')}"
+
+    def is_signed(self, kind: str, ident: str, signature: str | None) -> bool:
+        expected = sign(self.config.page_key, f"{kind}/{ident}")
+        return signature is not None and hmac.compare_digest(expected, signature)
+
+    # -- pull requests ----------------------------------------------------------------------
+
+    def accept_pull_request(self, payload: Mapping[str, Any]) -> tuple[bool, str]:
+        """Start planning the PR of a `pull_request` delivery; (started, why)."""
+        action = payload.get("action")
+        pull = payload.get("pull_request")
+        repo = (payload.get("repository") or {}).get("full_name")
+        if action not in PLANNED_ACTIONS:
+            return False, f"pull_request {action!r} is not planned (opened, synchronize, reopened)"
+        if not isinstance(pull, Mapping) or not isinstance(repo, str):
+            return False, "the delivery has no pull_request or repository"
+        number = pull.get("number") or payload.get("number")
+        sha = (pull.get("head") or {}).get("sha")
+        if not isinstance(number, int) or not isinstance(sha, str):
+            return False, "the delivery has no PR number or head SHA"
+        self._spawn(self._plan_pull_request(repo, number, sha))
+        return True, f"planning pull request #{number} at {sha[:12]}"
+
+    async def _plan_pull_request(self, repo: str, number: int, sha: str) -> None:
+        await asyncio.to_thread(self.plan_pull_request, repo, number, sha)
+
+    def plan_pull_request(self, repo: str, number: int, sha: str) -> None:
+        """Plan the PR head and post the comment and status (blocking)."""
+        host = self._hosts(repo)
+        try:
+            files = host.read_files(sha, wanted_path(self.config.subdir))
+            report = plan_against_store(
+                self._store, self.config.project, files, commit=sha, subdir=self.config.subdir
+            )
+            post_plan(host, number, report, sha=sha)
+        except DockyardError as exc:
+            log.warning("planning pull request %s#%s failed: %s", repo, number, exc)
+            self._status_quietly(host, sha, CommitStatus(
+                StatusState.ERROR, PLAN_CONTEXT, f"cannot plan: {exc}"[:140]
+            ))  # fmt: skip
+        finally:
+            host.close()
+
+    # -- apply statuses ---------------------------------------------------------------------
+
+    def apply_pending(self, sha: str | None) -> None:
+        """A push queued a reconcile of `sha`: `dockyard/apply` pending."""
+        if sha and self.config.repo:
+            status = CommitStatus(
+                StatusState.PENDING,
+                APPLY_CONTEXT,
+                "reconcile queued",
+                self.page_url("commits", sha),
+            )
+            self._spawn(self._post_status(sha, status))
+
+    async def report(self, report: Report) -> None:
+        """The engine's `Reporter`: `dockyard/apply` success or failure for the commit."""
+        if not report.commit or not self.config.repo:
+            return
+        await self._post_status(report.commit, apply_status(report, self))
+
+    async def _post_status(self, sha: str, status: CommitStatus) -> None:
+        key = (sha, status.context)
+        if self._posted.get(key) == status.state.value + status.description:
+            return
+        self._posted[key] = status.state.value + status.description
+        repo = self.config.repo
+        assert repo is not None
+
+        def post() -> None:
+            host = self._hosts(repo)
+            try:
+                self._status_quietly(host, sha, status)
+            finally:
+                host.close()
+
+        await asyncio.to_thread(post)
+
+    @staticmethod
+    def _status_quietly(host: CodeHost, sha: str, status: CommitStatus) -> None:
+        try:
+            host.set_status(sha, status)
+        except DockyardError as exc:
+            log.warning("setting %s on %s failed: %s", status.context, sha[:12], exc)
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the background work started so far (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def apply_status(report: Report, bot: PullRequestBot) -> CommitStatus:
+    """`dockyard/apply` for a finished reconcile: success, failure, or error (aborted)."""
+    url = bot.page_url("reconciles", report.reconcile_id)
+    if report.status is ReconcileStatus.SUCCEEDED:
+        summary = read_report(report.plan).plan.summary if report.plan else {}
+        changed = [f"{n} {kind}" for kind, n in summary.items() if n and kind != "noop"]
+        counts = ", ".join(changed) or "no changes"
+        return CommitStatus(StatusState.SUCCESS, APPLY_CONTEXT, f"applied: {counts}", url)
+    state = StatusState.FAILURE if report.status is ReconcileStatus.FAILED else StatusState.ERROR
+    text = f"{report.status.value}: {report.error or 'see the reconcile page'}"
+    return CommitStatus(state, APPLY_CONTEXT, text[:140], url)
+
+
+def github_repo_of(url: str | None) -> str | None:
+    """`owner/name` of a github.com repo URL (https or SSH), else None."""
+    if not url:
+        return None
+    prefixes = ("https://github.com/", "git@github.com:", "ssh://git@github.com/")
+    for prefix in prefixes:
+        if url.startswith(prefix):
+            path = url[len(prefix) :].removesuffix("/").removesuffix(".git")
+            return path if path.count("/") == 1 else None
+    return None
+
+
+def build_bot(settings: Settings, store: Store) -> PullRequestBot | None:
+    """The bot for a server with `DOCKYARD_GITHUB_TOKEN`, else None."""
+    if settings.github_token is None:
+        return None
+    token = settings.github_token.get_secret_value()
+    api_url = settings.github_api_url
+
+    def hosts(repo: str) -> CodeHost:
+        return GitHub(repo, token=token, api_url=api_url)
+
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else token
+    config = BotConfig(
+        project=settings.project,
+        external_url=settings.external_url or settings.public_url,
+        page_key=page_key(secret),
+        repo=settings.github_repo or github_repo_of(settings.repo),
+        subdir=settings.path.strip("/"),
+    )
+    return PullRequestBot(store, hosts, config)
