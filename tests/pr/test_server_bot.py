@@ -1,0 +1,142 @@
+"""The server posting by itself: PR webhooks → comment + `dockyard/plan`; pushes and
+reconciles → `dockyard/apply`. A real server on loopback, the recording fake GitHub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from reconciler.core.reconcile_status import ReconcileStatus
+from reconciler.domain.observed import observe_applied
+from reconciler.engine.reconciling import Report
+from reconciler.pr.bot import PullRequestBot, github_repo_of
+from reconciler.pr.reviewing import load_files
+from schemas import parse_config
+from tests.pr.fakehost import TOKEN, FakeHost, fake_host
+from tests.pr.samples import BASE_FILES, BASE_SHA, HEAD_FILES, representative_json
+from tests.web.fakes import FakeController
+from tests.web.serving import WEBHOOK_SECRET, Running, running_server, wait_until
+
+PR_HEAD = "e" * 40
+
+
+@pytest.fixture
+def github() -> Iterator[FakeHost]:
+    with fake_host() as host:
+        host.state.files = dict(HEAD_FILES)
+        yield host
+
+
+@pytest.fixture
+def server(tmp_path: Path, github: FakeHost) -> Iterator[Running]:
+    overrides = {"github_token": TOKEN, "github_api_url": github.url, "github_repo": "acme/cfg"}
+    with running_server(tmp_path, lambda s, store: FakeController(store), **overrides) as running:
+        base = load_files(BASE_FILES, commit=BASE_SHA, parse=parse_config)
+        for r in base.desired.resources:
+            live = observe_applied(r, commit=BASE_SHA)
+            running.server.store.record_resource(
+                "main", r.kind.value, r.name, origin=live.origin, path=r.path,
+                commit=BASE_SHA, spec=r.spec, spec_hash=r.spec_hash, status="running",
+            )  # fmt: skip
+        yield running
+
+
+def deliver(server: Running, event: str, payload: dict[str, Any], delivery: str) -> httpx.Response:
+    body = json.dumps(payload).encode()
+    signature = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    headers = {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": signature,
+        "Content-Type": "application/json",
+    }
+    return httpx.post(f"{server.url}/api/webhooks/github", content=body, headers=headers)
+
+
+def pull_request(action: str, sha: str = PR_HEAD) -> dict[str, Any]:
+    return {
+        "action": action,
+        "number": 7,
+        "pull_request": {"number": 7, "head": {"sha": sha, "ref": "f"}, "base": {"ref": "main"}},
+        "repository": {"full_name": "acme/cfg"},
+    }
+
+
+def test_a_pull_request_is_planned_and_posted_then_updated(
+    server: Running, github: FakeHost
+) -> None:
+    answer = deliver(server, "pull_request", pull_request("opened"), "d-1")
+    assert answer.status_code == 202 and answer.json()["outcome"] == "planning"
+    wait_until(lambda: len(github.state.statuses) == 1, what="the plan status")
+    (body,) = github.state.bodies()
+    assert body.startswith("<!-- dockyard:plan -->")
+    assert "**Cost: +$1.006/h**" in body and "notebook.dstack.yml:5:8" in body
+    sha, status = github.state.statuses[0]
+    assert (sha, status["state"], status["context"]) == (PR_HEAD, "failure", "dockyard/plan")
+
+    github.state.files.pop("notebook.dstack.yml")  # the author fixes the PR
+    answer = deliver(server, "pull_request", pull_request("synchronize", "d" * 40), "d-2")
+    assert answer.json()["outcome"] == "planning"
+    wait_until(lambda: len(github.state.statuses) == 2, what="the second plan status")
+    assert len(github.state.comments) == 1  # updated in place
+    assert "error(s)" not in github.state.bodies()[0]
+    assert github.state.statuses[1][1]["state"] == "success"
+
+    again = deliver(server, "pull_request", pull_request("synchronize", "d" * 40), "d-2")
+    assert again.json()["outcome"] == "duplicate"
+    closed = deliver(server, "pull_request", pull_request("closed"), "d-3")
+    assert closed.json()["outcome"] == "ignored"
+
+
+def test_a_push_sets_apply_pending_and_the_reconcile_sets_the_outcome(
+    server: Running, github: FakeHost
+) -> None:
+    push = {"ref": "refs/heads/main", "after": "a" * 40, "before": "b" * 40}
+    answer = deliver(server, "push", push, "p-1")
+    assert answer.json()["outcome"] == "queued"
+    wait_until(lambda: len(github.state.statuses) == 1, what="the pending status")
+    sha, pending = github.state.statuses[0]
+    assert sha == "a" * 40
+    assert (pending["state"], pending["context"]) == ("pending", "dockyard/apply")
+    page = httpx.get(pending["target_url"])
+    assert page.status_code == 200 and "a" * 40 in page.text  # the commit's reconcile page
+
+    bot = server.server.app.state.pull_requests
+    assert isinstance(bot, PullRequestBot)
+    reconcile_id = answer.json()["reconcile_id"]
+    done = Report(
+        reconcile_id, "main", "a" * 40, ReconcileStatus.SUCCEEDED, None, representative_json()
+    )
+    asyncio.run(bot.report(done))
+    asyncio.run(bot.report(done))  # the same outcome is not posted twice
+    failed = Report(
+        reconcile_id, "main", "a" * 40, ReconcileStatus.FAILED, "main/task/train: boom", None
+    )
+    asyncio.run(bot.report(failed))
+    states = [(s["state"], s["description"]) for _, s in github.state.statuses[1:]]
+    assert states == [
+        ("success", "applied: 1 create, 1 update, 1 replace, 1 retain"),
+        ("failure", "failed: main/task/train: boom"),
+    ]
+    url = github.state.statuses[1][1]["target_url"]
+    assert url.startswith(f"{server.url}/pages/reconciles/{reconcile_id}?sig=")
+    assert httpx.get(url).status_code == 200
+    assert httpx.get(url.split("?")[0]).status_code == 403  # unsigned
+    assert httpx.get(url[:-2] + "00").status_code == 403  # forged
+
+
+def test_the_token_is_in_no_answer_and_the_repo_is_found_from_a_url(server: Running) -> None:
+    answer = deliver(server, "pull_request", pull_request("opened"), "d-9")
+    assert TOKEN not in answer.text
+    assert github_repo_of("https://github.com/acme/cfg.git") == "acme/cfg"
+    assert github_repo_of("git@github.com:acme/cfg.git") == "acme/cfg"
+    assert github_repo_of("https://gitlab.com/acme/cfg") is None
