@@ -95,7 +95,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return CANNED_CALLS.get(args.token, {}), []
 
     def of_type(self, suffix: str) -> list[Recorded]:
-        return [r for r in self.resources if r.type.endswith(suffix)]
+        """Resources of a type, sorted by name (they register in no fixed order)."""
+        return sorted((r for r in self.resources if r.type.endswith(suffix)), key=lambda r: r.name)
+
+    def named(self, name: str) -> Recorded:
+        """The resource with this logical name (registration order is not deterministic)."""
+        (found,) = [r for r in self.resources if r.name == name]
+        return found
 
     def one(self, suffix: str) -> Recorded:
         (found,) = self.of_type(suffix)

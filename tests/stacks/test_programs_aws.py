@@ -91,7 +91,7 @@ def test_security_group_rules() -> None:
 
 def test_tags_user_first_ours_win() -> None:
     _, mocks = _run_fleet(A10G_SPOT)
-    tags = mocks.of_type("ec2/instance:Instance")[1].inputs["tags"]
+    tags = mocks.named("train-1").inputs["tags"]
     assert tags == {
         "team": "ml",
         "dockyard-project": "main",
@@ -104,7 +104,7 @@ def test_tags_user_first_ours_win() -> None:
 
 def test_user_data_installs_agent_and_authorizes_server() -> None:
     _, mocks = _run_fleet(A10G_SPOT)
-    user_data = mocks.of_type("ec2/instance:Instance")[0].inputs["userData"]
+    user_data = mocks.named("train-0").inputs["userData"]
     assert user_data.startswith("#cloud-config\n")
     doc = json.loads(user_data.split("\n", 1)[1])
     assert doc["ssh_authorized_keys"] == [SETTINGS.ssh_public_key]

@@ -74,7 +74,7 @@ def test_firewall_and_metadata() -> None:
     fw = mocks.one("compute/firewall:Firewall").inputs
     assert fw["allows"] == [{"ports": ["22"], "protocol": "tcp"}]
     assert fw["targetTags"] == ["dockyard-main-big"]
-    meta = mocks.of_type("compute/instance:Instance")[0].inputs["metadata"]
+    meta = mocks.named("big-0").inputs["metadata"]
     assert meta["ssh-keys"] == f"ubuntu:{SETTINGS.ssh_public_key}"
     doc = json.loads(meta["user-data"].split("\n", 1)[1])
     assert doc["ssh_authorized_keys"] == [SETTINGS.ssh_public_key]
