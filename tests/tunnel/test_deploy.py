@@ -186,3 +186,15 @@ def test_private_keys_are_not_left_readable(sshd_hosts: list[SSHHost]) -> None:
     key = sshd_hosts[0].identity_file
     assert key.stat().st_mode & 0o077 == 0
     assert asyncssh.read_private_key(str(key)).algorithm == b"ssh-ed25519"
+
+
+async def test_proxy_jump_reaches_a_host_through_another(
+    sshd_hosts: list[SSHHost], pool: TunnelPool
+) -> None:
+    jump = target_of(sshd_hosts[0])
+    target = dataclasses.replace(target_of(sshd_hosts[1]), proxy_jump=jump)
+    conn = await pool.connection(target)
+    result = await conn.run("echo $SSH_CONNECTION", check=True)
+    assert str(result.stdout).split()[3] == str(sshd_hosts[1].port)
+    assert pool.state(jump).connected  # the jump connection is pooled too
+    assert str(target).endswith(f"via root@127.0.0.1:{sshd_hosts[0].port}")
