@@ -12,7 +12,8 @@ whether the running agent can be reused; a dead one is started again, a wrong ve
 stopped and replaced. A file lock serialises concurrent callers (several server workers).
 
 Layout (``<server data dir>/local-agent/``): ``data/`` (the agent's), ``host_key``,
-``authorized_keys``, ``state.json``, ``agent.log``, ``lock``.
+``authorized_keys``, ``known_hosts`` (the host key pinned for the server), ``state.json``,
+``agent.log``, ``lock``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import asyncssh
 
 from agent.client import AgentClient, AgentError
 from agent.protocol import agent_version
+from agent.ssh.server import ensure_host_key
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 
 LOCAL_USER = "dockyard"
@@ -78,6 +80,10 @@ class LocalPaths:
     @property
     def log(self) -> Path:
         return self.root / "agent.log"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "known_hosts"
 
 
 def ensure_client_key(path: Path) -> Path:
@@ -142,7 +148,17 @@ def _read_state(paths: LocalPaths) -> dict[str, int]:
 
 
 def _target(paths: LocalPaths, ssh_port: int, client_key: Path) -> SSHTarget:
-    return SSHTarget("127.0.0.1", ssh_port, user=LOCAL_USER, identity_file=str(client_key))
+    """The agent's SSH endpoint, its host key pinned (the server generated that key)."""
+    ensure_host_key(paths.host_key)
+    public = asyncssh.read_private_key(str(paths.host_key)).export_public_key().decode()
+    paths.known_hosts.write_text(f"[127.0.0.1]:{ssh_port} {public.strip()}\n")
+    return SSHTarget(
+        "127.0.0.1",
+        ssh_port,
+        user=LOCAL_USER,
+        identity_file=str(client_key),
+        known_hosts=str(paths.known_hosts),
+    )
 
 
 async def _healthy(pool: TunnelPool, target: SSHTarget, http_port: int) -> bool:

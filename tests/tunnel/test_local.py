@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from agent.client import AgentClient
 from agent.local import ensure_client_key, ensure_local_agent, stop_local_agent
-from agent.tunnel import TunnelPool
+from agent.tunnel import AgentUnreachable, TunnelPool
 
 
 def has_exited(pid: int) -> bool:
@@ -46,6 +48,12 @@ async def test_local_agent_is_started_once_and_reused(server_dir: Path) -> None:
         await client.check_version()
     authorized = (server_dir / "local-agent" / "authorized_keys").read_text().splitlines()
     assert len(authorized) == 1
+
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    wrong = server_dir / "wrong_known_hosts"
+    wrong.write_text(f"[127.0.0.1]:{first.ssh_port} {impostor}")
+    with pytest.raises(AgentUnreachable, match=r"not trusted|verif|host key"):
+        await TunnelPool().connection(dataclasses.replace(first.target, known_hosts=str(wrong)))
 
     os.kill(first.pid, signal.SIGKILL)
     await until_dead(first.pid)
