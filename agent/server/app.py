@@ -9,6 +9,7 @@ validate to ``422 invalid_request``. The app holds no state of its own.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
@@ -36,6 +37,8 @@ from agent.protocol import (
 from agent.server.errors import AgentError
 from agent.server.jobs import JobManager
 
+log = logging.getLogger(__name__)
+
 HostProbe = Callable[[], Awaitable[HostInfo]]
 
 
@@ -44,6 +47,7 @@ def create_app(manager: JobManager, host_probe: HostProbe) -> FastAPI:
     app.include_router(_routes(manager, host_probe), prefix=API_PREFIX)
     app.add_exception_handler(AgentError, _agent_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(Exception, _unexpected)
     return app
 
 
@@ -117,3 +121,10 @@ async def _invalid_request(request: Request, error: Exception) -> JSONResponse:
     )
     body = ErrorBody(error=ErrorCode.INVALID_REQUEST, message=problems or "invalid request")
     return JSONResponse(body.model_dump(mode="json"), status_code=422)
+
+
+async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+    """A bug: answered as ``internal`` without details (they are in the agent's log)."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    body = ErrorBody(error=ErrorCode.INTERNAL, message=f"agent error: {type(error).__name__}")
+    return JSONResponse(body.model_dump(mode="json"), status_code=500)

@@ -191,11 +191,16 @@ class JobManager:
         executor = self._executors.get(job.spec.executor)
         if job.state.status != JobStatus.RUNNING or executor is None:
             return JobMetrics(timestamp=now, cpu_percent=0.0, memory_bytes=0)
-        previous = job.last_usage
-        if previous is None or now - previous[0] > 60:
-            previous = (now, await executor.sample(job.spec, job.files))
-            await asyncio.sleep(CPU_SAMPLE_WINDOW)
-        usage = await executor.sample(job.spec, job.files)
+        try:
+            previous = job.last_usage
+            if previous is None or now - previous[0] > 60:
+                previous = (now, await executor.sample(job.spec, job.files))
+                await asyncio.sleep(CPU_SAMPLE_WINDOW)
+            usage = await executor.sample(job.spec, job.files)
+        except EngineUnavailableError as error:
+            raise AgentError(ErrorCode.EXECUTOR_UNAVAILABLE, str(error)) from error
+        except ExecutorError as error:
+            raise AgentError(ErrorCode.INTERNAL, error.message) from error
         now = self._clock()
         job.last_usage = (now, usage)
         elapsed = max(now - previous[0], 1e-6)
