@@ -14,7 +14,6 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import asyncssh
 import pytest
 import pytest_asyncio
 
@@ -180,12 +179,6 @@ async def test_full_disk_says_disk_full(
         )
     assert info.value.failure is DeployFailure.disk_full
     assert "MiB free" in str(info.value)
-
-
-def test_private_keys_are_not_left_readable(sshd_hosts: list[SSHHost]) -> None:
-    key = sshd_hosts[0].identity_file
-    assert key.stat().st_mode & 0o077 == 0
-    assert asyncssh.read_private_key(str(key)).algorithm == b"ssh-ed25519"
 
 
 async def test_proxy_jump_reaches_a_host_through_another(
