@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from stacks.protocol import StackBusy, StackProgramError, StepOp
+from stacks.protocol import StackBusy, StackFailed, StackProgramError, StepOp
 from stacks.pulumi_engine.engine import PulumiEngine
 from tests.stacks.conftest import PASSPHRASE
 from tests.stacks.programs import fleet
@@ -191,3 +191,15 @@ async def test_fleet_without_chosen_offers_takes_the_cheapest(pulumi_engine: Pul
     out = await pulumi_engine.up(res)
     assert out["instances"][0]["instance_type"] == "g5.xlarge"
     assert out["instances"][0]["price"] == 1.006
+
+
+async def test_cli_failure_is_stack_failed_without_the_passphrase(
+    pulumi_engine: PulumiEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_PULUMI_FAIL", "up")
+    with pytest.raises(StackFailed) as info:
+        await pulumi_engine.up(fleet("train", SPEC))
+    message = str(info.value)
+    assert message.startswith("fleet 'train' (fleets/train.dstack.yml): pulumi up failed:")
+    assert "the cloud refused" in message
+    assert PASSPHRASE not in message and "***" in message

@@ -11,7 +11,8 @@ file, and maps errors to the texts the SDK recognises.
 
 Knobs (environment): FAKE_PULUMI_DRIFT (JSON {name: null | {key: value}}, applied by
 refresh), FAKE_PULUMI_HANG_FIFO (up writes "started" there, then waits for SIGINT),
-FAKE_PULUMI_LOG (append each argv as a JSON line).
+FAKE_PULUMI_LOG (append each argv as a JSON line), FAKE_PULUMI_FAIL (that command fails
+with a message that leaks the passphrase, to check it is masked).
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ def dispatch(words: list[str], flags: dict[str, list[str]], events: Events) -> N
         return
     if words and words[0] != "stack" and not os.environ.get("PULUMI_CONFIG_PASSPHRASE"):
         raise Fail("error: passphrase must be set with PULUMI_CONFIG_PASSPHRASE")
+    if words and os.environ.get("FAKE_PULUMI_FAIL") == words[0]:
+        secret = os.environ["PULUMI_CONFIG_PASSPHRASE"]
+        raise Fail(f"error: InvalidParameter: the cloud refused (debug: passphrase {secret})")
     store = Store(Path.cwd())
     stack = (flags.get("--stack") or [""])[0]
     if words[0] == "stack":
