@@ -13,12 +13,14 @@ never imports Pulumi (the optional `pulumi` extra, ~650 MB and ~2 s of imports).
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from stacks.local import LocalEngine, LocalSettings
 from stacks.protocol import (
+    PULUMI_NOT_FOUND,
     Availability,
     Engine,
     EngineName,
@@ -115,13 +117,20 @@ class Engines(Mapping[EngineName, Engine]):
 
 
 def _pulumi_factory(settings: PulumiSettings | None) -> Callable[[], Engine]:
+    """Build the Pulumi engine, or explain (first what is missing on the host: the CLI,
+    then the SDK, then the server's configuration)."""
+
     def build() -> Engine:
-        if settings is None:
-            return UnavailableEngine("pulumi", NOT_CONFIGURED)
         try:
+            from stacks.pulumi_engine.command import load_command
             from stacks.pulumi_engine.engine import PulumiEngine
         except ImportError:
-            return UnavailableEngine("pulumi", NO_SDK)
+            has_cli = shutil.which("pulumi") is not None
+            return UnavailableEngine("pulumi", NO_SDK if has_cli else PULUMI_NOT_FOUND)
+        if settings is None:
+            _, availability = load_command(None, search_path=None)
+            message = NOT_CONFIGURED if availability else availability.message
+            return UnavailableEngine("pulumi", message)
         return PulumiEngine.create(settings)
 
     return build

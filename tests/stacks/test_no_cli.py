@@ -89,7 +89,19 @@ async def test_plan_blocks_cloud_resources_and_local_ones_still_work(
         engines.for_resource(odd)
 
 
-def test_engines_without_pulumi_settings(tmp_path: Path) -> None:
+def test_engines_without_pulumi_settings_and_without_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    engines = build_engines(LocalSettings(data_dir=tmp_path, user="u"), None)
+    assert engines.blocked_reason("gateway", {"backend": "aws"}) == MESSAGE
+
+
+def test_engines_without_pulumi_settings_but_with_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_pulumi_root: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(fake_pulumi_root / "bin"))
     engines = build_engines(LocalSettings(data_dir=tmp_path, user="u"), None)
     reason = engines.blocked_reason("gateway", {"backend": "aws"})
     assert reason is not None and "passphrase" in reason
