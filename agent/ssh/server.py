@@ -11,6 +11,10 @@ Rules:
   plane can add user keys without a restart.
 - ``direct-tcpip`` only to loopback destinations whose port `ForwardPolicy` allows (the
   agent's port and the ports of running jobs); everything else is refused with a reason.
+- Two kinds of keys in one standard ``authorized_keys`` file: the control plane's keys
+  (plain lines) may reach the agent's API; users' keys, written by `user_key_line` with
+  ``environment="DOCKYARD_ROLE=user"``, get sessions and job ports but never the agent's
+  API. Standard options (``permitopen``, ``no-port-forwarding``, …) are honoured too.
 - No remote (``-R``) forwarding, no agent forwarding, no X11.
 """
 
@@ -30,7 +34,9 @@ log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
-ForwardPolicy = Callable[[int], bool]
+ForwardPolicy = Callable[[int, bool], bool]  # (port, key is a user's) -> allowed
+ROLE_VARIABLE = "DOCKYARD_ROLE"
+USER_ROLE = "user"
 
 
 @dataclass(frozen=True)
@@ -53,9 +59,17 @@ def ensure_host_key(path: Path) -> None:
     path.chmod(0o600)
 
 
-def is_forward_allowed(dest_host: str, dest_port: int, policy: ForwardPolicy) -> bool:
+def user_key_line(public_key: str) -> str:
+    """An ``authorized_keys`` line for a user: sessions and job ports, not the agent API."""
+    return f'environment="{ROLE_VARIABLE}={USER_ROLE}" {public_key.strip()}'
+
+
+def is_forward_allowed(
+    dest_host: str, dest_port: int, policy: ForwardPolicy, *, by_user: bool
+) -> bool:
     """Pure: may a ``direct-tcpip`` channel go to dest_host:dest_port?"""
-    return dest_host in LOOPBACK_NAMES and 0 < dest_port < 65536 and policy(dest_port)
+    in_range = 0 < dest_port < 65536
+    return dest_host in LOOPBACK_NAMES and in_range and policy(dest_port, by_user)
 
 
 class _AgentSSHServer(asyncssh.SSHServer):
@@ -88,7 +102,10 @@ class _AgentSSHServer(asyncssh.SSHServer):
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
     ) -> bool:
-        if is_forward_allowed(dest_host, dest_port, self._policy):
+        assert self._conn is not None
+        environment = self._conn.get_key_option("environment")
+        by_user = isinstance(environment, dict) and environment.get(ROLE_VARIABLE) == USER_ROLE
+        if is_forward_allowed(dest_host, dest_port, self._policy, by_user=by_user):
             return True
         raise asyncssh.ChannelOpenError(
             asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,

@@ -4,7 +4,8 @@
 an ``AgentService``): it starts `agent.ssh.server` once the HTTP port is bound and stops
 it when the agent leaves. What the server allows is read live from the `JobManager`:
 
-- forwarding to the agent's HTTP port and to the host ports of jobs that run;
+- forwarding to the agent's HTTP port (control-plane keys only) and to the host ports of
+  jobs that run (any key);
 - a session for user ``<job id>`` or ``<run name>`` (the newest running job of that run).
 """
 
@@ -24,9 +25,9 @@ ACTIVE = (JobStatus.RUNNING, JobStatus.PULLING, JobStatus.PENDING)
 
 
 def forward_policy(context: AgentContext) -> ForwardPolicy:
-    def allowed(port: int) -> bool:
+    def allowed(port: int, by_user: bool) -> bool:
         if port == context.http_port:
-            return True
+            return not by_user  # the agent's API is for the control plane only
         return any(
             mapping.host_port == port
             for state in context.manager.list()

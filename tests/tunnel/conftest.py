@@ -93,7 +93,9 @@ async def embedded_ssh(keys: Keys, http_port: int) -> AsyncIterator[EmbeddedSSH]
 
     port = free_port()
     options = SSHServerOptions(port, keys.host_key, keys.authorized_keys)
-    acceptor = await start_ssh_server(options, policy=lambda p: p == http_port, sessions=resolve)
+    acceptor = await start_ssh_server(
+        options, policy=lambda p, by_user: p == http_port, sessions=resolve
+    )
     yield EmbeddedSSH(port, keys, sessions)
     acceptor.close()
     await acceptor.wait_closed()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncssh
 import httpx
@@ -13,6 +15,7 @@ import pytest
 
 from agent.client import AgentClient
 from agent.protocol import JobSpec, JobStatus, PortRequest
+from agent.ssh.server import user_key_line
 from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, TunnelPool, UnreachableKind
 from tests.tunnel.conftest import AgentOverSSH, free_port
@@ -138,3 +141,30 @@ async def test_openssh_client_can_ssh_into_the_run(running_job: tuple[AgentOverS
         stdout, stderr = await process.communicate()
     assert process.returncode == 0, stderr
     assert stdout == b"bar from work\n"
+
+
+async def test_user_keys_get_sessions_and_job_ports_but_not_the_agent_api(
+    running_job: tuple[AgentOverSSH, int], tmp_path: Path
+) -> None:
+    agent, port = running_job
+    user_key = asyncssh.generate_private_key("ssh-ed25519")
+    user_key.write_private_key(str(tmp_path / "user"))
+    public = user_key.export_public_key().decode()
+    authorized = agent.keys.authorized_keys
+    authorized.write_text(authorized.read_text() + user_key_line(public) + "\n")
+    user = dataclasses.replace(agent.target(user="web"), identity_file=str(tmp_path / "user"))
+    pool = TunnelPool()
+    conn = await pool.connection(user)
+    assert (await conn.run("echo $FOO", check=True)).stdout == "bar\n"
+    with pytest.raises(AgentUnreachable) as info:
+        await pool.open_stream(user, "127.0.0.1", agent.http_port)
+    assert info.value.kind is UnreachableKind.channel_refused
+    async with asyncio.timeout(20):
+        while True:  # the job runs before its server listens
+            try:
+                _, writer = await pool.open_stream(user, "127.0.0.1", port)
+                writer.close()
+                break
+            except AgentUnreachable:
+                await asyncio.sleep(0.05)
+    await pool.close()
