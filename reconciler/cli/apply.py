@@ -19,7 +19,7 @@ import typer
 from reconciler.api import Client
 from reconciler.cli.console import ProjectOption, YesOption, err, open_client, out
 from reconciler.cli.planview import action_of, is_noop, question, show_plan
-from reconciler.cli.waiting import follow_run
+from reconciler.cli.waiting import follow_run, wait_fleet
 from reconciler.errors import UsageError
 from schemas import ConfigError
 
@@ -81,6 +81,8 @@ def register(app: typer.Typer) -> None:
             if applied is None:
                 return
             _, kind, name = action_of(applied)
+            if kind == "fleet" and not detach:
+                wait_fleet(client, name)
             if kind not in RUN_KINDS:
                 out().print(f"{kind.capitalize()} {name} applied.")
                 return

@@ -40,6 +40,29 @@ def wait_started(client: Client, name: str, *, poll: float | None = None) -> wir
     return run
 
 
+def wait_finished(client: Client, name: str, *, within: float = 60.0) -> wire.Run:
+    """The run once finished (its jobs ended moments ago), or as it is after `within` s."""
+    deadline = time.monotonic() + within
+    run = client.get_run(name)
+    while run.status not in FINISHED and time.monotonic() < deadline:
+        time.sleep(0.5)
+        run = client.get_run(name)
+    return run
+
+
+def wait_fleet(client: Client, name: str, *, within: float = 900.0) -> wire.Fleet:
+    """Poll (spinner) until the fleet has a ready instance or has failed."""
+    deadline = time.monotonic() + within
+    intervals = _intervals()
+    with spinner(f"Provisioning fleet {name}"):
+        while True:
+            fleet = client.get_fleet(name)
+            ready = any(i.status in ("idle", "busy") for i in fleet.instances)
+            if ready or fleet.status in ("failed", "terminated") or time.monotonic() > deadline:
+                return fleet
+            time.sleep(min(next(intervals), 1.0))
+
+
 def print_logs(
     client: Client, name: str, *, job_num: int = 0, replica_num: int = 0, follow: bool
 ) -> int:
@@ -79,7 +102,6 @@ def follow_run(client: Client, name: str) -> None:
         run = wait_started(client, name)
         if run.status not in FINISHED:
             print_logs(client, name, follow=True)
-        run = client.get_run(name)
-        out().print(describe_end(run))
+        out().print(describe_end(wait_finished(client, name)))
     except KeyboardInterrupt:
         err().print(f"Detached. {name} keeps running; stop it with `dockyard stop {name}`.")

@@ -159,7 +159,7 @@ def test_logs_of_a_finished_job(cli: Cli, tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert result.stdout.startswith("hello\néé") and len(result.stdout) == 6 + 4 + 3_000_000
     assert cli("logs", "train", "-f").stdout == result.stdout
-    assert cli("logs", "train", "--since", "1s").stdout == result.stdout
+    assert cli("logs", "train", "--since", "1h").stdout == result.stdout
     future = cli("logs", "train", "--since", "2999-01-01T00:00:00Z")
     assert future.exit_code == 0 and future.stdout == ""
     bad = cli("logs", "train", "--since", "yesterday")

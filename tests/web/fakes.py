@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 
 from reconciler.adapters.db import Store
-from reconciler.adapters.db.models import Fleet, Job, Project, Resource, Run
+from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Resource, Run
 from reconciler.ports import Trigger, WorkKind
 from schemas import parse_config
 
@@ -98,14 +98,25 @@ class FakeController:
             session.add(resource)
             session.flush()
             if config.type == "fleet":
+                fleet = Fleet(
+                    project_id=project_id,
+                    name=config.name,
+                    spec=spec,
+                    status="active",
+                    created_at=now,
+                    resource_id=resource.id,
+                )
+                session.add(fleet)
+                session.flush()
                 session.add(
-                    Fleet(
+                    Instance(
+                        fleet_id=fleet.id,
                         project_id=project_id,
-                        name=config.name,
-                        spec=spec,
-                        status="active",
+                        name=f"{config.name}-0",
+                        status="idle",
                         created_at=now,
-                        resource_id=resource.id,
+                        backend="local",
+                        hostname="127.0.0.1",
                     )
                 )
             else:

@@ -1,0 +1,143 @@
+"""End to end with the real runtime (`reconciler.engine`) on the local fleet: `apply`
+attached, `logs -f` following a running job, and `attach` forwarding a local port to a
+job's HTTP server through the server's SSH tunnel.
+
+The server is built by the composition root with `reconciler.engine`'s controller; the
+local agent it starts is stopped at the end (jobs are stopped first).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reconciler.adapters.db import Store
+from reconciler.ports import Controller
+from reconciler.settings import Settings
+from tests.cli.conftest import Cli
+from tests.web.serving import running_server, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def _real(settings: Settings, store: Store) -> Controller:
+    from reconciler.engine.controller import build_controller
+
+    return build_controller(settings, store)
+
+
+@pytest.fixture
+def real_cli(tmp_path: Path) -> Iterator[Cli]:
+    from agent.local import stop_local_agent
+
+    home = tmp_path / "home"
+    try:
+        with running_server(tmp_path, _real) as server:
+            env = {
+                "DOCKYARD_CONFIG": str(server.settings.cli_config),
+                "HOME": str(home),
+                "DOCKYARD_PROJECT": "",
+                "COLUMNS": "200",
+            }
+            cli = Cli(server, env)
+            yield cli
+            for run in ("web", "count"):
+                cli("stop", run, "-y", "-x")
+    finally:
+        stop_local_agent(tmp_path / "data")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _popen(cli: Cli, *args: str) -> subprocess.Popen[str]:
+    code = "from reconciler.cli.main import run; run()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        env={**os.environ, **cli.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _fleet(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "fleet.dstack.yml"
+    path.write_text("type: fleet\nname: local\nnodes: 1\n")
+    assert cli("apply", "-f", str(path), "-y").exit_code == 0
+
+
+def test_apply_attached_and_logs_follow(real_cli: Cli, tmp_path: Path) -> None:
+    _fleet(real_cli, tmp_path)
+    task = tmp_path / "count.dstack.yml"
+    gate = tmp_path / "go"
+    task.write_text(
+        "type: task\nname: count\ncommands:\n"
+        "  - echo first\n"
+        f"  - while [ ! -e {gate} ]; do sleep 0.1; done\n"
+        "  - for i in 1 2 3; do echo line-$i; done\n"
+    )
+    attached = _popen(real_cli, "apply", "-f", str(task), "-y")
+    wait_until(
+        lambda: real_cli("run", "get", "count").stdout.count('"running"') > 0,
+        timeout=90,
+        what="the task to run",
+    )
+    follower = _popen(real_cli, "logs", "count", "-f")
+    time.sleep(0.5)  # let the follower connect while the job still runs (not an assertion)
+    gate.write_text("go")
+    out, err = follower.communicate(timeout=90)
+    assert follower.returncode == 0, err
+    assert out.splitlines() == ["first", "line-1", "line-2", "line-3"]
+    out, err = attached.communicate(timeout=90)
+    assert attached.returncode == 0, err
+    assert "first" in out and "line-3" in out and "Run count done" in out
+
+
+def test_attach_forwards_a_port_to_the_jobs_http_server(real_cli: Cli, tmp_path: Path) -> None:
+    _fleet(real_cli, tmp_path)
+    port, local = _free_port(), _free_port()
+    site = tmp_path / "site"
+    task = tmp_path / "web.dstack.yml"
+    task.write_text(
+        f"type: task\nname: web\nports:\n  - {port}\ncommands:\n"
+        f"  - mkdir -p {site} && echo hello-through-the-tunnel > {site}/index.html\n"
+        f"  - python3 -m http.server {port} --bind 127.0.0.1 --directory {site}\n"
+    )
+    assert real_cli("apply", "-f", str(task), "-y", "-d").exit_code == 0
+    attach = _popen(real_cli, "attach", "web", "-p", f"{local}:{port}")
+    try:
+
+        def answered() -> bool:
+            try:
+                reply = httpx.get(f"http://127.0.0.1:{local}/", timeout=2)
+            except httpx.HTTPError:
+                return False
+            return reply.status_code == 200 and "hello-through-the-tunnel" in reply.text
+
+        try:
+            wait_until(answered, timeout=90, what="the forwarded port to answer")
+        except AssertionError:
+            attach.kill()
+            out, err = attach.communicate(timeout=10)
+            run = real_cli("run", "get", "web").stdout
+            raise AssertionError(f"attach said: {out!r} {err!r}; run: {run[-2500:]}") from None
+        alias = (Path(real_cli.env["HOME"]) / ".dockyard" / "ssh" / "config").read_text()
+        assert "Host web" in alias
+        ssh_config = (Path(real_cli.env["HOME"]) / ".ssh" / "config").read_text()
+        assert ssh_config.startswith("Include ~/.dockyard/ssh/config")
+    finally:
+        real_cli("stop", "web", "-y", "-x")
+        out, err = attach.communicate(timeout=60)
+    assert f"Forwarded localhost:{local}" in out, err
