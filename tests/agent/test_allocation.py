@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.server.allocation import Capacity, Claim, detect_misfit
 
@@ -50,3 +54,29 @@ def test_a_job_does_not_collide_with_itself() -> None:
 def test_jobs_without_requests_always_fit() -> None:
     held = [claim("a", {0, 1, 2, 3}, cpus=8.0, memory_mib=32768)]
     assert detect_misfit(HOST, held, claim("b")) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.frozensets(st.integers(0, 5), max_size=3),
+            st.one_of(st.none(), st.floats(0.5, 4)),
+            st.one_of(st.none(), st.integers(1, 20000)),
+        ),
+        max_size=12,
+    )
+)
+def test_accepted_jobs_never_share_gpus_nor_exceed_the_host(
+    requests: list[tuple[frozenset[int], float | None, int | None]],
+) -> None:
+    held: list[Claim] = []
+    for number, (gpus, cpus, memory) in enumerate(requests):
+        request = Claim(f"j{number}", gpus, cpus, memory)
+        if detect_misfit(HOST, held, request) is None:
+            held.append(request)
+    for first, second in itertools.combinations(held, 2):
+        assert not first.gpus & second.gpus
+    assert all(claim.gpus <= HOST.gpus for claim in held)
+    assert sum(claim.cpus or 0 for claim in held) <= HOST.cpus + 1e-9
+    assert sum(claim.memory_mib or 0 for claim in held) <= HOST.memory_mib

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import pwd
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.protocol import JobReason, JobStatus
+from agent.server.hostfacts import parse_ip_addresses, run_tool
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import AgentApi, _client, recorded_tools, wait_for
 
@@ -228,3 +231,15 @@ async def test_unknown_state_is_lost_not_guessed(agent_config: AgentConfig) -> N
 
         assert state.pid is not None
         assert await wait_for(lost, "the job to be reported lost")
+
+
+async def test_the_api_listens_on_loopback_only(agent: AgentApi) -> None:
+    info = json.loads((agent.data_dir / "agent.json").read_text())
+    port = int(info["http_port"])
+    output = await run_tool(("ip", "-j", "-4", "addr", "show"))
+    addresses = parse_ip_addresses(output or "[]")
+    if not addresses:
+        pytest.skip("this host has no global IPv4 address to try")
+    with pytest.raises(OSError):
+        _, writer = await asyncio.wait_for(asyncio.open_connection(addresses[0], port), 5)
+        writer.close()

@@ -53,11 +53,16 @@ class DockerExecutor:
     def __init__(self, base_url: str | None = None) -> None:
         self._base_url = base_url
         self._clients: dict[bool, docker.DockerClient] = {}
+        self._clients_lock = threading.Lock()  # clients are made in worker threads
         self._followers: dict[str, LogFollower] = {}
         self._containers: dict[str, str] = {}
 
     def _client(self, *, streaming: bool = False) -> docker.DockerClient:
         """A client; the streaming one has no read timeout (waits and log streams)."""
+        with self._clients_lock:
+            return self._make_client(streaming)
+
+    def _make_client(self, streaming: bool) -> docker.DockerClient:
         if streaming not in self._clients:
             timeout: Any = None if streaming else API_TIMEOUT  # None: no read timeout
             try:
