@@ -228,6 +228,8 @@ class TunnelPool:
         )
 
     def _mark_lost(self, entry: _Entry, detail: str) -> None:
+        if entry.conn is not None:
+            entry.conn.close()
         entry.conn = None
         entry.last_error = detail
         if entry.unreachable_since is None:
