@@ -14,6 +14,7 @@ from fastapi.routing import APIRoute
 from tests.web.serving import Running
 
 OPEN = {"/healthcheck", "/api/webhooks/github", "/api/webhooks/gitlab"}
+OPEN |= {"/pages/{kind}/{ident}"}  # reconcile pages: signed links (tests/pr/test_server_bot.py)
 # Routes any signed-in user may call; they must still show nothing of other projects.
 ANY_USER = {
     "/api/server/get_info",
