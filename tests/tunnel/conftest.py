@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +15,8 @@ import uvicorn
 from fastapi import FastAPI, Response
 
 from agent.bundle import Bundle, build_bundle
+from agent.client import AgentClient
+from agent.protocol import JobState
 from agent.ssh.server import SSHServerOptions, start_ssh_server
 from agent.ssh.sessions import JobSession
 from agent.tunnel import SSHTarget
@@ -137,3 +139,15 @@ from tests.services.sshd import sshd_hosts  # noqa: E402, F401 - the fixture, fo
 @pytest.fixture(scope="session")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     return build_bundle(tmp_path_factory.mktemp("bundle"))
+
+
+async def wait_job(
+    client: AgentClient, job_id: str, done: Callable[[JobState], bool], within: float = 60
+) -> JobState:
+    """Poll the job's state until `done` holds (or fail after `within` seconds)."""
+    async with asyncio.timeout(within):
+        while True:
+            state = await client.job(job_id)
+            if done(state):
+                return state
+            await asyncio.sleep(0.05)

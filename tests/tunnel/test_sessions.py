@@ -18,15 +18,7 @@ from agent.protocol import JobSpec, JobStatus, PortRequest
 from agent.ssh.server import user_key_line
 from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, TunnelPool, UnreachableKind
-from tests.tunnel.conftest import AgentOverSSH, free_port
-
-
-async def wait_running(client: AgentClient, job_id: str) -> None:
-    async with asyncio.timeout(20):
-        while True:
-            if (await client.job(job_id)).status == JobStatus.RUNNING:
-                return
-            await asyncio.sleep(0.05)
+from tests.tunnel.conftest import AgentOverSSH, free_port, wait_job
 
 
 @pytest.fixture
@@ -43,7 +35,7 @@ async def running_job(agent_over_ssh: AgentOverSSH) -> AsyncIterator[tuple[Agent
         commands=[f"exec {sys.executable} -m http.server {port} --bind 127.0.0.1"],
     )
     await client.submit(spec)
-    await wait_running(client, spec.id)
+    await wait_job(client, spec.id, lambda s: s.status == JobStatus.RUNNING)
     yield agent_over_ssh, port
     await client.stop(spec.id, force=True)
     await client.aclose()

@@ -1,0 +1,76 @@
+"""``ssh <run>`` into a Docker job: the session is ``docker exec`` in its container."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from agent.client import AgentClient
+from agent.protocol import ExecutorKind, JobSpec, JobStatus
+from agent.tunnel import TunnelPool
+from tests.services.docker import DockerEngine, docker_engine  # noqa: F401 - fixture
+from tests.tunnel.conftest import AgentOverSSH, Keys, free_port, wait_job
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+async def docker_agent(
+    docker_engine: DockerEngine,  # noqa: F811 - the fixture
+    keys: Keys,
+    tmp_path: Path,
+) -> AsyncIterator[AgentOverSSH]:
+    from agent.server.serving import AgentConfig, start_agent
+    from agent.ssh.server import SSHServerOptions
+    from agent.ssh.service import ssh_server_service
+
+    ssh_port = free_port()
+    options = SSHServerOptions(ssh_port, keys.host_key, keys.authorized_keys)
+    config = AgentConfig(
+        data_dir=tmp_path / "agent", http_port=0, docker=True, docker_url=docker_engine.base_url
+    )
+    async with start_agent(config, [ssh_server_service(options)]) as context:
+        yield AgentOverSSH(context.http_port, ssh_port, keys, config.data_dir)
+
+
+async def test_ssh_run_execs_into_the_container(
+    docker_agent: AgentOverSSH,
+    docker_engine: DockerEngine,  # noqa: F811 - the fixture
+) -> None:
+    pool = TunnelPool()
+    client = AgentClient.over_tunnel(pool, docker_agent.target(), docker_agent.http_port)
+    spec = JobSpec(
+        id="box-0",
+        run_name="box",
+        executor=ExecutorKind.DOCKER,
+        image=docker_engine.image,
+        env={"FOO": "in-container"},
+        working_dir="/work",
+        commands=["sleep 600"],
+    )
+    await client.submit(spec)
+    try:
+        state = await wait_job(client, spec.id, lambda s: s.status != JobStatus.PENDING)
+        state = await wait_job(client, spec.id, lambda s: s.status != JobStatus.PULLING)
+        assert state.status == JobStatus.RUNNING, state
+        async with asyncssh.connect(
+            "127.0.0.1",
+            docker_agent.ssh_port,
+            username="box",
+            client_keys=[str(docker_agent.keys.private)],
+            known_hosts=None,
+            config=None,
+        ) as conn:
+            result = await conn.run(
+                "echo $FOO; pwd; test -f /.dockerenv && echo docker", check=True
+            )
+        assert str(result.stdout).splitlines() == ["in-container", "/work", "docker"]
+    finally:
+        await client.stop(spec.id, force=True)
+        await wait_job(client, spec.id, lambda s: s.status.is_finished())
+        await client.remove(spec.id)
+        await client.aclose()
+        await pool.close()
