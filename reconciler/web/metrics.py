@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -65,18 +66,23 @@ def read_figures(session: Session, now: datetime) -> StateFigures:
 
 def _read_lag(session: Session, now: datetime) -> dict[str, float]:
     """Per worker kind: how long the least recently processed active row has waited."""
-    active = {
-        "runs": (Run, Run.status.not_in(_FINISHED_RUN)),
-        "jobs": (Job, Job.status.not_in(_FINISHED_JOB)),
-        "instances": (Instance, Instance.status != "terminated"),
-        "fleets": (Fleet, Fleet.deleted.is_(False)),
-        "volumes": (Volume, Volume.deleted.is_(False)),
-        "gateways": (Gateway, Gateway.deleted.is_(False)),
+    active: dict[str, tuple[Any, Any, Any]] = {
+        "runs": (Run.last_processed_at, Run.submitted_at, Run.status.not_in(_FINISHED_RUN)),
+        "jobs": (Job.last_processed_at, Job.submitted_at, Job.status.not_in(_FINISHED_JOB)),
+        "instances": (
+            Instance.last_processed_at,
+            Instance.created_at,
+            Instance.status != "terminated",
+        ),
+        "fleets": (Fleet.last_processed_at, Fleet.created_at, Fleet.deleted.is_(False)),
+        "volumes": (Volume.last_processed_at, Volume.created_at, Volume.deleted.is_(False)),
+        "gateways": (Gateway.last_processed_at, Gateway.created_at, Gateway.deleted.is_(False)),
     }
     lag: dict[str, float] = {}
-    for kind, (model, condition) in active.items():
+    for kind, (processed, created, condition) in active.items():
+        # a row never processed has waited since it was made
         oldest = session.scalar(
-            select(func.min(model.last_processed_at)).where(condition)  # type: ignore[attr-defined]
+            select(func.min(func.coalesce(processed, created))).where(condition)
         )
         lag[kind] = _seconds(now, oldest) if oldest is not None else 0.0
     queued = session.scalar(
