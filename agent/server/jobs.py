@@ -230,6 +230,8 @@ class JobManager:
             self._finish(job, exit_status)
         except ExecutorError as error:
             self._fail(job, error.reason, error.message)
+        except EngineUnavailableError as error:  # while preparing or launching: not started
+            self._fail(job, JobReason.EXECUTOR_ERROR, f"cannot start the job: {error}")
         except Exception as error:  # the outermost loop of one job: record, never vanish
             log.exception("job %s: supervisor failed", job.spec.id)
             self._fail(job, JobReason.EXECUTOR_ERROR, f"agent error: {type(error).__name__}")

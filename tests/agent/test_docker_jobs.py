@@ -181,6 +181,21 @@ async def test_missing_image_fails_with_a_reason(dagent: AgentApi, job_id: str) 
     assert "registry.invalid/nothing:1" in state.message
 
 
+async def test_a_container_that_cannot_start_fails_and_leaves_nothing(
+    dagent: AgentApi,
+    docker_engine: DockerEngine,
+    docker_client: docker.DockerClient,
+    tmp_path: Path,
+    job_id: str,
+) -> None:
+    spec = docker_job(docker_engine, tmp_path, id=job_id, commands=["true"], user="nosuchuser")
+    await dagent.submit(**spec)
+    state = await dagent.wait_finished(job_id)
+    assert (state.status, state.reason) == (JobStatus.FAILED, JobReason.EXECUTOR_ERROR)
+    assert state.message.startswith("Docker refused:") and "nosuchuser" in state.message
+    assert docker_client.containers.list(all=True, filters={"name": f"dockyard-{job_id}"}) == []
+
+
 async def test_binary_output_and_metrics(
     dagent: AgentApi, docker_engine: DockerEngine, tmp_path: Path, job_id: str
 ) -> None:

@@ -102,7 +102,11 @@ class DockerExecutor:
             client = self._client()
             _remove_stale(client, spec.id)
             container = client.containers.create(**to_container_kwargs(spec, str(files.log)))
-            container.start()
+            try:
+                container.start()
+            except docker.errors.APIError:
+                container.remove(force=True)  # created but not runnable: leave nothing
+                raise
             container.reload()
             return str(container.id), container.attrs
 
