@@ -46,10 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agent.__main__ import build_parser
 
     args, rest = build_parser().parse_known_args(argv)
-    ssh_parser = argparse.ArgumentParser(prog="python -m agent.ssh serve")
-    add_arguments(ssh_parser)
-    ssh_args = ssh_parser.parse_args(rest)
-    ssh_args.data_dir = args.data_dir
+    if not hasattr(args, "ssh_port"):  # the agent's CLI does not take the SSH options (yet)
+        ssh_parser = argparse.ArgumentParser(prog="python -m agent.ssh serve")
+        add_arguments(ssh_parser)
+        vars(args).update(vars(ssh_parser.parse_args(rest)))
+    elif rest:
+        build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -61,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         docker_url=args.docker_url,
     )
     try:
-        asyncio.run(serve(config, services(ssh_args)))
+        asyncio.run(serve(config, services(args)))
     except AgentLockedError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
