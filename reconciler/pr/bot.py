@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -42,6 +43,8 @@ HostFactory = Callable[[str], CodeHost]
 """Opens the host API for a repository (`owner/name`)."""
 
 PLANNED_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+_REMEMBERED = 1_000
+"""How many (commit, context) statuses the bot remembers, so as not to post them again."""
 
 
 class Report(Protocol):
@@ -88,7 +91,7 @@ class PullRequestBot:
         self._hosts = hosts
         self.config = config
         self._tasks: set[asyncio.Task[None]] = set()
-        self._posted: dict[tuple[str, str], str] = {}
+        self._posted: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     # -- links ------------------------------------------------------------------------------
 
@@ -163,6 +166,8 @@ class PullRequestBot:
         if self._posted.get(key) == status.state.value + status.description:
             return
         self._posted[key] = status.state.value + status.description
+        while len(self._posted) > _REMEMBERED:
+            self._posted.popitem(last=False)
         repo = self.config.repo
         assert repo is not None
 

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from reconciler.domain.observed import observe_applied
 from reconciler.engine.reconciling import Report
 from reconciler.pr.bot import PullRequestBot, github_repo_of
 from reconciler.pr.reviewing import load_files
+from reconciler.settings import Settings
 from schemas import parse_config
 from tests.pr.fakehost import TOKEN, FakeHost, fake_host
 from tests.pr.samples import BASE_FILES, BASE_SHA, HEAD_FILES, representative_json
@@ -134,9 +136,27 @@ def test_a_push_sets_apply_pending_and_the_reconcile_sets_the_outcome(
     assert httpx.get(url[:-2] + "00").status_code == 403  # forged
 
 
-def test_the_token_is_in_no_answer_and_the_repo_is_found_from_a_url(server: Running) -> None:
-    answer = deliver(server, "pull_request", pull_request("opened"), "d-9")
-    assert TOKEN not in answer.text
+def test_a_host_failure_is_logged_in_one_line_without_the_token(
+    server: Running, github: FakeHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    github.state.fail_next(401, {"message": "Bad credentials"})
+    with caplog.at_level(logging.WARNING, logger="reconciler.pr.bot"):
+        answer = deliver(server, "pull_request", pull_request("opened"), "d-9")
+        wait_until(lambda: len(github.state.statuses) == 1, what="the error status")
+    assert TOKEN not in answer.text and TOKEN not in caplog.text
+    assert "planning pull request acme/cfg#7 failed: GitHub 401" in caplog.text
+    assert github.state.statuses[0][1]["state"] == "error"
+    assert github.state.comments == {}
+
+
+def test_settings_keep_the_token_secret() -> None:
+    settings = Settings.from_env({"DOCKYARD_GITHUB_TOKEN": TOKEN, "DOCKYARD_GITHUB_REPO": "a/b"})
+    assert TOKEN not in repr(settings) and TOKEN not in str(settings.model_dump())
+    assert settings.github_token is not None
+    assert settings.github_token.get_secret_value() == TOKEN
+
+
+def test_the_repo_is_found_from_a_url() -> None:
     assert github_repo_of("https://github.com/acme/cfg.git") == "acme/cfg"
     assert github_repo_of("git@github.com:acme/cfg.git") == "acme/cfg"
     assert github_repo_of("https://gitlab.com/acme/cfg") is None
