@@ -25,6 +25,7 @@ class StrictModel(BaseModel):
         frozen=True,
         coerce_numbers_to_str=True,
         use_enum_values=True,
+        use_attribute_docstrings=True,  # field docstrings become JSON Schema descriptions
     )
     # JSON types also accepted through a shorthand (`count: 2..8`), for the JSON Schema.
     json_shorthands: ClassVar[tuple[str, ...]] = ()

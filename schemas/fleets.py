@@ -77,12 +77,18 @@ class SSHParams(StrictModel):
     """`ssh_config`: defaults for all hosts, and the hosts."""
 
     user: str | None = None
+    """SSH user for all hosts."""
     port: int | None = None
+    """SSH port for all hosts."""
     identity_file: str | None = None
+    """Private key file for all hosts."""
     ssh_key: SSHKey | None = None
     proxy_jump: SSHProxyParams | None = None
+    """Jump host for all hosts."""
     hosts: list[SSHHost]
+    """Hosts: hostnames/IPs or `{hostname, port, user, identity_file, ...}`."""
     network: str | None = None
+    """Private network (CIDR) the hosts talk over."""
 
     @field_validator("network")
     @classmethod
@@ -104,8 +110,11 @@ class FleetNodesSpec(StrictModel):
     json_shorthands = ("string", "integer")
 
     min: int = 0
+    """Instances kept at all times (default 0)."""
     target: int
+    """Instances provisioned when the fleet is applied (default `min`)."""
     max: int | None = None
+    """Most instances the fleet may grow to (unset: no limit)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -142,12 +151,19 @@ class FleetConfiguration(ProvisioningParams, ConfigModel):
 
     type: Literal["fleet"] = "fleet"
     name: ResourceName | None = None
+    """The fleet name."""
     placement: Literal["any", "cluster"] | None = None
+    """`any` or `cluster` (interconnected instances for multi-node tasks)."""
     blocks: Blocks = 1
+    """Split each instance into this many blocks, or `auto`."""
     nodes: FleetNodesSpec | None = None
+    """Cloud fleet: `2`, `0..4` or `{min, target, max}`. Not with `ssh_config`."""
     resources: ResourcesSpec | None = None
+    """Resources of each instance (cloud fleets)."""
     ssh_config: SSHParams | None = None
+    """SSH fleet: the hosts to use. Not with `nodes`."""
     env: Env
+    """Environment variables for SSH fleets."""
 
     @model_validator(mode="after")
     def _one_subtype(self) -> FleetConfiguration:

@@ -43,13 +43,24 @@ class GatewayConfiguration(ConfigModel):
 
     type: Literal["gateway"] = "gateway"
     name: ResourceName | None = None
+    """The gateway name."""
     default: bool | None = None
+    """Make it the project's default gateway."""
     backend: Backend
+    """Backend to create the gateway in (aws, azure, gcp, kubernetes)."""
     region: str
+    """Region to create the gateway in."""
     instance_type: Annotated[str | None, Field(min_length=1)] = None
+    """Instance type."""
     domain: str | None = None
+    """Wildcard domain of the services, e.g. `example.com`."""
     public_ip: bool = True
+    """Allocate a public IP (default `true`)."""
     load_balancer: ALBLoadBalancer | None = None
+    """Put a load balancer in front (`{type: alb}`)."""
     certificate: Certificate | None = LetsEncryptCertificate()
+    """TLS certificate (default Let's Encrypt; `null` to disable)."""
     replicas: Annotated[int | None, Field(ge=1)] = None
+    """Number of gateway instances (default 1)."""
     tags: Tags = None
+    """Tags copied to cloud resources."""

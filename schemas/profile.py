@@ -30,7 +30,9 @@ class ProfileRetry(StrictModel):
     """`retry: {on_events, duration}`; `on_events` unset means every event."""
 
     on_events: list[RetryEvent] | None = None
+    """Events that trigger a retry: `no-capacity`, `interruption`, `error` (default: all)."""
     duration: Duration | None = None
+    """How long to keep retrying, e.g. `1h` (default `1h`)."""
 
     @field_validator("duration")
     @classmethod
@@ -62,7 +64,9 @@ class UtilizationPolicy(StrictModel):
     """Stop a run whose GPUs stay under `min_gpu_utilization` % for `time_window`."""
 
     min_gpu_utilization: Annotated[int, Field(ge=0, le=100)]
+    """Minimum GPU utilization in percent (0-100)."""
     time_window: Duration
+    """Window over which utilization is measured (5m-1h)."""
 
     @field_validator("time_window")
     @classmethod
@@ -88,6 +92,7 @@ class Schedule(StrictModel):
     """`schedule: {cron: "0 8 * * *" | [..]}`; normalized to a list."""
 
     cron: list[str]
+    """Cron expression(s) in UTC, e.g. `0 8 * * mon-fri`."""
 
     @field_validator("cron", mode="before", json_schema_input_type=str | list[str])
     @classmethod
@@ -173,16 +178,27 @@ class ProvisioningParams(StrictModel):
     """Fields runs and fleets share: where offers come from and what they may cost."""
 
     backends: list[Backend] | None = None
+    """Backends to consider for provisioning, e.g. `[aws, gcp]`."""
     regions: list[str] | None = None
+    """Regions to consider, e.g. `[eu-west-1]` (case-insensitive)."""
     availability_zones: list[str] | None = None
+    """Availability zones to consider."""
     instance_types: list[str] | None = None
+    """Cloud instance types to consider, e.g. `[p5.48xlarge]`."""
     reservation: str | None = None
+    """An existing capacity reservation (AWS capacity reservations/blocks, GCP reservations)."""
     spot_policy: SpotPolicy | None = None
+    """`spot`, `on-demand` or `auto` (default `on-demand`)."""
     retry: Retry | None = None
+    """Resubmit on failure: `true`, or `{on_events, duration}` (default `false`)."""
     max_price: Annotated[float | None, Field(gt=0.0)] = None
+    """Maximum instance price per hour, in dollars."""
     idle_duration: IdleDuration = None
+    """How long an idle instance is kept, e.g. `1h`; `off` keeps it."""
     tags: Tags = None
+    """Tags copied to cloud resources."""
     backend_options: list[VastAIOptions] | None = None
+    """Backend-specific options, e.g. `[{type: vastai, min_reliability: 0.95}]`."""
 
     _options = field_validator("backend_options")(check_backend_options)
 
@@ -191,11 +207,20 @@ class ProfileParams(ProvisioningParams):
     """Every profile field a run (and a preset) accepts."""
 
     max_duration: OffDuration = None
+    """Stop the run after this long running, e.g. `2h`; `off` for no limit."""
     stop_duration: OffDuration = None
+    """Grace period for a graceful stop (default `5m`); `off` waits forever."""
     creation_policy: Literal["reuse", "reuse-or-create"] | None = None
+    """`reuse` (only existing idle instances) or `reuse-or-create` (default)."""
     utilization_policy: UtilizationPolicy | None = None
+    """Stop the run when GPU utilization stays low."""
     startup_order: Literal["any", "master-first", "workers-first"] | None = None
+    """Multi-node start order: `any`, `master-first`, `workers-first`."""
     stop_criteria: Literal["all-done", "master-done"] | None = None
+    """Multi-node end: `all-done` or `master-done`."""
     schedule: Schedule | None = None
+    """Start the run on a cron schedule (UTC)."""
     fleets: list[Reference] | None = None
+    """Fleets to run on: names, `project/name` or `{project, name}`."""
     instances: Annotated[list[InstanceSelector] | None, Field(min_length=1)] = None
+    """Only these fleet instances: names, `{hostname}` or `{fleet, instance}`."""

@@ -61,7 +61,9 @@ class CPUSpec(StrictModel):
     json_shorthands = ("string", "integer")
 
     arch: CpuArch | None = None
+    """`x86` or `arm`."""
     count: IntRange = IntRange(min=2)
+    """Number of CPUs: `8`, `8..`, `4..16`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -133,11 +135,17 @@ class GPUSpec(StrictModel):
     json_shorthands = ("string", "integer")
 
     vendor: GpuVendor | None = None
+    """`nvidia`, `amd`, `google` (`tpu`), `intel`, `tenstorrent` (`tt`)."""
     name: list[str] | None = None
+    """GPU names, e.g. `[H100, A100]`."""
     count: IntRange = IntRange(min=1)
+    """Number of GPUs: `2`, `2..8`."""
     memory: MemoryRange | None = None
+    """Memory per GPU: `40GB`, `24GB..`."""
     total_memory: MemoryRange | None = None
+    """Total GPU memory."""
     compute_capability: ComputeCapability | None = None
+    """Minimum compute capability, e.g. `8.0`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -166,6 +174,7 @@ class DiskSpec(StrictModel):
     json_shorthands = ("string", "number")
 
     size: MemoryRange
+    """Disk size: `100GB`, `200GB..1TB`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -179,10 +188,15 @@ class ResourcesSpec(StrictModel):
     """`resources`: defaults `cpu: 2..`, `memory: 8GB..`, `disk: 100GB..`, `gpu: 0..`."""
 
     cpu: CPUSpec = CPUSpec()
+    """CPUs: `8`, `4..`, `arm:8..` (default `2..`)."""
     memory: MemoryRange = MemoryRange(min=8.0)
+    """RAM: `64GB`, `32GB..` (default `8GB..`)."""
     shm_size: Memory | None = None
+    """Shared memory size, e.g. `16GB`."""
     gpu: GPUSpec | None = GPUSpec(count=IntRange(min=0))
+    """GPUs: `A100:40GB:2`, `H100:8`, `24GB..`, `nvidia:2..4`, `0`, or a mapping."""
     disk: DiskSpec | None = DiskSpec(size=MemoryRange(min=100.0))
+    """Disk: `200GB..` (default `100GB..`)."""
 
 
 Resources = Annotated[ResourcesSpec, Field(default_factory=ResourcesSpec)]

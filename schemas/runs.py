@@ -34,26 +34,47 @@ class BaseRunConfiguration(ProfileParams, ConfigModel):
     """Fields of every run type."""
 
     name: ResourceName | None = None
+    """The run name (lowercase letters, digits, `-`). Random if unset."""
     image: str | None = None
+    """Docker image to run. Default: dstack's base image (Ubuntu, CUDA, Python, uv)."""
     user: str | None = None
+    """User inside the container, `user[:group]` (names or ids)."""
     privileged: bool = False
+    """Run the container in privileged mode."""
     entrypoint: str | None = None
+    """Docker entrypoint."""
     working_dir: str | None = None
+    """Absolute working directory in the container (default: the image's)."""
     home_dir: str = "/root"
+    """Deprecated."""
     registry_auth: RegistryAuth | None = None
+    """Credentials for a private image registry."""
     python: PythonVersion | None = None
+    """Python version of the default image: `3.9` to `3.15`. Not with `image`."""
     nvcc: bool | None = None
+    """Use the default image variant with the CUDA compiler."""
     single_branch: bool | None = None
+    """Clone only the current branch of the repo."""
     env: Env
+    """Environment variables: a list of `NAME=value` / `NAME`, or a mapping."""
     shell: str | None = None
+    """`sh`, `bash`, or an absolute path (default `/bin/bash` for the default image)."""
     resources: Resources
+    """Resource requirements: cpu, memory, gpu, disk, shm_size."""
     priority: Annotated[int | None, Field(ge=0, le=100)] = None
+    """Run priority 0-100; higher is provisioned first (default 0)."""
     volumes: list[MountPoint] = []
+    """Volume mounts: `name:/path`, `/host/path:/path`, or mappings."""
     docker: bool | None = None
+    """Docker-in-Docker (forces privileged). Not with `image`, `python`, `nvcc`."""
     repos: list[RepoSpec] = []
+    """Git repo to clone into the run (at most one): path, URL or mapping."""
     files: list[FilePathMapping] = []
+    """Local files to upload: `local[:container]` or `{local_path, path}`."""
     dstack: bool = False
+    """Make the server reachable from inside the run."""
     setup: list[str] = []
+    """Deprecated."""
 
     @field_validator("python", mode="before", json_schema_input_type=PythonVersion | float | None)
     @classmethod
@@ -119,10 +140,15 @@ class DevEnvironmentConfiguration(BaseRunConfiguration):
 
     type: Literal["dev-environment"] = "dev-environment"
     ports: list[Port] = []
+    """Ports to forward: `8080`, `\"80:8080\"`, `\"*:8080\"`."""
     ide: Literal["vscode", "cursor", "windsurf", "zed"] | None = None
+    """IDE to connect: `vscode`, `cursor`, `windsurf`, `zed` (unset: SSH only)."""
     version: str | None = None
+    """IDE version (windsurf: `version@commit`)."""
     init: list[str] = []
+    """Commands to run when the environment starts."""
     inactivity_duration: int | None = None
+    """Stop after this long without connections, e.g. `2h`; `off` never."""
 
     @field_validator(
         "inactivity_duration", mode="before", json_schema_input_type=int | str | bool | None
@@ -154,10 +180,15 @@ class NodeGroup(StrictModel):
     """One group of a heterogeneous multi-node task."""
 
     name: GroupName | None = None
+    """Group name (default: its position, `0`, `1`, ...)."""
     nodes: Annotated[int, Field(ge=1)] = 1
+    """Number of nodes in the group (default 1)."""
     resources: Resources
+    """Resources of each node of the group (not inherited)."""
     commands: list[str] = []
+    """Commands the nodes of the group run."""
     ports: list[Port] = []
+    """Ports to forward for the group."""
 
 
 def name_groups(value: Any) -> Any:
@@ -186,9 +217,13 @@ class TaskConfiguration(BaseRunConfiguration):
 
     type: Literal["task"] = "task"
     ports: list[Port] = []
+    """Ports to forward: `8080`, `\"80:8080\"`, `\"*:8080\"`."""
     commands: list[str] = []
+    """Shell commands to run (required unless `image` is set)."""
     nodes: Annotated[int | None, Field(ge=1)] = None
+    """Number of nodes for a multi-node task (default 1). Not with `groups`."""
     groups: list[NodeGroup] | None = None
+    """Node groups of a heterogeneous multi-node task. Not with `nodes`."""
 
     @model_validator(mode="before")
     @classmethod

@@ -84,28 +84,40 @@ class ServiceConfiguration(BaseRunConfiguration):
 
     type: Literal["service"] = "service"
     commands: list[str] = []
+    """Shell commands to run (required unless `image` is set)."""
     port: Annotated[
         PortMapping,
         BeforeValidator(parse_service_port, json_schema_input_type=int | str | PortMapping),
     ]
+    """Port the application listens on: `8000` or `\"80:8000\"`."""
     gateway: Gateway | None = None
+    """Gateway name or `project/name`; `false` for none, `true` for the default."""
     strip_prefix: bool = True
+    """Strip `/proxy/services/<project>/<run>/` when proxying (no gateway)."""
     model: Annotated[
         ChatModel | None,
         BeforeValidator(
             to_chat_model, json_schema_input_type=str | TGIChatModel | OpenAIChatModel | None
         ),
     ] = None
+    """Model for the OpenAI-compatible endpoint: a name, or `{format: openai|tgi, name}`."""
     https: bool | Literal["auto"] | None = None
+    """`true`, `false` or `auto` (default `true`)."""
     auth: bool = True
+    """Require a project member's token (default `true`)."""
     scaling: ScalingSpec | None = None
+    """Autoscaling rule, required when `replicas` is a range."""
     rate_limits: list[RateLimit] = []
+    """Rate limits per path prefix (gateway only)."""
     probes: list[ProbeConfig] | None = None
+    """HTTP readiness probes (`[]` for none)."""
     replicas: Annotated[
         IntRange | None,
         BeforeValidator(_keep, json_schema_input_type=IntRange | list[ReplicaGroup] | None),
     ] = None
+    """Number of replicas: `2` or a range `0..4` (default 1). Not with `groups`."""
     groups: list[ReplicaGroup] | None = None
+    """Replica groups of a heterogeneous service. Not with `replicas`."""
 
     @model_validator(mode="before")
     @classmethod

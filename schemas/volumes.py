@@ -21,9 +21,13 @@ class BaseVolumeConfiguration(ConfigModel):
 
     type: Literal["volume"] = "volume"
     backend: str
+    """Backend of the volume: aws, gcp, runpod, kubernetes, daytona, lium."""
     name: ResourceName | None = None
+    """The volume name."""
     auto_cleanup_duration: IdleDuration = None
+    """Delete the volume after it is unused this long; `off` never."""
     tags: Tags = None
+    """Tags copied to cloud resources."""
 
 
 class AWSVolumeConfiguration(BaseVolumeConfiguration):
