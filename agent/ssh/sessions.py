@@ -46,14 +46,17 @@ def _host_shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
 
-def build_session_argv(job: JobSession, command: str | None, *, pty: bool) -> list[str]:
-    """Pure: the argv that gives a session in `job` (a shell, or `command` in a shell)."""
+def build_session_argv(
+    job: JobSession, command: str | None, *, term: str | None = None
+) -> list[str]:
+    """Pure: the argv that gives a session in `job` (a shell, or `command` in a shell);
+    `term` is the client's terminal type when it asked for one."""
     if job.executor == "docker":
         if not job.container_id:
             raise ValueError(f"job {job.job_id} has no container yet")
         argv = ["docker", "exec", "-i"]
-        if pty:
-            argv.append("-t")
+        if term:
+            argv += ["-t", "-e", f"TERM={term}"]
         if job.working_dir:
             argv += ["-w", job.working_dir]
         argv += [job.container_id, "/bin/sh"]
@@ -83,9 +86,13 @@ async def serve_session(
         process.stderr.write(message.encode())
         process.exit(1)
         return
+    if process.subsystem:
+        process.stderr.write(f"subsystem {process.subsystem!r} is not offered\n".encode())
+        process.exit(1)
+        return
     term = process.get_terminal_type()
     try:
-        argv = build_session_argv(job, process.command, pty=term is not None)
+        argv = build_session_argv(job, process.command, term=term)
         env = build_session_env(job, term)
         cwd = job.working_dir if job.executor == "process" else None
         if term is not None:

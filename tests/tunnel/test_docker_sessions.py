@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -53,8 +54,9 @@ async def test_ssh_run_execs_into_the_container(
     )
     await client.submit(spec)
     try:
-        state = await wait_job(client, spec.id, lambda s: s.status != JobStatus.PENDING)
-        state = await wait_job(client, spec.id, lambda s: s.status != JobStatus.PULLING)
+        state = await wait_job(
+            client, spec.id, lambda s: s.status == JobStatus.RUNNING or s.status.is_finished()
+        )
         assert state.status == JobStatus.RUNNING, state
         async with asyncssh.connect(
             "127.0.0.1",
@@ -67,7 +69,12 @@ async def test_ssh_run_execs_into_the_container(
             result = await conn.run(
                 "echo $FOO; pwd; test -f /.dockerenv && echo docker", check=True
             )
+            shell = await conn.create_process(term_type="xterm-256color", encoding=None)
+            shell.stdin.write(b"echo term=$TERM; tty; exit\n")
+            async with asyncio.timeout(30):
+                typed = await shell.stdout.read()
         assert str(result.stdout).splitlines() == ["in-container", "/work", "docker"]
+        assert b"term=xterm-256color" in typed and b"/dev/pts/" in typed
     finally:
         await client.stop(spec.id, force=True)
         await wait_job(client, spec.id, lambda s: s.status.is_finished())
