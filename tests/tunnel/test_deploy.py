@@ -20,10 +20,10 @@ import pytest_asyncio
 from agent.bundle import Bundle
 from agent.client import AgentClient
 from agent.deploy import DeployedAgent, DeployError, DeployFailure, deploy_agent, stop_agent
-from agent.protocol import JobSpec
+from agent.protocol import JobSpec, JobStatus
 from agent.tunnel import SSHTarget, TunnelPool
 from tests.services.sshd import SSHHost, make_client_key, start_sshd
-from tests.tunnel.conftest import free_port
+from tests.tunnel.conftest import free_port, wait_job
 
 pytestmark = [pytest.mark.sshd, pytest.mark.asyncio(loop_scope="module")]
 
@@ -81,6 +81,11 @@ async def test_deploy_is_idempotent_and_redeploys_a_changed_bundle(
     remote_dir = str(fleet_dir / "host0")
     pid_file = Path(remote_dir) / "agent.pid"
     first_pid = pid_file.read_text().strip()
+    client = AgentClient.over_tunnel(pool, agent.target, agent.agent_port)
+    printing = "for i in $(seq 1 40); do echo $i; sleep 0.1; done"
+    survivor = JobSpec(id="survivor", run_name="survivor", commands=[printing])
+    await client.submit(survivor)
+    await wait_job(client, survivor.id, lambda s: s.status == JobStatus.RUNNING)
     again = await deploy_agent(
         pool, agent.target, bundle, agent_port=agent.agent_port, remote_dir=remote_dir
     )
@@ -95,6 +100,13 @@ async def test_deploy_is_idempotent_and_redeploys_a_changed_bundle(
     assert os.readlink(Path(remote_dir) / "current") == f"bundle-{'0' * 16}"
     bundles = sorted(name for name in os.listdir(remote_dir) if name.startswith("bundle-"))
     assert bundles == ["bundle-" + "0" * 16]
+
+    # the job ran on across the agent's replacement and its log is whole
+    data = b"".join([c.data async for c in client.iter_logs(survivor.id, poll_interval=0.05)])
+    assert data.decode().split() == [str(i) for i in range(1, 41)]
+    final = await client.job(survivor.id)
+    assert final.status == JobStatus.EXITED and final.exit_status == 0
+    await client.aclose()
 
 
 async def test_refused_key_says_auth_refused(
