@@ -1,7 +1,14 @@
-"""`dockyard pr comment`: post a plan on a pull request (one sticky comment + a status).
+"""`dockyard pr plan` and `dockyard pr comment`: a pull request's plan, posted on it.
 
+    dockyard pr plan [--repo PATH_OR_URL] [--ref REF] (--base REF | --server URL [--token T])
+                     [--path SUBDIR] [--format json|markdown] > plan.json
     dockyard pr comment --provider github|gitlab --repo OWNER/NAME --pr N
                         [--plan plan.json] [--sha SHA] [--key KEY] [--plan-url URL]
+
+`pr plan` plans the PR head of a CI checkout (detached, no branch needed): offline against
+its base commit, or on a server against live state; both price the runs with the offers
+catalog, and a head with errors still shows what its valid files would do. Exit 1 when the
+plan has errors.
 
 The plan is the JSON of `dockyard plan --format json` (with `--server`, it carries offers
 and $/h); `--plan -` (the default) reads it from stdin. The comment is found by its hidden
@@ -16,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -31,6 +39,7 @@ from reconciler.pr.reviewing import PlanReport
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(help="Pull requests: post the plan as a comment and a commit status.")
+    group.command("plan")(plan_command)
     group.command("comment")(comment_command)
     app.add_typer(group, name="pr")
 
@@ -64,6 +73,56 @@ def comment_command(
         f"({posted.characters:,} characters); {status.context} on {posted.sha[:12]}: "
         f"{status.state.value} ({status.description})"
     )
+
+
+class PlanFormat(StrEnum):
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+def plan_command(
+    repo: Annotated[str, typer.Option("--repo", help="Config repo: a checkout or URL.")] = ".",
+    ref: Annotated[str, typer.Option("--ref", help="The PR head.")] = "HEAD",
+    base: Annotated[
+        str | None, typer.Option("--base", help="The PR base commit (offline plan).")
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option("--server", help="Plan on this Dockyard server instead.")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", envvar="DOCKYARD_SERVER_TOKEN", help="Token for --server."),
+    ] = None,
+    path: Annotated[str, typer.Option("--path", help="Subdirectory holding the configs.")] = "",
+    output: Annotated[PlanFormat, typer.Option("--format", help="json or markdown.")] = (
+        PlanFormat.JSON
+    ),
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", envvar="DOCKYARD_DATA_DIR", help="Where URLs are mirrored."),
+    ] = None,
+) -> None:
+    """Plan a PR head (offline against --base, or on --server), with offers and $/h."""
+    from reconciler.adapters.db.connecting import default_data_dir
+    from reconciler.pr.checkout import open_checkout, plan_offline, plan_remotely
+    from reconciler.pr.commenting import plan_markdown
+    from reconciler.pr.document import report_to_json
+
+    if (base is None) == (server is None):
+        raise UsageError("give either --base REF (offline) or --server URL (live state)")
+    directory = (data_dir or default_data_dir()).expanduser()
+    source = open_checkout(repo, subdir=path, data_dir=directory, environ=os.environ)
+    if server is not None:
+        report = plan_remotely(source, ref=ref, server=server, token=token or "", subdir=path)
+    else:
+        assert base is not None
+        report = plan_offline(source, ref=ref, base=base)
+    if output is PlanFormat.JSON:
+        text = json.dumps(report_to_json(report), indent=2, ensure_ascii=False)
+    else:
+        text = plan_markdown(report)
+    sys.stdout.write(text + "\n")
+    raise typer.Exit(1 if report.plan.errors else 0)
 
 
 def _read_plan(plan: str) -> PlanReport:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from tests.pr.fakehost import TOKEN, fake_host
-from tests.pr.gitrepo import commit_files, make_repo
+from tests.pr.gitrepo import commit_files, git, make_repo
 from tests.pr.samples import BASE_FILES, HEAD_FILES
 
 ACTION = Path(__file__).resolve().parents[2] / ".github" / "actions" / "plan" / "action.yml"
@@ -48,8 +48,9 @@ def run_step(step: dict[str, Any], context: dict[str, str], env: dict[str, str],
 
 def test_the_action_plans_offline_and_posts_the_comment(tmp_path: Path) -> None:
     repo, base = make_repo(tmp_path / "configs", BASE_FILES)
-    clean = {path: text for path, text in HEAD_FILES.items() if path != "notebook.dstack.yml"}
-    head = commit_files(repo, clean, "the PR")
+    head = commit_files(repo, HEAD_FILES, "the PR")
+    git(repo, "checkout", "-q", "--detach", head)  # as actions/checkout leaves a PR:
+    git(repo, "branch", "-q", "-D", "main")  # detached, without local branches
     steps = {s.get("name"): s for s in yaml.safe_load(ACTION.read_text())["runs"]["steps"]}
     outputs = tmp_path / "github-output"
     with fake_host() as host:
@@ -76,15 +77,18 @@ def test_the_action_plans_offline_and_posts_the_comment(tmp_path: Path) -> None:
             "DOCKYARD_DATA_DIR": str(tmp_path / "data"),
         }
         assert run_step(steps["Plan"], context, env, repo) == 0
-        assert "exit-code=0" in outputs.read_text()
+        assert "exit-code=1" in outputs.read_text()  # the invalid file
         assert run_step(steps["Comment"], context, env, repo) == 0
         (body,) = host.state.bodies()
         assert "**1 create, 1 update, 1 replace, 1 retain, 1 noop**" in body
+        assert "notebook.dstack.yml:5:8" in body and "**Cost: +$1.006/h**" in body
         assert "<b>replace</b> task <code>train</code>" in body
         assert "(https://github.com/acme/cfg/actions/runs/42)" in body
         ((sha, status),) = host.state.statuses
-        assert (sha, status["state"], status["context"]) == (head, "success", "dockyard/plan")
-        assert status["description"] == "1 to create, 1 to update, 1 to replace, 1 retained"
+        assert (sha, status["state"], status["context"]) == (head, "failure", "dockyard/plan")
+        assert status["description"] == (
+            "1 to create, 1 to update, 1 to replace, 1 retained, 1 error; +$1.006/h"
+        )
 
 
 def test_the_example_workflow_uses_the_action_with_write_permissions() -> None:

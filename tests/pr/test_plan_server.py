@@ -15,7 +15,7 @@ import pytest
 from reconciler.domain.observed import observe_applied
 from reconciler.pr.reviewing import load_files
 from schemas import parse_config
-from tests.pr.gitrepo import make_repo
+from tests.pr.gitrepo import commit_files, git, make_repo
 from tests.pr.samples import BASE_FILES, BASE_SHA, HEAD_FILES
 from tests.pr.test_comment_cli import run_in_process
 from tests.web.fakes import FakeController
@@ -85,3 +85,23 @@ def test_a_wrong_token_is_one_clear_line(server: Running, tmp_path: Path) -> Non
     assert "refused the token (401)" in result.stderr
     assert "not-a-valid-token-123" not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_pr_plan_works_in_a_detached_checkout_on_the_server_or_offline(
+    server: Running, tmp_path: Path
+) -> None:
+    repo, base = make_repo(tmp_path / "configs", BASE_FILES)
+    head = commit_files(repo, HEAD_FILES, "the PR")
+    git(repo, "checkout", "-q", "--detach", head)
+    git(repo, "branch", "-q", "-D", "main")
+    command = ["dockyard", "pr", "plan", "--repo", str(repo), "--ref", head]
+    env = {"DOCKYARD_DATA_DIR": str(tmp_path / "data")}
+    live = run_in_process([*command, "--server", server.url, "--token", server.admin_token], env)
+    offline = run_in_process([*command, "--base", base], env)
+    assert live.returncode == offline.returncode == 1, live.stderr + offline.stderr
+    live_plan, offline_plan = json.loads(live.stdout), json.loads(offline.stdout)
+    assert live_plan["actions"] == offline_plan["actions"]  # the store holds the base
+    assert live_plan["cost"] == offline_plan["cost"]
+    assert live_plan["base"] is None and offline_plan["base"] == base
+    neither = run_in_process(command, env)
+    assert neither.returncode == 2 and "either --base REF" in neither.stderr
