@@ -11,9 +11,11 @@ next start.
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -126,6 +128,20 @@ def build_server(
     return Server(app, store, settings, token, wrote_config)
 
 
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, except that SIGTERM ends in exit status 0 once shut down gracefully.
+
+    uvicorn re-raises a captured signal after its graceful shutdown, so a stopped server
+    would die "killed by SIGTERM"; for a service manager, a clean stop is status 0.
+    """
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        captured: list[int] = getattr(self, "_captured_signals", [])
+        if sig == signal.SIGTERM and sig in captured:
+            captured.remove(sig)
+
+
 def serve(server: Server) -> None:
     """Run until SIGINT/SIGTERM; uvicorn drains requests, then the lifespan stops workers."""
     config = uvicorn.Config(
@@ -137,6 +153,6 @@ def serve(server: Server) -> None:
         timeout_graceful_shutdown=10,
     )
     try:
-        uvicorn.Server(config).run()
+        _Uvicorn(config).run()
     finally:
         server.store.close()
