@@ -8,6 +8,7 @@ from docker.types import DeviceRequest
 
 from agent.protocol import JobSpec, PortMapping
 from agent.server.executors.containers import (
+    CONTAINER_INIT,
     CONTAINER_LOG,
     to_container_kwargs,
     to_port_mappings,
@@ -23,7 +24,7 @@ def spec(**fields: Any) -> JobSpec:
 def test_joined_commands_write_to_the_mounted_log() -> None:
     kwargs = to_container_kwargs(spec(commands=["a", "b c"], shell="/bin/bash"), "/data/log")
     assert kwargs["entrypoint"] == ["/bin/bash", "-c"]
-    assert kwargs["command"] == [f"exec >>{CONTAINER_LOG} 2>&1; a && b c"]
+    assert kwargs["command"] == [CONTAINER_INIT, "/bin/bash", "a && b c"]
     assert kwargs["volumes"]["/data/log"] == {"bind": CONTAINER_LOG, "mode": "rw"}
     assert kwargs["name"] == "dockyard-j"
     assert kwargs["labels"] == {"dockyard.job-id": "j", "dockyard.run-name": "r"}

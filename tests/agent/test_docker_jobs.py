@@ -151,8 +151,7 @@ async def test_stop_with_grace_then_force(
     polite, stubborn = f"p-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
     trapping = f"trap 'echo bye; exit 7' TERM; echo ready; {LOOP}"
     await dagent.submit(**docker_job(docker_engine, tmp_path, id=polite, commands=[trapping]))
-    # PID 1 without a TERM handler ignores SIGTERM: only SIGKILL ends it
-    ignoring = f"echo ready; {LOOP}"
+    ignoring = f"trap '' TERM; echo ready; {LOOP}"
     await dagent.submit(**docker_job(docker_engine, tmp_path, id=stubborn, commands=[ignoring]))
     await dagent.wait_log(polite, b"ready\n")
     await dagent.wait_log(stubborn, b"ready\n")
@@ -170,6 +169,22 @@ async def test_stop_with_grace_then_force(
         JobStatus.TERMINATED,
         JobReason.KILLED,
         137,
+    )
+
+
+async def test_stop_reaches_every_process_of_the_job(
+    dagent: AgentApi, docker_engine: DockerEngine, tmp_path: Path, job_id: str
+) -> None:
+    # no handler anywhere: SIGTERM's default action ends the shell and its children
+    script = f"sleep 1000 & echo ready; {LOOP}"
+    await dagent.submit(**docker_job(docker_engine, tmp_path, id=job_id, commands=[script]))
+    await dagent.wait_log(job_id, b"ready\n")
+    await dagent.http.post(f"/jobs/{job_id}/stop", json={"timeout": 30})
+    state = await dagent.wait_finished(job_id)
+    assert (state.status, state.reason, state.exit_status) == (
+        JobStatus.TERMINATED,
+        JobReason.STOPPED,
+        143,
     )
 
 

@@ -1,9 +1,10 @@
 """A ``JobSpec`` as Docker container arguments, and the mapped ports back (pure).
 
-Commands are joined as dstack joins them: ``entrypoint [shell, "-c"]`` and one command
-``" && ".join(commands)``, after ``exec >>/.dockyard/output.log 2>&1;``: the job's log
-file is bind-mounted into the container and the shell writes to it directly, so the log
-holds exactly the bytes written, in order, whether or not an agent runs meanwhile. With
+Commands are joined as dstack joins them, ``" && ".join(commands)``, and run by
+``[shell, "-c", joined]`` under a small PID 1 (``CONTAINER_INIT``, the same shell) that
+sends the job's output to its log file, bind-mounted into the container, and passes
+SIGTERM on to the job's processes. The log holds exactly the bytes written, in order,
+whether or not an agent runs meanwhile. With
 an explicit ``entrypoint`` (``commands`` are then its arguments, unjoined), or with
 neither, the image's program runs as it is and its output is copied from the engine's
 logs (``dockerlogs.LogFollower``).
@@ -26,6 +27,19 @@ LABEL_JOB_ID = "dockyard.job-id"
 LABEL_RUN_NAME = "dockyard.run-name"
 PUBLISH_ADDRESS = "127.0.0.1"
 CONTAINER_LOG = "/.dockyard/output.log"
+# PID 1 of the container: output to the mounted log; SIGTERM (which the kernel does not
+# deliver to a PID 1 without a handler) passed on to every process of the job; the
+# job's exit status as the container's. ``$0`` is the job's shell, ``$1`` its commands.
+CONTAINER_INIT = f"""exec >>{CONTAINER_LOG} 2>&1
+trap 'trap "" HUP INT TERM; kill -TERM 0 2>/dev/null' HUP INT TERM
+"$0" -c "$1" </dev/null &
+child=$!
+while :; do
+  wait "$child"; status=$?
+  if [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; then continue; fi
+  exit "$status"
+done
+"""
 # ``local`` keeps bytes as written; the engine keeps up to 400 MB while the agent is away
 LOG_OPTIONS = {"max-size": "100m", "max-file": "4"}
 
@@ -61,7 +75,7 @@ def to_container_kwargs(spec: JobSpec, log_path: str) -> dict[str, Any]:
         kwargs["command"] = spec.commands or None
     elif is_logging_to_file(spec):
         kwargs["entrypoint"] = [spec.shell, "-c"]
-        kwargs["command"] = [f"exec >>{CONTAINER_LOG} 2>&1; " + " && ".join(spec.commands)]
+        kwargs["command"] = [CONTAINER_INIT, spec.shell, " && ".join(spec.commands)]
         kwargs["volumes"][log_path] = {"bind": CONTAINER_LOG, "mode": "rw"}
     if spec.working_dir:
         kwargs["working_dir"] = spec.working_dir
