@@ -26,6 +26,7 @@ class StrictModel(BaseModel):
         coerce_numbers_to_str=True,
         use_enum_values=True,
         use_attribute_docstrings=True,  # field docstrings become JSON Schema descriptions
+        allow_inf_nan=False,  # `.inf`/`.nan` would not survive the JSON normalized form
     )
     # JSON types also accepted through a shorthand (`count: 2..8`), for the JSON Schema.
     json_shorthands: ClassVar[tuple[str, ...]] = ()

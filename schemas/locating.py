@@ -83,7 +83,7 @@ def _to_problem(
     if isinstance(conflict, FieldConflict):
         loc = loc + conflict.field
     kind = error["type"]
-    node, field_path, rest = _walk(root, loc, want_key=kind == "extra_forbidden")
+    node, field_path, rest = _walk(root, loc, want_key=kind in ("extra_forbidden", "invalid_key"))
     rest = [item for item in rest if not (isinstance(item, str) and _is_label(item))]
     if rest and (kind == "missing" or not isinstance(node, yaml.ScalarNode)):
         # The key is absent from the YAML (missing, or a conflict with a defaulted field).
@@ -105,7 +105,8 @@ def _walk(
     items = [item for item in loc if not (isinstance(item, str) and item.startswith("~"))]
     for index, item in enumerate(items):
         last = index == len(items) - 1
-        found = _child(node, item, want_key=want_key and last)
+        key_error = not last and items[index + 1] == "[key]"  # the key itself is invalid
+        found = _child(node, item, want_key=(want_key and last) or key_error)
         if found is None:
             if isinstance(item, str) and not last and _is_label(item):
                 continue
@@ -123,7 +124,8 @@ def _is_label(item: str) -> bool:
 def _child(
     node: yaml.Node | None, item: str | int, *, want_key: bool
 ) -> tuple[yaml.Node, str | int] | None:
-    if isinstance(node, yaml.MappingNode) and isinstance(item, str):
+    if isinstance(node, yaml.MappingNode):
+        item = item if isinstance(item, str) else str(item)  # a non-string key, e.g. `1:`
         for name in (item, *_ALIASES.get(item, ())):
             for key_node, value_node in node.value:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.value == name:

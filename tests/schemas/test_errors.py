@@ -149,3 +149,14 @@ def test_problem_format() -> None:
 def test_field_of_another_type_says_which_types_have_it() -> None:
     problem = only("type: dev-environment\nide: vscode\ncommands: [x]\n")
     assert problem.hint == "`commands` is a field of: task, service"
+
+
+def test_non_string_key_points_at_the_key() -> None:
+    problem = only("type: task\n1: 2\nimage: x\n")
+    assert (problem.line, problem.column) == (2, 1)
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+def test_non_finite_numbers_are_rejected(value: str) -> None:
+    problem = only(f"type: task\nimage: x\nmax_price: {value}\n")
+    assert problem.field == "max_price" and "finite" in problem.message

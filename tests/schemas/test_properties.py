@@ -29,7 +29,7 @@ SCALARS = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(2**40), max_value=2**40),
-    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(),
     st.text(max_size=20),
     st.sampled_from(
         [
