@@ -1,7 +1,7 @@
 """The local fleet: an agent on the server's own host, started on first use.
 
 The embedded default needs no SSH host at all: `ensure_local_agent` starts
-``python -m agent serve`` as a detached process (its own session, so it outlives the
+``python -m agent serve --ssh-port …`` as a detached process (its own session, so it outlives the
 server and its jobs keep running across server restarts), with its data dir under the
 server's data dir, a generated host key, and the server's public key in its
 ``authorized_keys``. The server then reaches it like any other agent: SSH to the agent's
@@ -113,7 +113,7 @@ def _is_our_agent(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"serve" in cmdline and bool({b"agent", b"agent.ssh"} & set(cmdline))
+    return b"serve" in cmdline and bool({b"agent"} & set(cmdline))
 
 
 def _free_port(preferred: int | None) -> int:
@@ -188,7 +188,7 @@ def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int) -> int
     argv = [
         python,
         "-m",
-        "agent.ssh",
+        "agent",
         "serve",
         "--data-dir",
         str(paths.data_dir),
