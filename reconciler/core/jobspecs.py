@@ -132,7 +132,14 @@ def requirements_of(spec: Mapping[str, Any]) -> Requirements:
         max_price=spec.get("max_price"),
         fleets=tuple(_ref_name(f) for f in spec.get("fleets") or ()),
         instances=tuple(_instance_name(i) for i in spec.get("instances") or ()),
+        host_ports=host_ports_of(spec),
     )
+
+
+def host_ports_of(spec: Mapping[str, Any]) -> frozenset[int]:
+    """Ports a job binds on the host itself: a process's ports (containers get their own
+    network namespace, with ports mapped when they share an instance)."""
+    return frozenset() if spec.get("image") else frozenset(container_ports(spec))
 
 
 def _ref_name(ref: Any) -> str:

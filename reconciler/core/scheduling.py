@@ -54,6 +54,7 @@ class Requirements:
     max_price: float | None = None
     fleets: tuple[str, ...] = ()  # empty: any fleet of the project
     instances: tuple[str, ...] = ()  # empty: any instance of the chosen fleets
+    host_ports: frozenset[int] = frozenset()  # ports the job binds on the host itself
 
     @property
     def wants_gpu(self) -> bool:
@@ -85,6 +86,7 @@ class Candidate:
     total_blocks: int = 1
     busy_blocks: int = 0
     busy_gpus: frozenset[int] = frozenset()
+    busy_ports: frozenset[int] = frozenset()  # host ports held by jobs running there
     cluster: bool = False
 
 
@@ -175,7 +177,13 @@ def _blocks_needed(req: Requirements, cand: Candidate, gpu_count: int) -> int:
 
 
 def fit_now(req: Requirements, cand: Candidate) -> Placement | None:
-    """Place on `cand` with its current free capacity, or None if it is too busy now."""
+    """Place on `cand` with its current free capacity, or None if it is too busy now.
+
+    Jobs that bind host ports (processes, host-network containers) cannot share an
+    instance with a job holding the same port: such a job waits for another instance.
+    """
+    if req.host_ports & cand.busy_ports:
+        return None
     usable = [g for g in _matching_gpus(req, cand.gpus) if g.index not in cand.busy_gpus]
     want = int(req.gpu_count.min or 0) if req.wants_gpu else 0
     if len(usable) < want:

@@ -147,7 +147,7 @@ class ServiceProxy:
         if route is None or not route.upstreams:
             await _respond(send, scope, 503, f"service {run_name!r} has no ready replica")
             return
-        self._stats.record(project, run_name, self._clock())
+        self._stats.record(project, run_name)
         path = "/" + parts[3] if route.strip_prefix else f"{PREFIX}/{project}/{run_name}/{parts[3]}"
         if scope["type"] == "websocket":
             await self._websocket(scope, receive, send, route, path)

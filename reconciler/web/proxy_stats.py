@@ -1,36 +1,44 @@
 """Request counters of the service proxy, read by the autoscaler.
 
 The proxy records one timestamp per request and service; the runs worker asks for the
-rate over the service's scaling window. Kept in memory per server process: with several
-server replicas each one scales on the traffic it sees (documented in docs/reconcile.md).
+rate over the service's scaling window. Both read the same clock (the one given here),
+so the rate never mixes wall time with monotonic time. Kept in memory per server
+process: with several server replicas each one scales on the traffic it sees
+(documented in docs/reconcile.md).
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Callable
 
 
 class RequestStats:
     """Per-service request timestamps over the last `horizon` seconds."""
 
-    def __init__(self, *, horizon: float = 300.0) -> None:
+    def __init__(
+        self, *, horizon: float = 300.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._horizon = horizon
+        self._clock = clock
         self._seen: dict[tuple[str, str], deque[float]] = {}
 
-    def record(self, project: str, run_name: str, now: float) -> None:
+    def record(self, project: str, run_name: str) -> None:
+        now = self._clock()
         times = self._seen.setdefault((project, run_name), deque())
         times.append(now)
         self._trim(times, now)
 
-    def rps(self, project: str, run_name: str, *, window: float, now: float) -> float:
+    def rps(self, project: str, run_name: str, *, window: float) -> float:
         """Requests per second over the last `window` seconds."""
         times = self._seen.get((project, run_name))
-        if not times:
+        if not times or window <= 0:
             return 0.0
+        now = self._clock()
         self._trim(times, now)
         since = now - window
-        count = sum(1 for t in times if t >= since)
-        return count / window if window > 0 else 0.0
+        return sum(1 for t in times if t >= since) / window
 
     def _trim(self, times: deque[float], now: float) -> None:
         limit = now - self._horizon

@@ -88,7 +88,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[tuple[ServiceProxy, StaticRoute
 
     acceptor = await start_ssh_server(
         SSHServerOptions(ssh_port, tmp_path / "host_key", tmp_path / "authorized_keys"),
-        policy=lambda p: p == service_port,
+        policy=lambda p, by_user: p == service_port,
         sessions=no_sessions,
     )
     target = SSHTarget("127.0.0.1", ssh_port, user="dockyard", identity_file=str(tmp_path / "key"))

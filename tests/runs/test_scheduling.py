@@ -111,3 +111,15 @@ def test_cluster_waits_when_members_busy() -> None:
     result = place_cluster(Requirements(), 2, nodes)
     assert isinstance(result, NoFit)
     assert result.wait
+
+
+def test_host_port_collision_waits_for_another_instance() -> None:
+    req = Requirements(host_ports=frozenset({8000}))
+    taken = _cand("a", total_blocks=4, busy_blocks=1, busy_ports=frozenset({8000}))
+    result = place_job(req, [taken])
+    assert isinstance(result, NoFit)
+    assert result.wait
+    free = _cand("b", total_blocks=4, busy_blocks=1, busy_ports=frozenset({9000}))
+    placed = place_job(req, [taken, free])
+    assert isinstance(placed, Placement)
+    assert placed.instance_name == "b"

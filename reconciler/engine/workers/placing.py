@@ -15,6 +15,7 @@ from sqlalchemy import case, update
 
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.adapters.db.store import Store
+from reconciler.core.jobspecs import host_ports_of
 from reconciler.core.scheduling import Candidate, Gpu
 from reconciler.domain.statuses import InstanceStatus, JobStatus
 
@@ -38,7 +39,12 @@ def _gpus(host_info: Mapping[str, Any]) -> tuple[Gpu, ...]:
     )
 
 
-def to_candidate(instance: Instance, fleet: Fleet, busy_gpus: frozenset[int]) -> Candidate | None:
+def to_candidate(
+    instance: Instance,
+    fleet: Fleet,
+    busy_gpus: frozenset[int],
+    busy_ports: frozenset[int] = frozenset(),
+) -> Candidate | None:
     """The instance as the scheduler sees it; None until its host facts are known."""
     info = instance.host_info
     if not isinstance(info, Mapping):
@@ -59,6 +65,7 @@ def to_candidate(instance: Instance, fleet: Fleet, busy_gpus: frozenset[int]) ->
         total_blocks=instance.total_blocks,
         busy_blocks=instance.busy_blocks,
         busy_gpus=busy_gpus,
+        busy_ports=busy_ports,
         cluster=spec.get("placement") == "cluster",
     )
 
@@ -73,10 +80,13 @@ def load_candidates(store: Store, project_id: str) -> list[Candidate]:
         if fleet is None:
             continue
         busy: set[int] = set()
+        ports: set[int] = set()
         for job in store.list_jobs_on_instance(instance.id, statuses=ACTIVE_ON_INSTANCE):
             runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
             busy.update(int(i) for i in runtime.get("gpus") or ())
-        candidate = to_candidate(instance, fleet, frozenset(busy))
+            data = job.job_spec if isinstance(job.job_spec, Mapping) else {}
+            ports.update(host_ports_of(data.get("spec") or {}))
+        candidate = to_candidate(instance, fleet, frozenset(busy), frozenset(ports))
         if candidate is not None:
             candidates.append(candidate)
     return candidates

@@ -203,7 +203,7 @@ class RunsProcessor:
         current, since = self._scaled.get(run.id, (base, now))
         project = self.store.get(Project, run.project_id)
         window = float(scaling.get("window") or 60)
-        rps = self._stats.rps(project.name if project else "", run.run_name, window=window, now=now)
+        rps = self._stats.rps(project.name if project else "", run.run_name, window=window)
         wanted = desired_replicas(policy, current=current, rps=rps, now=now, last_scaled_at=since)
         self._scaled[run.id] = (wanted, now if wanted != current else since)
         return wanted
