@@ -379,3 +379,32 @@ def test_service_server_limits(body: str, field: str, message: str) -> None:
         parse_config(f"type: service\nname: s1\nimage: x\nport: 80\n{body}", "s.dstack.yml")
     problem = caught.value.problems[0]
     assert problem.field == field and message in problem.message
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("backend: lambda\nregion: r\n", "backend"),
+        ("backend: azure\nregion: r\npublic_ip: false\ncertificate: null\n", "public_ip"),
+        ("backend: aws\nregion: r\nreplicas: 10\ncertificate: null\n", "replicas"),
+        ("backend: azure\nregion: r\nload_balancer: {type: alb}\n", "load_balancer"),
+        ("backend: aws\nregion: r\nload_balancer: {type: alb}\n", "certificate"),
+        ("backend: gcp\nregion: r\ncertificate: {type: acm, arn: x}\n", "certificate"),
+        ("backend: gcp\nregion: r\ncertificate: {type: gcp-cm, name: x}\n", "certificate"),
+        ("backend: aws\nregion: r\npublic_ip: false\n", "certificate"),
+        ("backend: aws\nregion: r\nreplicas: 2\n", "certificate"),
+    ],
+)
+def test_gateway_server_rules(body: str, field: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"type: gateway\nname: g1\n{body}", "g.dstack.yml")
+    assert caught.value.problems[0].field == field
+
+
+def test_gateway_with_alb_and_acm_is_valid() -> None:
+    config = parse_config(
+        "type: gateway\nname: g1\nbackend: aws\nregion: r\nreplicas: 2\n"
+        "load_balancer: {type: alb}\ncertificate: {type: acm, arn: 'arn:x'}\n",
+        "g.dstack.yml",
+    )
+    assert config.normalized()["certificate"] == {"type": "acm", "arn": "arn:x"}
