@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from schemas.base import ConfigModel
+from schemas.base import ConfigModel, FieldConflict
 from schemas.scalars import IdleDuration, Memory, ResourceName, Tags
 
 
@@ -28,6 +28,27 @@ class BaseVolumeConfiguration(ConfigModel):
     """Delete the volume after it is unused this long; `off` never."""
     tags: Tags = None
     """Tags copied to cloud resources."""
+
+    @model_validator(mode="after")
+    def _server_rules(self) -> BaseVolumeConfiguration:
+        """dstack's server checks before it creates or registers a volume."""
+        external = self.external_id()
+        sized = "size" in type(self).model_fields
+        if sized and external is None and getattr(self, "size", None) is None:
+            raise FieldConflict(
+                "size", "set `size` to create a volume, or the id of an existing one"
+            )
+        cleanup = self.auto_cleanup_duration
+        if external is not None and cleanup is not None and cleanup > 0:
+            raise FieldConflict(
+                "auto_cleanup_duration", "an existing (external) volume is never cleaned up"
+            )
+        return self
+
+    def external_id(self) -> str | None:
+        """The id of an existing volume to register (`volume_id`, or `claim_name` on k8s)."""
+        value = getattr(self, "volume_id", None)
+        return value if isinstance(value, str) else None
 
 
 class AWSVolumeConfiguration(BaseVolumeConfiguration):
@@ -62,6 +83,9 @@ class KubernetesVolumeConfiguration(BaseVolumeConfiguration):
     storage_class_name: str | None = None
     access_modes: list[str] = Field(default_factory=lambda: ["ReadWriteOnce"])
     read_only: bool = False
+
+    def external_id(self) -> str | None:
+        return self.claim_name
 
 
 class DaytonaVolumeConfiguration(BaseVolumeConfiguration):

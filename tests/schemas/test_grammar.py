@@ -264,7 +264,7 @@ def test_volume_dispatches_on_backend() -> None:
         "type: volume\nname: v1\nbackend: aws\nregion: eu-west-1\nsize: 100GB\n", "v.dstack.yml"
     )
     assert volume.normalized()["size"] == 100.0
-    k8s = parse_config("type: volume\nname: v1\nbackend: kubernetes\n", "v.dstack.yml")
+    k8s = parse_config("type: volume\nname: v1\nbackend: kubernetes\nsize: 10GB\n", "v.yml")
     assert k8s.normalized()["access_modes"] == ["ReadWriteOnce"]
 
 
@@ -408,3 +408,24 @@ def test_gateway_with_alb_and_acm_is_valid() -> None:
         "g.dstack.yml",
     )
     assert config.normalized()["certificate"] == {"type": "acm", "arn": "arn:x"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("backend: aws\nregion: r\n", "size"),
+        ("backend: gcp\nregion: r\nvolume_id: v-1\nauto_cleanup_duration: 1h\n",
+         "auto_cleanup_duration"),
+        ("backend: kubernetes\n", "size"),
+    ],
+)  # fmt: skip
+def test_volume_server_rules(body: str, field: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"type: volume\nname: v1\n{body}", "v.dstack.yml")
+    assert caught.value.problems[0].field == field
+
+
+def test_external_volumes_need_no_size() -> None:
+    parse_config("type: volume\nname: v1\nbackend: aws\nregion: r\nvolume_id: v-1\n", "v.yml")
+    parse_config("type: volume\nname: v1\nbackend: kubernetes\nclaim_name: c\n", "v.yml")
+    parse_config("type: volume\nname: v1\nbackend: daytona\n", "v.yml")
