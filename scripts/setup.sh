@@ -16,6 +16,7 @@ if [ "$dev" = 1 ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v chromium >/dev/null || need+=(chromium)
   command -v ip >/dev/null || need+=(iproute2)
+  [ -x /bin/busybox ] || need+=(busybox-static)  # the Docker test image is made from it
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

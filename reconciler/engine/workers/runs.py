@@ -196,8 +196,8 @@ class RunsProcessor:
             min_replicas=int(replicas.get("min") or 0),
             max_replicas=int(replicas.get("max") or base),
             target_rps=float(scaling.get("target") or 1),
-            scale_up_delay=float(scaling.get("scale_up_delay") or 300),
-            scale_down_delay=float(scaling.get("scale_down_delay") or 600),
+            scale_up_delay=_seconds(scaling.get("scale_up_delay"), 300),
+            scale_down_delay=_seconds(scaling.get("scale_down_delay"), 600),
         )
         now = self._now()
         current, since = self._scaled.get(run.id, (base, now))
@@ -225,6 +225,11 @@ class RunsProcessor:
                 + (f" ({reason})" if reason else ""),
             )
         return held
+
+
+def _seconds(value: Any, default: float) -> float:
+    """A duration from the spec; 0 is a real value (`scale_up_delay: 0s`), None the default."""
+    return default if value is None else float(value)
 
 
 def _dt(ts: float) -> datetime:
