@@ -107,8 +107,6 @@ def check_gateway(gateway: GatewayConfiguration) -> None:
         if gateway.load_balancer is None:
             raise FieldConflict("certificate", "`gcp-cm` needs `load_balancer: {type: alb}`")
     if certificate == "lets-encrypt" and not gateway.public_ip:
-        raise FieldConflict("certificate", "Let's Encrypt does not work for private gateways")
-    if certificate == "lets-encrypt" and replicas > 1:
         raise FieldConflict(
-            "certificate", "Let's Encrypt does not work with several replicas; set another one"
+            "certificate", "a Let's Encrypt certificate does not work for a private gateway"
         )

@@ -392,7 +392,6 @@ def test_service_server_limits(body: str, field: str, message: str) -> None:
         ("backend: gcp\nregion: r\ncertificate: {type: acm, arn: x}\n", "certificate"),
         ("backend: gcp\nregion: r\ncertificate: {type: gcp-cm, name: x}\n", "certificate"),
         ("backend: aws\nregion: r\npublic_ip: false\n", "certificate"),
-        ("backend: aws\nregion: r\nreplicas: 2\n", "certificate"),
     ],
 )
 def test_gateway_server_rules(body: str, field: str) -> None:
