@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import pwd
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from agent.protocol import JobReason, JobStatus
 from agent.server.hostfacts import parse_ip_addresses, run_tool
 from agent.server.serving import AgentConfig, start_agent
-from tests.agent.conftest import AgentApi, _client, recorded_tools, wait_for
+from tests.agent.conftest import AgentApi, _client, pid_alive, recorded_tools, wait_for
 
 
 async def test_healthcheck_and_host(agent: AgentApi) -> None:
@@ -243,3 +244,26 @@ async def test_the_api_listens_on_loopback_only(agent: AgentApi) -> None:
     with pytest.raises(OSError):
         _, writer = await asyncio.wait_for(asyncio.open_connection(addresses[0], port), 5)
         writer.close()
+
+
+async def test_a_record_from_another_boot_is_read_not_acted_on(
+    agent_config: AgentConfig, tmp_path: Path
+) -> None:
+    async with start_agent(agent_config) as context, _client(context.http_port) as http:
+        agent = AgentApi(http, agent_config.data_dir)
+        await agent.submit(id="old", commands=["echo up; sleep 1000"])
+        running = await agent.wait_status("old", JobStatus.RUNNING)
+        await agent.wait_log("old", b"up\n")
+    assert running.pid is not None
+    files = agent_config.data_dir / "jobs" / "old"
+    identity = json.loads((files / "pid.json").read_text())
+    (files / "pid.json").write_text(json.dumps({**identity, "boot_id": "an-earlier-boot"}))
+    (files / "exit_code").write_text("5\n")  # it ended before that reboot
+    try:
+        async with start_agent(agent_config) as context, _client(context.http_port) as http:
+            state = await AgentApi(http, agent_config.data_dir).wait_finished("old")
+            assert (state.status, state.exit_status) == (JobStatus.EXITED, 5)
+        # the pid means nothing in this boot: whatever runs under it is left alone
+        assert pid_alive(running.pid)
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)

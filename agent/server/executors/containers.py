@@ -29,16 +29,21 @@ PUBLISH_ADDRESS = "127.0.0.1"
 CONTAINER_LOG = "/.dockyard/output.log"
 # PID 1 of the container: output to the mounted log; SIGTERM (which the kernel does not
 # deliver to a PID 1 without a handler) passed on to every process of the job; the
-# job's exit status as the container's. ``$0`` is the job's shell, ``$1`` its commands.
+# job's exit status as the container's (the wait loop is the process wrapper's, see
+# ``process.WRAPPER``). ``$0`` is the job's shell, ``$1`` its commands.
 CONTAINER_INIT = f"""exec >>{CONTAINER_LOG} 2>&1
 trap 'trap "" HUP INT TERM; kill -TERM 0 2>/dev/null' HUP INT TERM
 "$0" -c "$1" </dev/null &
 child=$!
 while :; do
   wait "$child"; status=$?
-  if [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; then continue; fi
-  exit "$status"
+  [ "$status" -le 128 ] && break
+  kill -0 "$child" 2>/dev/null && continue
+  wait "$child"; again=$?
+  [ "$again" -ne 127 ] && status=$again
+  break
 done
+exit "$status"
 """
 # ``local`` keeps bytes as written; the engine keeps up to 400 MB while the agent is away
 LOG_OPTIONS = {"max-size": "100m", "max-file": "4"}

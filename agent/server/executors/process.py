@@ -40,11 +40,18 @@ WRAPPER = """trap : HUP INT TERM
 child=$!
 while :; do
   wait "$child"; status=$?
-  if [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; then continue; fi
+  [ "$status" -le 128 ] && break
+  kill -0 "$child" 2>/dev/null && continue
+  wait "$child"; again=$?
+  [ "$again" -ne 127 ] && status=$again
   break
 done
 printf '%s\\n' "$status" >&0
 """
+
+# ``wait`` returns above 128 both when the child died of a signal and when a trap of the
+# wrapper interrupted it; then, if the child is gone, a second ``wait`` returns the status
+# it ended with meanwhile (127: none left to report, the first answer was the real one).
 
 _PASSED_OVER_ENV = ("DOCKYARD_AGENT_", proctable.MARKER_ENV)
 
@@ -96,15 +103,19 @@ class ProcessExecutor:
             raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
         self._children[spec.id] = child
         stat = proctable.read_stat(child.pid)
-        identity = {"pid": child.pid, "start_ticks": stat.start_ticks if stat else -1}
+        identity = {
+            "pid": child.pid,
+            "start_ticks": stat.start_ticks if stat else -1,
+            "boot_id": proctable.boot_id(),
+        }
         write_atomically(files.pid, json.dumps(identity).encode())
         return Launched(pid=child.pid, ports=_host_ports(spec))
 
     async def adopt(self, spec: JobSpec, files: JobFiles) -> Launched | None:
-        identity = _read_identity(files)
-        if identity is None:
-            return None
-        return Launched(pid=identity[0], ports=_host_ports(spec))
+        if not files.pid.exists():
+            return None  # never launched
+        identity = _read_identity(files)  # None after a reboot: only exit_code may tell
+        return Launched(pid=identity[0] if identity else None, ports=_host_ports(spec))
 
     async def wait(self, spec: JobSpec, files: JobFiles) -> int | None:
         identity = _read_identity(files)
@@ -194,10 +205,13 @@ def _host_ports(spec: JobSpec) -> list[PortMapping]:
 
 
 def _read_identity(files: JobFiles) -> tuple[int, int] | None:
+    """(pid, start ticks) of the job's wrapper, if it was started in this boot."""
     try:
         data = json.loads(files.pid.read_text())
+        if data.get("boot_id") != proctable.boot_id():
+            return None
         return int(data["pid"]), int(data["start_ticks"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

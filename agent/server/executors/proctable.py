@@ -68,6 +68,10 @@ def job_processes(session: int, job_id: str, since_ticks: int = 0) -> list[ProcS
     which spares reading the environment of every older process on the host.
     """
     marker = f"{MARKER_ENV}={job_id}\0".encode()
+    # a session id outlives its leader; if the number now leads another session, the
+    # processes in that session are not the job's (Linux reuses no pid still used as a sid)
+    leader = read_stat(session)
+    session_is_ours = leader is None or leader.start_ticks == since_ticks
     found = []
     for pid in _pids():
         stat = read_stat(pid)
@@ -75,9 +79,17 @@ def job_processes(session: int, job_id: str, since_ticks: int = 0) -> list[ProcS
             continue
         if stat.start_ticks < since_ticks:
             continue
-        if stat.session == session or _has_marker(pid, marker):
+        if (session_is_ours and stat.session == session) or _has_marker(pid, marker):
             found.append(stat)
     return found
+
+
+def boot_id() -> str:
+    """This boot of the host: pids and start times from another boot mean nothing."""
+    try:
+        return (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def memory_bytes(pid: int) -> int:
