@@ -174,7 +174,5 @@ def test_errors_are_one_line_and_non_zero(cli: Cli, tmp_path: Path) -> None:
     bad = cli.subprocess("apply", "-f", invalid, "-y")
     assert bad.returncode == 1 and "bad.dstack.yml:3" in bad.stderr
     assert "Traceback" not in bad.stderr
-    other = cli.subprocess("ps", "--project", "nope")
-    assert other.returncode == 2 and "project nope is not in" in other.stderr
-    down = cli.subprocess("ps")
-    assert down.returncode == 0
+    other = cli("ps", "--project", "nope")
+    assert other.exit_code == 2 and "project nope is not in" in other.stderr
