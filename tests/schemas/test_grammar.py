@@ -16,6 +16,7 @@ from schemas import (
     TaskConfiguration,
     VolumeMountPoint,
     parse_config,
+    parse_data,
 )
 
 
@@ -428,3 +429,23 @@ def test_external_volumes_need_no_size() -> None:
     parse_config("type: volume\nname: v1\nbackend: aws\nregion: r\nvolume_id: v-1\n", "v.yml")
     parse_config("type: volume\nname: v1\nbackend: kubernetes\nclaim_name: c\n", "v.yml")
     parse_config("type: volume\nname: v1\nbackend: daytona\n", "v.yml")
+
+
+def test_spec_hash_ignores_key_order_and_shorthand_form() -> None:
+    a = parse_config(
+        "type: task\nname: t1\ncommands: [run]\nports: [8080]\nresources: {gpu: A100:2}\n", "a"
+    )
+    b = parse_config(
+        "resources:\n  gpu: {name: [A100], count: 2}\nports:\n  - {local_port: 8080, "
+        "container_port: 8080}\ncommands: [run]\nname: t1\ntype: task\n",
+        "b",
+    )
+    assert a.spec_hash() == b.spec_hash()
+
+
+def test_parse_data_validates_a_loaded_mapping() -> None:
+    config = parse_data({"type": "task", "name": "t1", "commands": ["run"]})
+    assert isinstance(config, TaskConfiguration)
+    assert parse_data(config.normalized()) == config
+    with pytest.raises(ConfigError, match="comands"):
+        parse_data({"type": "task", "comands": ["run"]})
