@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -78,6 +79,7 @@ class PortForwarder:
         self.target = target
         self.mappings = mappings
         self.any_port = any_port  # a busy local port falls back to a free one
+        self.on_error: Callable[[str], None] | None = None  # why a connection was refused
         self.bound: dict[int, int] = {}  # remote port → the local port actually bound
         self._servers: list[asyncio.Server] = []
 
@@ -113,8 +115,12 @@ class PortForwarder:
                 )
                 for task in pending:
                     task.cancel()
-        except (OSError, InvalidStatus, ConnectionClosed):
-            pass  # the local client sees the connection close
+                reason = socket.close_reason
+                if socket.close_code not in (None, 1000) and reason and self.on_error:
+                    self.on_error(f"port {port}: {reason}")
+        except (OSError, InvalidStatus, ConnectionClosed) as exc:
+            if self.on_error:
+                self.on_error(f"port {port}: cannot open the tunnel ({type(exc).__name__})")
         finally:
             writer.close()
 

@@ -69,6 +69,7 @@ async def attached(
     any_port: bool,
 ) -> wire.Run:
     forwarder = PortForwarder(target, mappings, any_port=any_port)
+    forwarder.on_error = lambda message: err().print(f"[yellow]warning:[/yellow] {message}")
     await forwarder.start()
     try:
         for remote, local in forwarder.bound.items():

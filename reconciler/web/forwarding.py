@@ -138,6 +138,7 @@ def build_forward_router(open_tunnel: OpenTunnel | None) -> APIRouter:
         project_id = await _authorize(websocket, context, project_name)
         if project_id is None:
             return
+        await websocket.accept()  # authorized: from here on, refusals carry a reason
         if open_tunnel is None:
             await websocket.close(code=1011, reason="port forwarding is not available here")
             return
@@ -147,12 +148,11 @@ def build_forward_router(open_tunnel: OpenTunnel | None) -> APIRouter:
             )
             reader, writer = await open_tunnel(instance, host_port)
         except DockyardError as exc:
-            await websocket.close(code=1008, reason=str(exc)[:120])
+            await websocket.close(code=4400, reason=str(exc)[:120])
             return
         except (AgentUnreachable, OSError):
             await websocket.close(code=1011, reason="cannot reach the job's host")
             return
-        await websocket.accept()
         await bridge(websocket, reader, writer)
 
     return router
