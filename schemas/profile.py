@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
@@ -23,7 +22,6 @@ Backend = Literal[
 ]  # fmt: skip
 SpotPolicy = Literal["spot", "on-demand", "auto"]
 RetryEvent = Literal["no-capacity", "interruption", "error"]
-_CRON_FIELD_RE = re.compile(r"^[0-9A-Za-z*?/,\-#L]+$")
 
 
 class ProfileRetry(StrictModel):
@@ -78,14 +76,49 @@ class UtilizationPolicy(StrictModel):
         return value
 
 
+_CRON_FIELDS = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                      "nov", "dec")),
+    ("day of week", 0, 6, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)  # fmt: skip
+
+
 def check_cron(expression: str) -> None:
     """A five-field crontab expression (`minute hour day month day_of_week`), UTC."""
     fields = expression.split()
     if len(fields) != 5:
         raise ValueError(f"invalid cron {expression!r}: expected 5 fields, got {len(fields)}")
-    for item in fields:
-        if not _CRON_FIELD_RE.match(item):
-            raise ValueError(f"invalid cron {expression!r}: bad field {item!r}")
+    for text, (what, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            if not _cron_item_ok(item.lower(), low, high, names):
+                raise ValueError(f"invalid cron {expression!r}: bad {what} {item!r}")
+
+
+def _cron_item_ok(item: str, low: int, high: int, names: tuple[str, ...]) -> bool:
+    base, _, step = item.partition("/")
+    if step and not (step.isdigit() and int(step) > 0):
+        return False
+    if base == "*":
+        return True
+    bounds = base.split("-")
+    if len(bounds) > 2 or not all(_cron_value_ok(b, low, high, names) for b in bounds):
+        return False
+    return len(bounds) == 1 or _cron_value(bounds[0], names) <= _cron_value(bounds[1], names)
+
+
+def _cron_value_ok(value: str, low: int, high: int, names: tuple[str, ...]) -> bool:
+    if value == "last" and high == 31:  # APScheduler's last day of the month
+        return True
+    return value in names or (value.isdigit() and low <= int(value) <= high)
+
+
+def _cron_value(value: str, names: tuple[str, ...]) -> int:
+    if value == "last":
+        return 32
+    return names.index(value) if value in names else int(value)
 
 
 class Schedule(StrictModel):

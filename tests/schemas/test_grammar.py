@@ -449,3 +449,26 @@ def test_parse_data_validates_a_loaded_mapping() -> None:
     assert parse_data(config.normalized()) == config
     with pytest.raises(ConfigError, match="comands"):
         parse_data({"type": "task", "comands": ["run"]})
+
+
+@pytest.mark.parametrize(
+    ("cron", "valid"),
+    [
+        ("0 8 * * mon-fri", True),
+        ("*/15 0-23 1-31 1-12 0-6", True),
+        ("0 0 last * *", True),
+        ("99 * * * *", False),
+        ("0 0 * * 7", False),
+        ("5-1 * * * *", False),
+        ("*/0 * * * *", False),
+        ("0 0 * *", False),
+        ("@daily", False),
+    ],
+)
+def test_schedule_cron(cron: str, valid: bool) -> None:
+    body = f"schedule:\n  cron: '{cron}'\n"
+    if valid:
+        assert task(body).schedule is not None
+    else:
+        with pytest.raises(ConfigError, match=r"schedule\.cron"):
+            task(body)
