@@ -3,6 +3,8 @@ import``: commands, env, user, ports, volumes, limits, stop, logs, restart re-ad
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,10 +13,11 @@ import docker
 import httpx
 import pytest
 
-from agent.protocol import JobReason, JobStatus
+from agent.protocol import JobReason, JobState, JobStatus
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import AgentApi, AgentProcess, _client, recorded_tools, wait_for
-from tests.services.docker import DockerEngine
+from tests.agent.registry import FakeRegistry
+from tests.services.docker import DockerEngine, rootfs_tarball
 
 pytestmark = pytest.mark.docker
 LOOP = "while :; do sleep 0.05; done"
@@ -186,6 +189,61 @@ async def test_stop_reaches_every_process_of_the_job(
         JobReason.STOPPED,
         143,
     )
+
+
+@pytest.fixture
+async def registry(docker_client: docker.DockerClient) -> AsyncIterator[FakeRegistry]:
+    unique = uuid.uuid4().hex[:8]  # a layer the engine has not got yet
+    rootfs = rootfs_tarball({"etc/dockyard-test": unique.encode()})
+    fake = FakeRegistry(rootfs, name=f"dockyard/pulled-{unique}")
+    fake.hold_layer = True
+    async for serving in fake.serve():
+        yield serving
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(serving.image, force=True)
+
+
+async def test_a_pull_is_reported_with_progress_and_skipped_once_local(
+    dagent: AgentApi, registry: FakeRegistry, tmp_path: Path, job_id: str
+) -> None:
+    spec = {"executor": "docker", "image": registry.image, "commands": ["echo pulled"]}
+    spec["labels"] = {"dockyard.test-dir": str(tmp_path)}
+    await dagent.submit(id=job_id, **spec)
+    await asyncio.wait_for(registry.wait_half_sent(), 30)
+
+    async def halfway() -> JobState | None:
+        state = await dagent.state(job_id)
+        progress = state.pull_progress or 0.0
+        return state if state.status == JobStatus.PULLING and 0 < progress < 1 else None
+
+    assert await wait_for(halfway, "a pull in progress")
+    registry.release()
+    state = await dagent.wait_finished(job_id)
+    assert (state.status, state.exit_status, state.pull_progress) == (JobStatus.EXITED, 0, None)
+    assert await dagent.read_log(job_id) == b"pulled\n"
+    await dagent.submit(id=f"{job_id}-again", **spec)  # the image is local now: no pull
+    assert (await dagent.wait_finished(f"{job_id}-again")).exit_status == 0
+    assert registry.layer_requests == 1
+
+
+async def test_stop_during_a_pull(
+    dagent: AgentApi,
+    registry: FakeRegistry,
+    docker_client: docker.DockerClient,
+    job_id: str,
+) -> None:
+    spec = {"executor": "docker", "image": registry.image, "commands": ["echo never"]}
+    await dagent.submit(id=job_id, **spec)
+    await asyncio.wait_for(registry.wait_half_sent(), 30)
+    await dagent.wait_status(job_id, JobStatus.PULLING)
+    await dagent.http.post(f"/jobs/{job_id}/stop", json={})
+    state = await dagent.wait_finished(job_id)
+    assert (state.status, state.reason, state.container_id) == (
+        JobStatus.TERMINATED,
+        JobReason.STOPPED,
+        None,
+    )
+    assert docker_client.containers.list(all=True, filters={"name": f"dockyard-{job_id}"}) == []
 
 
 async def test_missing_image_fails_with_a_reason(dagent: AgentApi, job_id: str) -> None:

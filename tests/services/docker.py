@@ -86,7 +86,8 @@ def _start_dockerd(log_path: Path) -> str | None:
     return f"dockerd did not answer within {START_DEADLINE:.0f}s; its log ends with:\n{tail}"
 
 
-def _rootfs_tarball() -> bytes:
+def rootfs_tarball(extra_files: dict[str, bytes] | None = None) -> bytes:
+    """A tar of ``/bin/busybox`` with a symlink per applet, a few dirs, ``extra_files``."""
     applets = subprocess.run(
         [str(BUSYBOX), "--list"], capture_output=True, text=True, check=True
     ).stdout.split()
@@ -103,9 +104,10 @@ def _rootfs_tarball() -> bytes:
                 link.type, link.linkname = tarfile.SYMTYPE, "busybox"
                 tar.addfile(link)
         passwd = b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n"
-        info = tarfile.TarInfo("etc/passwd")
-        info.size = len(passwd)
-        tar.addfile(info, io.BytesIO(passwd))
+        for path, content in {"etc/passwd": passwd, **(extra_files or {})}.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
 
 
@@ -115,7 +117,7 @@ def ensure_test_image(client: docker.DockerClient) -> str:
     except docker.errors.ImageNotFound:
         repository, tag = TEST_IMAGE.split(":")
         client.api.import_image_from_data(
-            _rootfs_tarball(), repository=repository, tag=tag, changes=["ENV PATH=/bin"]
+            rootfs_tarball(), repository=repository, tag=tag, changes=["ENV PATH=/bin"]
         )
     return TEST_IMAGE
 
