@@ -168,6 +168,8 @@ class ServiceProxy:
 
     def _ordered(self, route: ServiceRoute) -> list[Upstream]:
         ups = list(route.upstreams)
+        if not ups:
+            return []
         start = next(self._turn) % len(ups)
         return ups[start:] + ups[:start]
 
@@ -179,25 +181,37 @@ class ServiceProxy:
             await _respond(send, scope, 413, "request body too large")
             return
         headers = _forward_headers(scope, strip_auth=route.auth)
-        query = scope.get("query_string", b"")
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = path + (f"?{query}" if query else "")
+        refused: set[str] = set()
         last_error = "no replica answered"
-        for upstream in self._ordered(route):
-            url = f"http://127.0.0.1:{upstream.port}{path}"
-            if query:
-                url += "?" + query.decode("latin-1")
-            client = self._client(upstream.target)
-            request = client.build_request(scope["method"], url, headers=headers, content=body)
-            try:
-                response = await client.send(request, stream=True)
-            except (httpx.ConnectError, httpx.RemoteProtocolError, AgentUnreachable) as exc:
-                # Nothing reached the replica: safe to try the next one.
-                last_error = f"replica {upstream.job_id}: {exc}"
-                continue
-            except httpx.TimeoutException:
-                await _respond(send, scope, 504, "the replica did not answer in time")
+        deadline = self._clock() + self._wait_ready_for
+        current: ServiceRoute | None = route
+        while current is not None:
+            for upstream in self._ordered(current):
+                if upstream.job_id in refused:
+                    continue
+                client = self._client(upstream.target)
+                url = f"http://127.0.0.1:{upstream.port}{target}"
+                request = client.build_request(scope["method"], url, headers=headers, content=body)
+                try:
+                    response = await client.send(request, stream=True)
+                except (httpx.ConnectError, httpx.RemoteProtocolError, AgentUnreachable) as exc:
+                    # Nothing reached the replica (it is stopping, or gone): try another.
+                    refused.add(upstream.job_id)
+                    last_error = f"replica {upstream.job_id}: {exc}"
+                    continue
+                except httpx.TimeoutException:
+                    await _respond(send, scope, 504, "the replica did not answer in time")
+                    return
+                await _stream_response(send, response)
                 return
-            await _stream_response(send, response)
-            return
+            if self._clock() >= deadline:
+                break
+            # Every known replica refused: a rollout or restart is under way. Wait for the
+            # route to show a replica not yet tried.
+            await asyncio.sleep(0.1)
+            current = await self._routes.route(current.project, current.run_name)
         await _respond(send, scope, 502, f"bad gateway: {last_error}")
 
     async def _websocket(
