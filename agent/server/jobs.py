@@ -261,7 +261,14 @@ class JobManager:
 
     async def _launch(self, job: _Job, executor: Executor) -> Launched | None:
         def progress(fraction: float | None) -> None:
-            self._save(job, persist=False, status=JobStatus.PULLING, pull_progress=fraction)
+            message = f"pulling {job.spec.image}"
+            self._save(
+                job,
+                persist=False,
+                status=JobStatus.PULLING,
+                pull_progress=fraction,
+                message=message,
+            )
 
         if job.stored.stop is None:
             job.preparing = True

@@ -216,7 +216,8 @@ async def test_a_pull_is_reported_with_progress_and_skipped_once_local(
         progress = state.pull_progress or 0.0
         return state if state.status == JobStatus.PULLING and 0 < progress < 1 else None
 
-    assert await wait_for(halfway, "a pull in progress")
+    pulling = await wait_for(halfway, "a pull in progress")
+    assert pulling.message == f"pulling {registry.image}"
     registry.release()
     state = await dagent.wait_finished(job_id)
     assert (state.status, state.exit_status, state.pull_progress) == (JobStatus.EXITED, 0, None)
