@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,12 @@ from agent.protocol import JobState
 from agent.ssh.server import SSHServerOptions, start_ssh_server
 from agent.ssh.sessions import JobSession
 from agent.tunnel import SSHTarget
+
+
+def unique_id(prefix: str) -> str:
+    """A job id no other test on this machine uses: agents find a job's processes by a
+    ``DOCKYARD_JOB_ID`` marker, so two tests stopping the same id would hit each other."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ import pytest
 from agent.client import AgentClient, AgentError, AgentVersionError
 from agent.protocol import ErrorCode, JobSpec, JobStatus
 from agent.tunnel import AgentUnreachable, TunnelPool, UnreachableKind
-from tests.tunnel.conftest import AgentOverSSH
+from tests.tunnel.conftest import AgentOverSSH, unique_id
 
 
 async def test_healthcheck_version_and_host(agent_over_ssh: AgentOverSSH) -> None:
@@ -32,21 +32,23 @@ async def test_job_logs_arrive_once_and_in_order(agent_over_ssh: AgentOverSSH) -
         pool, agent_over_ssh.target(), agent_over_ssh.http_port
     ) as c:
         spec = JobSpec(
-            id="count", run_name="count", commands=["for i in $(seq 1 500); do echo line $i; done"]
+            id=unique_id("count"),
+            run_name="count",
+            commands=["for i in $(seq 1 500); do echo line $i; done"],
         )
         state = await c.submit(spec)
         assert (await c.submit(spec)).id == state.id  # idempotent
         data = b""
         offsets = []
-        async for chunk in c.iter_logs("count", limit=777, poll_interval=0.05):
+        async for chunk in c.iter_logs(spec.id, limit=777, poll_interval=0.05):
             assert chunk.offset == len(data)
             offsets.append(chunk.next_offset)
             data += chunk.data
         assert data.decode().splitlines() == [f"line {i}" for i in range(1, 501)]
         assert len(offsets) > 1
-        final = await c.job("count")
+        final = await c.job(spec.id)
         assert final.status == JobStatus.EXITED and final.exit_status == 0
-        assert [j.id for j in await c.jobs()] == ["count"]
+        assert [j.id for j in await c.jobs()] == [spec.id]
     await pool.close()
 
 
@@ -60,7 +62,9 @@ async def test_agent_errors_are_typed(agent_over_ssh: AgentOverSSH) -> None:
         assert info.value.code == ErrorCode.NOT_FOUND
         assert info.value.status_code == 404
         with pytest.raises(AgentError) as info:
-            await c.submit(JobSpec(id="gpu", run_name="gpu", commands=["true"], gpus=[7]))
+            await c.submit(
+                JobSpec(id=unique_id("gpu"), run_name="gpu", commands=["true"], gpus=[7])
+            )
         assert info.value.code == ErrorCode.NO_CAPACITY
         assert "GPU" in info.value.message
     await pool.close()

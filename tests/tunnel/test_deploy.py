@@ -23,7 +23,7 @@ from agent.deploy import DeployedAgent, DeployError, DeployFailure, deploy_agent
 from agent.protocol import JobSpec, JobStatus
 from agent.tunnel import SSHTarget, TunnelPool
 from tests.services.sshd import SSHHost, make_client_key, start_sshd
-from tests.tunnel.conftest import free_port, wait_job
+from tests.tunnel.conftest import free_port, unique_id, wait_job
 
 pytestmark = [pytest.mark.sshd, pytest.mark.asyncio(loop_scope="module")]
 
@@ -68,7 +68,9 @@ async def test_fleet_of_two_hosts_runs_jobs(fleet: list[DeployedAgent], pool: Tu
         assert "/.venv/" not in agent.python  # a Python of the host, not the server venv
         async with AgentClient.over_tunnel(pool, agent.target, agent.agent_port) as client:
             await client.check_version()
-            job = JobSpec(id=f"hello-{number}", run_name="hello", commands=["echo hi from $PWD"])
+            job = JobSpec(
+                id=unique_id(f"hello{number}"), run_name="hello", commands=["echo hi from $PWD"]
+            )
             await client.submit(job)
             data = b"".join([c.data async for c in client.iter_logs(job.id, poll_interval=0.05)])
             assert data.startswith(b"hi from ") and data.rstrip().endswith(b"/work")
@@ -83,7 +85,7 @@ async def test_deploy_is_idempotent_and_redeploys_a_changed_bundle(
     first_pid = pid_file.read_text().strip()
     client = AgentClient.over_tunnel(pool, agent.target, agent.agent_port)
     printing = "for i in $(seq 1 40); do echo $i; sleep 0.1; done"
-    survivor = JobSpec(id="survivor", run_name="survivor", commands=[printing])
+    survivor = JobSpec(id=unique_id("survivor"), run_name="survivor", commands=[printing])
     await client.submit(survivor)
     await wait_job(client, survivor.id, lambda s: s.status == JobStatus.RUNNING)
     again = await deploy_agent(
@@ -103,9 +105,9 @@ async def test_deploy_is_idempotent_and_redeploys_a_changed_bundle(
 
     # the job ran on across the agent's replacement and its log is whole
     data = b"".join([c.data async for c in client.iter_logs(survivor.id, poll_interval=0.05)])
-    assert data.decode().split() == [str(i) for i in range(1, 41)]
     final = await client.job(survivor.id)
-    assert final.status == JobStatus.EXITED and final.exit_status == 0
+    assert final.status == JobStatus.EXITED and final.exit_status == 0, final
+    assert data.decode().split() == [str(i) for i in range(1, 41)]
     await client.aclose()
 
 

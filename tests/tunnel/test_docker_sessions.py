@@ -13,7 +13,7 @@ from agent.client import AgentClient
 from agent.protocol import ExecutorKind, JobSpec, JobStatus
 from agent.tunnel import TunnelPool
 from tests.services.docker import DockerEngine, docker_engine  # noqa: F401 - fixture
-from tests.tunnel.conftest import AgentOverSSH, Keys, free_port, wait_job
+from tests.tunnel.conftest import AgentOverSSH, Keys, free_port, unique_id, wait_job
 
 pytestmark = pytest.mark.docker
 
@@ -44,7 +44,7 @@ async def test_ssh_run_execs_into_the_container(
     pool = TunnelPool()
     client = AgentClient.over_tunnel(pool, docker_agent.target(), docker_agent.http_port)
     spec = JobSpec(
-        id="box-0",
+        id=unique_id("box"),
         run_name="box",
         executor=ExecutorKind.DOCKER,
         image=docker_engine.image,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from agent.client import AgentClient
 from agent.protocol import JobSpec, JobStatus
 from agent.tunnel import BackoffPolicy, TunnelPool
-from tests.tunnel.conftest import AgentOverSSH
+from tests.tunnel.conftest import AgentOverSSH, unique_id
 from tests.tunnel.proxy import CuttableProxy
 
 LINES = 300
@@ -61,7 +61,7 @@ class Outage:
 async def test_tunnel_cut_for_30s_while_a_job_prints(agent_over_ssh: AgentOverSSH) -> None:
     proxy = await CuttableProxy(agent_over_ssh.ssh_port).start()
     job = JobSpec(
-        id="printer",
+        id=unique_id("printer"),
         run_name="printer",
         commands=[f"for i in $(seq 1 {LINES}); do echo line $i; sleep 0.01; done"],
     )

@@ -59,7 +59,6 @@ async def test_local_agent_is_started_once_and_reused(server_dir: Path) -> None:
     await until_dead(first.pid)
     revived = await ensure_local_agent(server_dir, key, pool)
     assert revived.started and revived.pid != first.pid
-    assert revived.ssh_port == first.ssh_port  # the same endpoint when its port is free
     async with AgentClient.over_tunnel(pool, revived.target, revived.agent_port) as client:
         await client.check_version()
     await pool.close()

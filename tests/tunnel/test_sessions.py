@@ -18,17 +18,24 @@ from agent.protocol import JobSpec, JobStatus, PortRequest
 from agent.ssh.server import user_key_line
 from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, TunnelPool, UnreachableKind
-from tests.tunnel.conftest import AgentOverSSH, free_port, wait_job
+from tests.tunnel.conftest import AgentOverSSH, free_port, unique_id, wait_job
+
+
+@dataclasses.dataclass(frozen=True)
+class RunningJob:
+    agent: AgentOverSSH
+    port: int
+    job_id: str
 
 
 @pytest.fixture
-async def running_job(agent_over_ssh: AgentOverSSH) -> AsyncIterator[tuple[AgentOverSSH, int]]:
+async def running_job(agent_over_ssh: AgentOverSSH) -> AsyncIterator[RunningJob]:
     """A running process job `web` (run `web`) serving HTTP on a job port."""
     port = free_port()
     pool = TunnelPool()
     client = AgentClient.over_tunnel(pool, agent_over_ssh.target(), agent_over_ssh.http_port)
     spec = JobSpec(
-        id="web-0",
+        id=unique_id("web"),
         run_name="web",
         env={"FOO": "bar"},
         ports=[PortRequest(container_port=port)],
@@ -36,7 +43,7 @@ async def running_job(agent_over_ssh: AgentOverSSH) -> AsyncIterator[tuple[Agent
     )
     await client.submit(spec)
     await wait_job(client, spec.id, lambda s: s.status == JobStatus.RUNNING)
-    yield agent_over_ssh, port
+    yield RunningJob(agent_over_ssh, port, spec.id)
     await client.stop(spec.id, force=True)
     await client.aclose()
     await pool.close()
@@ -53,20 +60,20 @@ def connect_as(agent: AgentOverSSH, user: str) -> asyncssh.connection._Connectio
     )
 
 
-async def test_ssh_run_gets_the_job_environment(running_job: tuple[AgentOverSSH, int]) -> None:
-    agent, _ = running_job
+async def test_ssh_run_gets_the_job_environment(running_job: RunningJob) -> None:
+    agent = running_job.agent
     async with connect_as(agent, "web") as conn:
         result = await conn.run("pwd; echo $FOO $DOCKYARD_RUN_NAME; exit 3")
     lines = str(result.stdout).splitlines()
-    assert lines[0].endswith("/jobs/web-0/work")
+    assert lines[0].endswith(f"/jobs/{running_job.job_id}/work")
     assert lines[1] == "bar web"
     assert result.exit_status == 3
-    async with connect_as(agent, "web-0") as conn:  # the job id works as well
+    async with connect_as(agent, running_job.job_id) as conn:  # the job id works as well
         assert (await conn.run("echo $FOO", check=True)).stdout == "bar\n"
 
 
-async def test_interactive_session_has_a_terminal(running_job: tuple[AgentOverSSH, int]) -> None:
-    agent, _ = running_job
+async def test_interactive_session_has_a_terminal(running_job: RunningJob) -> None:
+    agent = running_job.agent
     async with connect_as(agent, "web") as conn:
         process = await conn.create_process(term_type="xterm", term_size=(100, 40), encoding=None)
         process.stdin.write(b"tty; stty size; echo $FOO; exit 0\n")
@@ -85,8 +92,8 @@ async def test_unknown_run_is_refused_with_a_reason(agent_over_ssh: AgentOverSSH
     assert "no job named 'nosuchrun'" in str(result.stderr)
 
 
-async def test_forwarding_reaches_job_ports_only(running_job: tuple[AgentOverSSH, int]) -> None:
-    agent, port = running_job
+async def test_forwarding_reaches_job_ports_only(running_job: RunningJob) -> None:
+    agent, port = running_job.agent, running_job.port
     pool = TunnelPool()
     target = agent.target()
 
@@ -110,8 +117,8 @@ async def test_forwarding_reaches_job_ports_only(running_job: tuple[AgentOverSSH
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH client not installed")
-async def test_openssh_client_can_ssh_into_the_run(running_job: tuple[AgentOverSSH, int]) -> None:
-    agent, _ = running_job
+async def test_openssh_client_can_ssh_into_the_run(running_job: RunningJob) -> None:
+    agent = running_job.agent
     process = await asyncio.create_subprocess_exec(
         "ssh",
         "-i",
@@ -136,9 +143,9 @@ async def test_openssh_client_can_ssh_into_the_run(running_job: tuple[AgentOverS
 
 
 async def test_user_keys_get_sessions_and_job_ports_but_not_the_agent_api(
-    running_job: tuple[AgentOverSSH, int], tmp_path: Path
+    running_job: RunningJob, tmp_path: Path
 ) -> None:
-    agent, port = running_job
+    agent, port = running_job.agent, running_job.port
     user_key = asyncssh.generate_private_key("ssh-ed25519")
     user_key.write_private_key(str(tmp_path / "user"))
     public = user_key.export_public_key().decode()
