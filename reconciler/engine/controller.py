@@ -13,20 +13,34 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import hashlib
 import importlib
 import logging
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import update
+
 from agent.bundle import Bundle, build_bundle
 from agent.deploy import deploy_agent
 from agent.local import ensure_client_key, ensure_local_agent
 from agent.tunnel import SSHTarget, TunnelPool
-from reconciler.adapters.db.models import Project
+from reconciler.adapters.db.leasing import leased_table
+from reconciler.adapters.db.models import (
+    Fleet,
+    Gateway,
+    Instance,
+    Job,
+    Project,
+    Reconcile,
+    Run,
+    Volume,
+)
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.remotes import location_from_env
@@ -42,7 +56,8 @@ from reconciler.engine.workers import LocalAgent, WorkerDeps, WorkerTimings
 from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
 from schemas import parse_config
-from stacks.local import LocalEngine, LocalSettings
+from stacks.engines import build_engines
+from stacks.local import LocalSettings
 from stacks.protocol import Engine, EngineName
 
 log = logging.getLogger(__name__)
@@ -55,7 +70,7 @@ WORKER_MODULES: Mapping[WorkKind, str] = {
     "volumes": "volumes",
     "gateways": "gateways",
 }
-RECONCILES = WorkerConfig(kind="reconciles", concurrency=2, lease_seconds=120.0, min_interval=0.0)
+RECONCILES = WorkerConfig(kind="reconciles", concurrency=1, lease_seconds=120.0, min_interval=0.0)
 
 
 @dataclass
@@ -68,6 +83,7 @@ class Runtime:
     projects: set[str]
     fetch_interval: float
     workers: dict[WorkKind, Worker] = field(default_factory=dict)
+    identity: str = ""
 
 
 class EngineController:
@@ -87,6 +103,12 @@ class EngineController:
         if self._started:
             return
         self._started = True
+        if self.runtime.identity:
+            released = await asyncio.to_thread(
+                release_own_leases, self.store, self.runtime.identity
+            )
+            if released:
+                log.info("took back %d leases of this server's previous run", released)
         for worker in self.runtime.workers.values():
             await worker.start()
         if self.runtime.reconciler is not None:
@@ -173,8 +195,34 @@ class EngineController:
 # -- composition ----------------------------------------------------------------------------
 
 
+def server_identity(data_dir: Path) -> str:
+    """Who holds this server's leases: stable across restarts of the server on a data dir.
+
+    One server process runs per data dir (its SQLite file and local agent live there), so
+    after a crash the restarted server may take back the leases of this identity at once
+    instead of waiting for them to expire.
+    """
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return f"{socket.gethostname()}:{digest}"
+
+
+def release_own_leases(store: Store, identity: str) -> int:
+    """Drop the leases a previous run of this server held when it died; how many."""
+    released = 0
+    with store.writing() as session:
+        for model in (Run, Job, Fleet, Instance, Volume, Gateway, Reconcile):
+            table = leased_table(model)
+            result = session.execute(
+                update(table)
+                .where(table.c.lock_owner.like(f"{identity}/%"))
+                .values(lock_token=None, lock_expires_at=None, lock_owner=None)
+            )
+            released += int(getattr(result, "rowcount", 0) or 0)
+    return released
+
+
 def make_workers(
-    deps: WorkerDeps, reconciler: Reconciler | None, *, stats: Any = None
+    deps: WorkerDeps, reconciler: Reconciler | None, *, stats: Any = None, identity: str = ""
 ) -> dict[WorkKind, Worker]:
     """One worker per kind whose module is present (runs/jobs come from their own modules)."""
     leasing = StoreLeasing(deps.store.leases, make_lease=Lease)
@@ -188,10 +236,21 @@ def make_workers(
         kwargs = {"stats": stats} if kind == "runs" and stats is not None else {}
         process: Process = module.make_process(deps, **kwargs)
         config: WorkerConfig = getattr(module, "CONFIG", WorkerConfig(kind=kind))
-        workers[kind] = Worker(config, leasing=leasing, process=process)
+        workers[kind] = Worker(
+            config, leasing=leasing, process=process, owner=_owner(identity, kind)
+        )
     if reconciler is not None:
-        workers["reconciles"] = Worker(RECONCILES, leasing=leasing, process=reconciler.process)
+        workers["reconciles"] = Worker(
+            RECONCILES,
+            leasing=leasing,
+            process=reconciler.process,
+            owner=_owner(identity, "reconciles"),
+        )
     return workers
+
+
+def _owner(identity: str, kind: str) -> str | None:
+    return f"{identity}/{kind}" if identity else None
 
 
 def _hinter(runtime: Runtime) -> Any:
@@ -203,24 +262,15 @@ def _hinter(runtime: Runtime) -> Any:
     return hint
 
 
-def local_engines(settings: Settings) -> dict[EngineName, Engine]:
-    """The engines of this server: the local engine, and Pulumi when installed."""
-    local = LocalEngine(
-        LocalSettings(
-            data_dir=settings.data_dir,
-            user=getpass.getuser(),
-            proxy_url=f"{settings.public_url}/proxy/services",
-        )
+def local_engines(settings: Settings) -> Mapping[EngineName, Engine]:
+    """The engines of this server: the local engine; Pulumi reports itself unavailable
+    (and cloud resources are blocked with its message) until it is configured."""
+    local = LocalSettings(
+        data_dir=settings.data_dir,
+        user=getpass.getuser(),
+        proxy_url=f"{settings.public_url}/proxy/services",
     )
-    engines: dict[EngineName, Engine] = {"local": local}
-    try:
-        pulumi = importlib.import_module("stacks.pulumi")
-    except ModuleNotFoundError:
-        return engines
-    build = getattr(pulumi, "build_engine", None)
-    if build is not None:
-        engines["pulumi"] = build(settings.data_dir)
-    return engines
+    return build_engines(local, None)
 
 
 @dataclass
@@ -300,5 +350,8 @@ def build_controller(
             reporter=reporter,
             retry=controller.retry_later,
         )
-    runtime.workers = make_workers(runtime.deps, runtime.reconciler, stats=stats)
+    runtime.identity = server_identity(data_dir)
+    runtime.workers = make_workers(
+        runtime.deps, runtime.reconciler, stats=stats, identity=runtime.identity
+    )
     return controller

@@ -7,14 +7,17 @@ is *blocked*, with the engine's message), and its `preview` must succeed. Run ac
 not previewed against live capacity here: placement happens in the jobs worker, which
 waits for capacity or fails the run with dstack's reasons.
 
-`Previewer.preview(plan)` returns one line per failed preview (empty: all good); the
-reconcile aborts the whole pass when the list is not empty (Argo's whole-sync dry-run).
+`Previewer.preview(plan)` returns one `PreviewFailure` per failed preview (empty: all
+good); the reconcile aborts the whole pass when the list is not empty (Argo's whole-sync
+dry-run), and queues a retry when a failure is transient (a stack busy with a worker's
+`up`, a cloud API blip).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from reconciler.domain.plan import Action, ActionKind, Plan
 from reconciler.engine.outcomes import outcome_of
@@ -62,23 +65,31 @@ def engine_for(
     return engine, ""
 
 
+@dataclass(frozen=True, slots=True)
+class PreviewFailure:
+    """One action whose preview failed: the line shown, and when to try again (if ever)."""
+
+    line: str
+    retry_after: float | None = None
+
+
 class Previewer:
     """Previews the capacity actions of a plan with the configured engines."""
 
     def __init__(self, engines: Mapping[EngineName, Engine]) -> None:
         self._engines = dict(engines)
 
-    async def preview(self, plan: Plan) -> list[str]:
+    async def preview(self, plan: Plan) -> list[PreviewFailure]:
         actions = [a for a in plan.actions if a.action in _PREVIEWED and not a.kind.is_run]
-        lines = await asyncio.gather(*(self._preview_one(a) for a in actions))
-        return [line for line in lines if line]
+        failures = await asyncio.gather(*(self._preview_one(a) for a in actions))
+        return [failure for failure in failures if failure is not None]
 
-    async def _preview_one(self, action: Action) -> str:
+    async def _preview_one(self, action: Action) -> PreviewFailure | None:
         label = f"{action.kind.value} {action.name!r} ({action.path})"
         spec = dict(action.spec or {})
         engine, why = engine_for(self._engines, action.kind.value, spec)
         if engine is None:
-            return f"{label}: blocked: {why}"
+            return PreviewFailure(f"{label}: blocked: {why}")
         resource = to_stack_resource(
             action.project, action.kind.value, action.name, action.path, spec
         )
@@ -86,6 +97,7 @@ class Previewer:
             await engine.preview(resource)
         except StackError as exc:
             outcome = outcome_of(exc)
-            message = outcome.event if outcome is not None else str(exc)
-            return f"{label}: {message}"
-        return ""
+            if outcome is None:
+                return PreviewFailure(f"{label}: {exc}")
+            return PreviewFailure(f"{label}: {outcome.event}", outcome.retry_after)
+        return None

@@ -170,11 +170,13 @@ class Reconciler:
             errors = [str(issue) for issue in plan.errors]
             return conclude(attempted=commit, last_applied=last_applied, plan_errors=errors), plan
         await self._stage(row, Stage.PREVIEW, plan=to_json_dict(plan))
-        preview_errors = await self._previewer.preview(plan)
-        if preview_errors:
-            verdict = conclude(
-                attempted=commit, last_applied=last_applied, preview_errors=preview_errors
-            )
+        failures = await self._previewer.preview(plan)
+        if failures:
+            delays = [f.retry_after for f in failures if f.retry_after is not None]
+            if delays and self._retry is not None:
+                self._retry(row.project_id, min(delays))
+            lines = [f.line for f in failures]
+            verdict = conclude(attempted=commit, last_applied=last_applied, preview_errors=lines)
             return verdict, plan
         await self._stage(row, Stage.APPLY)
         results = await self._apply_in_order(row, plan)
@@ -187,15 +189,14 @@ class Reconciler:
         """Capacity first; runs once the capacity they may land on is up (or after a wait).
 
         A job placed while its fleet is still being provisioned would find no instance; so
-        when this plan creates or changes capacity, the runs are applied in a second
-        transaction after the fleets are active and their instances answered (at most
-        `capacity_wait` seconds). A crash in between leaves a plan whose capacity part is a
-        no-op and whose run part is applied by the next pass.
+        the runs are applied in a second transaction once no fleet of the project is being
+        provisioned and every instance has answered (at most `capacity_wait` seconds) —
+        whether this plan or an earlier, interrupted pass started that provisioning. A crash
+        in between leaves a plan whose capacity part is a no-op and whose run part the next
+        pass applies.
         """
         capacity = [a for a in plan.actions if not a.kind.is_run]
         runs = [a for a in plan.actions if a.kind.is_run]
-        if not any(a.action.changes for a in capacity):
-            return await asyncio.to_thread(self._apply, row, plan.actions)
         first = await asyncio.to_thread(self._apply, row, capacity)
         if first is None:
             return None
