@@ -23,12 +23,6 @@ from dataclasses import dataclass, field
 
 import asyncssh
 
-DEFAULT_SSH_OPTIONS = {
-    "connect_timeout": 3.0,
-    "keepalive_interval": 15.0,
-    "keepalive_count_max": 3,
-}
-
 
 class UnreachableKind(enum.StrEnum):
     """Why a host cannot be reached right now."""
@@ -108,10 +102,22 @@ Connector = Callable[
 ]
 
 
+@dataclass(frozen=True)
+class SSHOptions:
+    """Timing of SSH connections: connect timeout and keepalives (dstack: connect 3 s)."""
+
+    connect_timeout: float = 3.0
+    keepalive_interval: float = 15.0  # a keepalive request after this much silence
+    keepalive_count_max: int = 3  # unanswered keepalives before the connection is dropped
+
+
 async def connect_ssh(
-    target: SSHTarget, tunnel: asyncssh.SSHClientConnection | None
+    target: SSHTarget,
+    tunnel: asyncssh.SSHClientConnection | None,
+    options: SSHOptions | None = None,
 ) -> asyncssh.SSHClientConnection:
     """Open one asyncssh client connection with keepalives; `~/.ssh/config` is not read."""
+    options = options or SSHOptions()
     keys = [target.identity_file] if target.identity_file else None
     conn: asyncssh.SSHClientConnection = await asyncssh.connect(
         target.hostname,
@@ -122,9 +128,22 @@ async def connect_ssh(
         tunnel=tunnel or (),
         config=None,
         agent_path=None,
-        **DEFAULT_SSH_OPTIONS,
+        connect_timeout=options.connect_timeout,
+        keepalive_interval=options.keepalive_interval,
+        keepalive_count_max=options.keepalive_count_max,
     )
     return conn
+
+
+def ssh_connector(options: SSHOptions) -> Connector:
+    """A `Connector` using `options` (the pool's default uses `SSHOptions()`)."""
+
+    async def connect(
+        target: SSHTarget, tunnel: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
+        return await connect_ssh(target, tunnel, options)
+
+    return connect
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """A TCP proxy the tests can cut: the network fault between the server and an SSH endpoint.
 
 `cut()` drops every open connection and makes new ones fail (accepted, then closed at
-once, as a dead route would look to asyncssh); `restore()` lets connections through again.
+once, as a refused route looks to asyncssh); `blackhole()` keeps connections open but
+forwards nothing, as a silently dead route looks (only keepalives and timeouts notice);
+`restore()` lets connections through again.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ class CuttableProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.is_cut = False
+        self.is_blackhole = False
         self.accepted = 0
 
     @property
@@ -43,6 +46,8 @@ class CuttableProxy:
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError):
             while data := await reader.read(65536):
+                if self.is_blackhole:
+                    continue  # swallowed: nothing arrives, nothing fails
                 writer.write(data)
                 await writer.drain()
         writer.close()
@@ -54,8 +59,12 @@ class CuttableProxy:
             writer.transport.abort()
         self._writers.clear()
 
+    def blackhole(self) -> None:
+        self.is_blackhole = True
+
     def restore(self) -> None:
         self.is_cut = False
+        self.is_blackhole = False
 
     async def close(self) -> None:
         self.cut()

@@ -5,6 +5,8 @@ that the client's sleeps advance, sixty times faster than the real sleeps they m
 the pool's backoff sees 30 s pass in half a real second. The outage ends only when 30 fake
 seconds have passed *and* the job has written more lines meanwhile (read from its log file
 on disk), so the job provably kept running.
+
+A silently dead route (bytes swallowed, nothing closed) is noticed by SSH keepalives.
 """
 
 from __future__ import annotations
@@ -12,9 +14,18 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+import pytest
+
 from agent.client import AgentClient
 from agent.protocol import JobSpec, JobStatus
-from agent.tunnel import BackoffPolicy, TunnelPool
+from agent.tunnel import (
+    AgentUnreachable,
+    BackoffPolicy,
+    SSHOptions,
+    TunnelPool,
+    UnreachableKind,
+    ssh_connector,
+)
 from tests.tunnel.conftest import AgentOverSSH, unique_id
 from tests.tunnel.proxy import CuttableProxy
 
@@ -91,3 +102,27 @@ async def test_tunnel_cut_for_30s_while_a_job_prints(agent_over_ssh: AgentOverSS
     assert outage.lines_at_restore - outage.lines_at_cut >= 20 or outage.lines_at_restore == LINES
     assert proxy.accepted > 2  # reconnect attempts were refused, then one got through
     assert state.status == JobStatus.EXITED and state.exit_status == 0
+
+
+async def test_keepalives_notice_a_silently_dead_route(agent_over_ssh: AgentOverSSH) -> None:
+    proxy = await CuttableProxy(agent_over_ssh.ssh_port).start()
+    options = SSHOptions(connect_timeout=1.0, keepalive_interval=0.2, keepalive_count_max=2)
+    now = 0.0
+    pool = TunnelPool(connect=ssh_connector(options), clock=lambda: now)
+    target = agent_over_ssh.target(port=proxy.port)
+    async with AgentClient.over_tunnel(pool, target, agent_over_ssh.http_port) as client:
+        await client.healthcheck()
+        proxy.blackhole()
+        async with asyncio.timeout(10):  # keepalives: 2 x 0.2 s unanswered
+            while True:
+                if not pool.state(target).connected:
+                    break
+                await asyncio.sleep(0.05)
+        with pytest.raises(AgentUnreachable) as info:
+            await client.healthcheck()  # the handshake itself times out now
+        assert info.value.kind is UnreachableKind.connect_failed
+        proxy.restore()
+        now += 60.0  # past any backoff
+        assert (await client.healthcheck()).service == "dockyard-agent"
+    await pool.close()
+    await proxy.close()
