@@ -327,8 +327,9 @@ async def deploy_agent(
 ) -> DeployedAgent:
     """Make `target` run the agent of `bundle` on 127.0.0.1:agent_port (idempotent).
 
-    `remote_dir` is relative to the login user's home unless absolute.
+    `remote_dir` is relative to the login user's home unless absolute (``~/`` allowed).
     """
+    remote_dir = remote_dir.removeprefix("~/")
     host = str(target)
     conn = await _connect(pool, target)
     probe = parse_probe(await _run(conn, host, probe_script(remote_dir), DeployFailure.unreachable))
@@ -362,6 +363,7 @@ async def stop_agent(
     pool: TunnelPool, target: SSHTarget, remote_dir: str = DEFAULT_REMOTE_DIR
 ) -> None:
     """Stop the agent on `target` (its jobs are detached and keep running)."""
+    remote_dir = remote_dir.removeprefix("~/")
     conn = await _connect(pool, target)
     probe = parse_probe(
         await _run(conn, str(target), probe_script(remote_dir), DeployFailure.unreachable)
