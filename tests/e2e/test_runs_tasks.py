@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
-import pytest_asyncio
 
 from reconciler.adapters.db.models import Run
 from tests.e2e.runs_harness import (
-    AgentEnv,
     Harness,
-    close_harness,
-    make_harness,
-    start_agent_env,
-    stop_agent_env,
 )
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def agent_env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[AgentEnv]:
-    env = await start_agent_env(tmp_path_factory.mktemp("agent"))
-    yield env
-    stop_agent_env(env)
-
-
-@pytest.fixture
-async def h(tmp_path: Path, agent_env: AgentEnv) -> AsyncIterator[Harness]:
-    harness = await make_harness(tmp_path, agent_env)
-    yield harness
-    await close_harness(harness)
 
 
 def _status(h: Harness, run: Run) -> str:
