@@ -267,3 +267,30 @@ async def test_a_record_from_another_boot_is_read_not_acted_on(
         assert pid_alive(running.pid)
     finally:
         os.killpg(running.pid, signal.SIGKILL)
+
+
+async def test_a_job_started_just_before_a_crash_is_found_not_started_twice(
+    agent_config: AgentConfig, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    async with start_agent(agent_config) as context, _client(context.http_port) as http:
+        agent = AgentApi(http, agent_config.data_dir)
+        await agent.submit(
+            id="once", commands=[f"echo up; while [ ! -e {go} ]; do sleep 0.05; done"]
+        )
+        running = await agent.wait_status("once", JobStatus.RUNNING)
+        await agent.wait_log("once", b"up\n")
+    # as if the agent died after starting the wrapper, before recording anything of it
+    files = agent_config.data_dir / "jobs" / "once"
+    (files / "pid.json").unlink()
+    record = json.loads((files / "job.json").read_text())
+    record["state"] = {"id": "once", "status": "pending"}
+    (files / "job.json").write_text(json.dumps(record))
+    async with start_agent(agent_config) as context, _client(context.http_port) as http:
+        agent = AgentApi(http, agent_config.data_dir)
+        adopted = await agent.wait_status("once", JobStatus.RUNNING)
+        assert adopted.pid == running.pid
+        go.touch()
+        state = await agent.wait_finished("once")
+        assert (state.status, state.exit_status) == (JobStatus.EXITED, 0)
+        assert await agent.read_log("once") == b"up\n"

@@ -103,17 +103,18 @@ class ProcessExecutor:
             raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
         self._children[spec.id] = child
         stat = proctable.read_stat(child.pid)
-        identity = {
-            "pid": child.pid,
-            "start_ticks": stat.start_ticks if stat else -1,
-            "boot_id": proctable.boot_id(),
-        }
-        write_atomically(files.pid, json.dumps(identity).encode())
+        _write_identity(files, child.pid, stat.start_ticks if stat else -1)
         return Launched(pid=child.pid, ports=_host_ports(spec))
 
     async def adopt(self, spec: JobSpec, files: JobFiles) -> Launched | None:
         if not files.pid.exists():
-            return None  # never launched
+            # an agent that died between starting the wrapper and writing pid.json: the
+            # wrapper leads its session and carries the job's marker
+            leader = await asyncio.to_thread(_find_wrapper, spec.id)
+            if leader is not None:
+                _write_identity(files, leader.pid, leader.start_ticks)
+            elif not _has_exit_status(files):
+                return None  # never launched
         identity = _read_identity(files)  # None after a reboot: only exit_code may tell
         return Launched(pid=identity[0] if identity else None, ports=_host_ports(spec))
 
@@ -202,6 +203,23 @@ def _host_ports(spec: JobSpec) -> list[PortMapping]:
         PortMapping(container_port=port.container_port, host_port=port.container_port)
         for port in spec.ports
     ]
+
+
+def _write_identity(files: JobFiles, pid: int, start_ticks: int) -> None:
+    identity = {"pid": pid, "start_ticks": start_ticks, "boot_id": proctable.boot_id()}
+    write_atomically(files.pid, json.dumps(identity).encode())
+
+
+def _find_wrapper(job_id: str) -> proctable.ProcStat | None:
+    leaders = [p for p in proctable.job_processes(-1, job_id) if p.session == p.pid]
+    return min(leaders, key=lambda leader: leader.start_ticks) if leaders else None
+
+
+def _has_exit_status(files: JobFiles) -> bool:
+    try:
+        return bool(files.exit_code.read_text().strip())
+    except OSError:
+        return False
 
 
 def _read_identity(files: JobFiles) -> tuple[int, int] | None:
