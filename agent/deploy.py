@@ -28,6 +28,7 @@ import enum
 import shlex
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncssh
 
@@ -208,6 +209,22 @@ async def _connect(pool: TunnelPool, target: SSHTarget) -> asyncssh.SSHClientCon
         raise DeployError(str(target), DeployFailure.unreachable, exc.detail) from exc
 
 
+async def _upload(conn: asyncssh.SSHClientConnection, source: Path, dest: str) -> None:
+    """Copy a file to the host by SFTP, or through ``cat`` where sshd offers no SFTP."""
+    try:
+        sftp = await conn.start_sftp_client()
+    except (asyncssh.ChannelOpenError, asyncssh.SFTPError):
+        command = f"cat > {shlex.quote(dest)}"
+        result = await conn.run(command, stdin=str(source), encoding=None, check=False)
+        if result.exit_status != 0:
+            stderr = result.stderr or b""
+            errors = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+            raise OSError(_tail(errors) or "cat failed") from None
+        return
+    async with sftp:
+        await sftp.put(str(source), dest)
+
+
 async def _install(
     conn: asyncssh.SSHClientConnection, host: str, bundle: Bundle, remote_dir: str, probe: Probe
 ) -> None:
@@ -220,8 +237,7 @@ async def _install(
     name = f"bundle-{bundle.bundle_id}"
     upload = f"{remote_dir}/{name}.tar.gz"
     try:
-        async with conn.start_sftp_client() as sftp:
-            await sftp.put(str(bundle.path), upload)
+        await _upload(conn, bundle.path, upload)
     except (OSError, asyncssh.Error) as exc:
         await _run(conn, host, f"rm -f {shlex.quote(upload)}", DeployFailure.install_failed)
         failure = DeployFailure.install_failed

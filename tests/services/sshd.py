@@ -81,7 +81,9 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], deadline: float
     raise RuntimeError(f"sshd on port {port} did not listen in time")
 
 
-def start_sshd(workdir: Path, identity_file: Path, *, extra_config: str = "") -> SSHHost:
+def start_sshd(
+    workdir: Path, identity_file: Path, *, extra_config: str = "", sftp: bool = True
+) -> SSHHost:
     """Start one sshd on a free loopback port accepting `identity_file` for root."""
     workdir.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
@@ -97,8 +99,10 @@ def start_sshd(workdir: Path, identity_file: Path, *, extra_config: str = "") ->
         f"PidFile {workdir / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nUsePAM no\n"
-        "StrictModes no\nAllowTcpForwarding yes\nSubsystem sftp internal-sftp\n"
-        "MaxStartups 100\nMaxSessions 100\nLogLevel ERROR\n" + extra_config
+        "StrictModes no\nAllowTcpForwarding yes\n"
+        + ("Subsystem sftp internal-sftp\n" if sftp else "")
+        + "MaxStartups 100\nMaxSessions 100\nLogLevel ERROR\n"
+        + extra_config
     )
     process = subprocess.Popen(
         [str(SSHD), "-D", "-e", "-f", str(config)],

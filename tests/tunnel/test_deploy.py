@@ -205,3 +205,19 @@ async def test_proxy_jump_reaches_a_host_through_another(
     assert str(result.stdout).split()[3] == str(sshd_hosts[1].port)
     assert pool.state(jump).connected  # the jump connection is pooled too
     assert str(target).endswith(f"via root@127.0.0.1:{sshd_hosts[0].port}")
+
+
+async def test_a_host_without_sftp_gets_the_bundle_through_cat(
+    sshd_hosts: list[SSHHost], bundle: Bundle, pool: TunnelPool, tmp_path: Path
+) -> None:
+    host = start_sshd(tmp_path / "nosftp", sshd_hosts[0].identity_file, sftp=False)
+    target, remote_dir = target_of(host), str(tmp_path / "agent")
+    try:
+        deployed = await deploy_agent(
+            pool, target, bundle, agent_port=free_port(), remote_dir=remote_dir
+        )
+        async with AgentClient.over_tunnel(pool, target, deployed.agent_port) as client:
+            await client.check_version()
+    finally:
+        await stop_agent(pool, target, remote_dir)
+        host.stop()
