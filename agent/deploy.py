@@ -24,7 +24,6 @@ Layout on the host (``remote_dir``, default ``~/.dockyard/agent``)::
 from __future__ import annotations
 
 import asyncio
-import enum
 import shlex
 import time
 from dataclasses import dataclass
@@ -35,64 +34,23 @@ import asyncssh
 from agent.bundle import Bundle
 from agent.client import AgentClient, AgentError
 from agent.protocol import SERVICE_NAME
+from agent.remote_scripts import (
+    DeployError,
+    DeployFailure,
+    Probe,
+    choose_python,
+    classify_output,
+    is_alive_test,
+    parse_probe,
+    probe_script,
+    start_script,
+)
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool, UnreachableKind
+
+__all__ = ["DeployError", "DeployFailure", "DeployedAgent", "deploy_agent", "stop_agent"]
 
 DEFAULT_REMOTE_DIR = ".dockyard/agent"
 DEFAULT_AGENT_PORT = 10998
-MIN_PYTHON = (3, 11)
-
-
-def is_alive_test(pid: str) -> str:
-    """Shell test: is `pid` a live process? (``kill -0`` alone also passes zombies, which
-    hosts whose PID 1 does not reap keep around.)"""
-    return f"kill -0 {pid} 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' /proc/{pid}/status"
-
-
-_PYTHONS = "python3.11 python3 python3.12 python3.13 python3.14"
-_PY_PROBE = (
-    "import sys,platform;print('PY',sys.executable,sys.implementation.cache_tag,"
-    "platform.machine(),'%d.%d.%d'%sys.version_info[:3])"
-)
-
-
-class DeployFailure(enum.StrEnum):
-    auth_refused = "auth_refused"
-    unreachable = "unreachable"
-    no_python = "no_python"
-    disk_full = "disk_full"
-    port_in_use = "port_in_use"
-    install_failed = "install_failed"
-    start_failed = "start_failed"
-
-
-class DeployError(Exception):
-    """The agent could not be deployed to one host; the message says which and why."""
-
-    def __init__(self, host: str, failure: DeployFailure, detail: str) -> None:
-        super().__init__(f"host {host}: {failure.value.replace('_', ' ')}: {detail}")
-        self.host = host
-        self.failure = failure
-        self.detail = detail
-
-
-@dataclass(frozen=True)
-class PythonFound:
-    executable: str
-    cache_tag: str
-    machine: str
-    version: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What one remote round trip learned about a host (parsed by `parse_probe`)."""
-
-    home: str
-    pythons: tuple[PythonFound, ...]
-    bundle_id: str | None
-    agent_pid: int | None
-    agent_alive: bool
-    free_kib: int | None
 
 
 @dataclass(frozen=True)
@@ -102,83 +60,6 @@ class DeployedAgent:
     python: str
     bundle_id: str
     reused: bool
-
-
-def probe_script(remote_dir: str) -> str:
-    d = shlex.quote(remote_dir)
-    alive = is_alive_test('"$pid"')
-    return (
-        f'echo "HOME $HOME"; for p in {_PYTHONS}; do '
-        f'command -v "$p" >/dev/null 2>&1 && "$p" -c {shlex.quote(_PY_PROBE)} 2>/dev/null; done; '
-        f"mkdir -p {d} 2>/dev/null; "
-        f'echo "BUNDLE $(readlink {d}/current 2>/dev/null)"; '
-        f'pid=$(cat {d}/agent.pid 2>/dev/null); echo "PID $pid"; '
-        f'[ -n "$pid" ] && {alive} && echo ALIVE; '
-        f"echo \"DF $(df -Pk {d} 2>/dev/null | awk 'NR==2 {{print $4}}')\""
-    )
-
-
-def _parse_python(fields: list[str]) -> PythonFound | None:
-    if len(fields) != 4:
-        return None
-    try:
-        version = tuple(int(part) for part in fields[3].split("."))
-    except ValueError:
-        return None
-    return PythonFound(fields[0], fields[1], fields[2], version)
-
-
-def parse_probe(output: str) -> Probe:
-    """Pure: the probe script's output as a `Probe`."""
-    home, bundle_id, pid, alive, free = "", None, None, False, None
-    pythons: list[PythonFound] = []
-    for line in output.splitlines():
-        tag, _, rest = line.strip().partition(" ")
-        if tag == "HOME":
-            home = rest.strip()
-        elif tag == "PY" and (found := _parse_python(rest.split())):
-            if found.executable not in {p.executable for p in pythons}:
-                pythons.append(found)
-        elif tag == "BUNDLE" and rest.strip():
-            bundle_id = rest.strip().rstrip("/").removeprefix("bundle-")
-        elif tag == "PID" and rest.strip().isdigit():
-            pid = int(rest.strip())
-        elif tag == "ALIVE":
-            alive = True
-        elif tag == "DF" and rest.strip().isdigit():
-            free = int(rest.strip())
-    return Probe(home, tuple(pythons), bundle_id, pid, alive, free)
-
-
-def choose_python(host: str, probe: Probe, bundle: Bundle) -> PythonFound:
-    """Pure: the first Python ≥ 3.11 able to run `bundle`, or the `DeployError` saying why."""
-    recent = [p for p in probe.pythons if p.version[:2] >= MIN_PYTHON]
-    for python in recent:
-        if python.cache_tag == bundle.cache_tag and python.machine == bundle.machine:
-            return python
-    found = ", ".join(f"{p.executable} {'.'.join(map(str, p.version))}" for p in probe.pythons)
-    if not recent:
-        raise DeployError(
-            host,
-            DeployFailure.no_python,
-            f"no Python ≥ 3.11 on PATH (found: {found or 'none'}); install python3.11 or newer",
-        )
-    raise DeployError(
-        host,
-        DeployFailure.no_python,
-        f"the agent bundle needs {bundle.cache_tag} on {bundle.machine}, found: {found}; "
-        f"install {bundle.cache_tag.replace('cpython-3', 'python3.')} on the host",
-    )
-
-
-def classify_output(text: str) -> DeployFailure | None:
-    """Pure: a failure kind recognisable in a remote command's output, if any."""
-    lowered = text.lower()
-    if "no space left on device" in lowered or "disk quota exceeded" in lowered:
-        return DeployFailure.disk_full
-    if "address already in use" in lowered:
-        return DeployFailure.port_in_use
-    return None
 
 
 def _tail(text: str, lines: int = 5) -> str:
@@ -265,16 +146,6 @@ async def _stop(
         f"rm -f {shlex.quote(remote_dir)}/agent.pid; true"
     )
     await _run(conn, host, script, DeployFailure.start_failed)
-
-
-def start_script(remote_dir: str, python: str, agent_port: int) -> str:
-    d = shlex.quote(remote_dir)
-    return (
-        f"cd {d} && mkdir -p data || exit 1; S=$(command -v setsid); "
-        f'PYTHONPATH="$PWD/current/site" PYTHONNOUSERSITE=1 $S nohup {shlex.quote(python)} -s '
-        f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} '
-        f"> agent.log 2>&1 < /dev/null & echo $! > agent.pid; echo $!"
-    )
 
 
 async def _check_port_free(client: AgentClient, host: str, port: int) -> None:

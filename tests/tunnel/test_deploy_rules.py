@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.bundle import Bundle
-from agent.deploy import (
+from agent.remote_scripts import (
     DeployError,
     DeployFailure,
     choose_python,
