@@ -37,6 +37,7 @@ DEFAULT_LOG_LIMIT = 1024 * 1024
 MAX_LOG_LIMIT = 16 * 1024 * 1024
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+MAX_ARCHIVES_BYTES = 32 * 1024 * 1024  # base64 text of all the archives of one job
 
 
 def agent_version() -> str:
@@ -152,6 +153,10 @@ class JobState(_Answer):
     finished_at: float | None = None
     pid: int | None = None
     container_id: str | None = None
+    # SSH activity, when this agent serves the users' SSH (its embedded server); else None
+    connections: int | None = None  # open user connections (sessions, port forwards)
+    last_connection_at: float | None = None  # when the last one closed (unix seconds)
+    no_connections_secs: float | None = None  # 0 while connected; idle seconds otherwise
 
 
 class GpuMetrics(_Answer):
@@ -190,6 +195,17 @@ class VolumeMount(_Request):
     read_only: bool = False
 
 
+class Archive(_Request):
+    """Files for the job: a tar.gz extracted into ``path`` before the job starts.
+
+    ``path`` is absolute, or relative to the job's working dir (``.`` is the working dir).
+    Members may not be absolute, climb out with ``..`` or link outside (``filter="data"``).
+    """
+
+    path: Annotated[str, Field(min_length=1)]
+    data: str  # base64 of a tar.gz
+
+
 class JobSpec(_Request):
     """Everything the agent needs to run one job; the server renders it from a run spec."""
 
@@ -213,6 +229,12 @@ class JobSpec(_Request):
     network_mode: NetworkMode = NetworkMode.HOST
     stop_duration: Annotated[int, Field(ge=0)] = 10  # seconds of grace before SIGKILL
     labels: dict[str, str] = {}
+    archives: list[Archive] = []  # at most MAX_ARCHIVES_BYTES of data in all
+    # variables set to a path: absolute as given, relative ones under the working dir
+    path_env: dict[str, str] = {}
+    # count forwarded connections to the job's ports as users' activity (SSH sessions
+    # always count); the embedded SSH server then relays them itself
+    watch_connections: bool = False
 
 
 class StopRequest(_Request):

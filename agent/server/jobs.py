@@ -31,7 +31,9 @@ from agent.protocol import (
     JobStatus,
     LogChunk,
 )
+from agent.server.activity import ConnectionActivity
 from agent.server.allocation import Capacity, Claim, detect_misfit
+from agent.server.archives import ArchiveError, archives_problem, stage_archives, without_data
 from agent.server.errors import AgentError, EngineUnavailableError
 from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
 from agent.server.logs import read_log
@@ -79,7 +81,9 @@ class JobManager:
         gpu_sampler: GpuSampler,
         clock: Callable[[], float] = time.time,
         engine_retry: tuple[float, ...] = ENGINE_RETRY_SECONDS,
+        activity: ConnectionActivity | None = None,
     ) -> None:
+        self.activity = activity or ConnectionActivity(clock)  # fed by the SSH server
         self._store = store
         self._executors = executors
         self._capacity = capacity
@@ -117,10 +121,10 @@ class JobManager:
     # --- requests --------------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobState:
-        return self._job(job_id).state
+        return self.activity.annotate(self._job(job_id).state)
 
     def list(self) -> list[JobState]:
-        return [job.state for job in self._jobs.values()]
+        return [self.activity.annotate(job.state) for job in self._jobs.values()]
 
     def spec(self, job_id: str) -> JobSpec:
         return self._job(job_id).spec
@@ -147,11 +151,26 @@ class JobManager:
         )
         if misfit is not None:
             raise AgentError(ErrorCode.NO_CAPACITY, misfit)
+        if spec.archives:
+            spec = await self._stage(spec)
+            if spec.id in self._jobs:  # submitted again while we staged
+                return self._jobs[spec.id].state
         stored = StoredJob(spec=spec, state=JobState(id=spec.id, status=JobStatus.PENDING))
         job = _Job(stored, self._store.create(stored))
         self._jobs[spec.id] = job
         job.supervisor = asyncio.create_task(self._supervise(job, resume=False))
         return job.state
+
+    async def _stage(self, spec: JobSpec) -> JobSpec:
+        """Check and extract the job's archives (``archives.py``); the spec without data."""
+        problem = archives_problem(spec.archives)
+        if problem is not None:
+            raise AgentError(ErrorCode.INVALID_REQUEST, problem)
+        try:
+            await asyncio.to_thread(stage_archives, spec.archives, self._store.files(spec.id).root)
+        except ArchiveError as error:
+            raise AgentError(ErrorCode.INVALID_REQUEST, str(error)) from error
+        return without_data(spec)
 
     async def stop(self, job_id: str, *, grace: float | None, force: bool) -> JobState:
         job = self._job(job_id)
@@ -178,6 +197,7 @@ class JobManager:
             await executor.remove(job.spec, job.files)
         self._store.delete(job_id)
         self._jobs.pop(job_id, None)
+        self.activity.forget(job_id)
 
     def read_logs(self, job_id: str, *, offset: int, limit: int) -> LogChunk:
         job = self._job(job_id)

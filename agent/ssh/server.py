@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
-from agent.ssh.sessions import SessionResolver, serve_session
+from agent.server.activity import ConnectionActivity
+from agent.ssh.sessions import JobSession, SessionResolver, serve_session
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,15 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 ForwardPolicy = Callable[[int, bool], bool]  # (port, key is a user's) -> allowed
 ROLE_VARIABLE = "DOCKYARD_ROLE"
 USER_ROLE = "user"
+
+
+@dataclass(frozen=True)
+class ActivityWatch:
+    """What the server reports users' activity to: sessions, and forwards to the ports of
+    jobs that `watched_owner` names (relayed here, so their end is seen)."""
+
+    activity: ConnectionActivity
+    watched_owner: Callable[[int], str | None]  # port -> the id of a watched job
 
 
 @dataclass(frozen=True)
@@ -73,9 +84,12 @@ def is_forward_allowed(
 
 
 class _AgentSSHServer(asyncssh.SSHServer):
-    def __init__(self, authorized_keys: Path, policy: ForwardPolicy) -> None:
+    def __init__(
+        self, authorized_keys: Path, policy: ForwardPolicy, watch: ActivityWatch | None = None
+    ) -> None:
         self._authorized_keys = authorized_keys
         self._policy = policy
+        self._watch = watch
         self._conn: asyncssh.SSHServerConnection | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
@@ -101,11 +115,14 @@ class _AgentSSHServer(asyncssh.SSHServer):
 
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
-    ) -> bool:
+    ) -> bool | Relay:
         assert self._conn is not None
         environment = self._conn.get_key_option("environment")
         by_user = isinstance(environment, dict) and environment.get(ROLE_VARIABLE) == USER_ROLE
         if is_forward_allowed(dest_host, dest_port, self._policy, by_user=by_user):
+            owner = self._watch.watched_owner(dest_port) if self._watch else None
+            if self._watch is not None and owner is not None:
+                return _relay(dest_host, dest_port, owner, self._watch.activity)
             return True
         raise asyncssh.ChannelOpenError(
             asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
@@ -117,8 +134,49 @@ class _AgentSSHServer(asyncssh.SSHServer):
         return False
 
 
+Relay = Callable[[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]], Awaitable[None]]
+
+
+def _relay(host: str, port: int, job_id: str, activity: ConnectionActivity) -> Relay:
+    """A forward to a watched job's port, relayed here so that its whole life counts."""
+
+    async def relay(reader: asyncssh.SSHReader[bytes], writer: asyncssh.SSHWriter[bytes]) -> None:
+        holder = object()
+        activity.opened(holder, job_id)
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
+        except OSError:
+            activity.closed(holder)
+            writer.close()
+            return
+        try:
+            await asyncio.gather(_pump(reader, upstream_writer), _pump(upstream_reader, writer))
+        finally:
+            activity.closed(holder)
+            upstream_writer.close()
+            writer.close()
+
+    return relay
+
+
+async def _pump(source: Any, sink: Any) -> None:
+    """Copy until EOF, then half-close ``sink``; errors end the copy quietly."""
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+        if sink.can_write_eof():
+            sink.write_eof()
+    except (OSError, asyncssh.Error):
+        return
+
+
 async def start_ssh_server(
-    options: SSHServerOptions, *, policy: ForwardPolicy, sessions: SessionResolver
+    options: SSHServerOptions,
+    *,
+    policy: ForwardPolicy,
+    sessions: SessionResolver,
+    watch: ActivityWatch | None = None,
 ) -> asyncssh.SSHAcceptor:
     """Listen for SSH on options.host:options.port; close the returned acceptor to stop."""
     ensure_host_key(options.host_key)
@@ -127,12 +185,25 @@ async def start_ssh_server(
         options.authorized_keys.touch(mode=0o600)
 
     async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
-        await serve_session(process, sessions)
+        if watch is None:
+            await serve_session(process, sessions)
+            return
+
+        async def resolve(name: str) -> JobSession | None:
+            job = await sessions(name)
+            if job is not None:
+                watch.activity.opened(process, job.job_id)
+            return job
+
+        try:
+            await serve_session(process, resolve)
+        finally:
+            watch.activity.closed(process)
 
     acceptor: asyncssh.SSHAcceptor = await asyncssh.listen(
         options.host,
         options.port,
-        server_factory=lambda: _AgentSSHServer(options.authorized_keys, policy),
+        server_factory=lambda: _AgentSSHServer(options.authorized_keys, policy, watch),
         server_host_keys=[str(options.host_key)],
         process_factory=handle,
         encoding=None,

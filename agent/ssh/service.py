@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from agent.protocol import ExecutorKind, JobState, JobStatus
+from agent.server.archives import resolve_path_env
 from agent.server.executors.process import job_environment
 from agent.server.serving import AgentContext, AgentService
-from agent.ssh.server import ForwardPolicy, SSHServerOptions, start_ssh_server
+from agent.ssh.server import ActivityWatch, ForwardPolicy, SSHServerOptions, start_ssh_server
 from agent.ssh.sessions import JobSession, SessionResolver
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.PULLING, JobStatus.PENDING)
@@ -36,6 +37,20 @@ def forward_policy(context: AgentContext) -> ForwardPolicy:
         )
 
     return allowed
+
+
+def watched_owner(context: AgentContext) -> Callable[[int], str | None]:
+    """The id of the running job with ``watch_connections`` that has host port ``port``."""
+
+    def owner(port: int) -> str | None:
+        for state in context.manager.list():
+            if state.status == JobStatus.RUNNING and any(
+                mapping.host_port == port for mapping in state.ports
+            ):
+                return state.id if context.manager.spec(state.id).watch_connections else None
+        return None
+
+    return owner
 
 
 def find_job(states: list[JobState], run_names: dict[str, str], name: str) -> JobState | None:
@@ -61,7 +76,7 @@ def session_resolver(context: AgentContext) -> SessionResolver:
         if spec.executor == ExecutorKind.DOCKER:
             return JobSession(state.id, "docker", spec.working_dir, {}, state.container_id)
         work_dir = spec.working_dir or str(manager.files(state.id).work_dir)
-        env = job_environment(spec, dict(os.environ))
+        env = job_environment(spec, dict(os.environ)) | resolve_path_env(spec.path_env, work_dir)
         return JobSession(state.id, "process", work_dir, env)
 
     return resolve
@@ -72,9 +87,11 @@ def ssh_server_service(options: SSHServerOptions) -> AgentService:
 
     @contextlib.asynccontextmanager
     async def service(context: AgentContext) -> AsyncIterator[None]:
+        watch = ActivityWatch(context.manager.activity, watched_owner(context))
         acceptor = await start_ssh_server(
-            options, policy=forward_policy(context), sessions=session_resolver(context)
+            options, policy=forward_policy(context), sessions=session_resolver(context), watch=watch
         )
+        context.manager.activity.watch()
         try:
             yield
         finally:

@@ -27,6 +27,7 @@ import docker.utils
 import requests.exceptions
 
 from agent.protocol import ExecutorKind, JobReason, JobSpec
+from agent.server.archives import container_tar, resolve_path_env
 from agent.server.errors import EngineUnavailableError
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
 from agent.server.executors.containers import (
@@ -101,8 +102,14 @@ class DockerExecutor:
         def create() -> tuple[str, dict[str, Any]]:
             client = self._client()
             _remove_stale(client, spec.id)
-            container = client.containers.create(**to_container_kwargs(spec, str(files.log)))
+            kwargs = to_container_kwargs(spec, str(files.log))
+            work_dir = _work_dir(client, spec) if spec.archives or spec.path_env else "/"
+            kwargs["environment"].update(resolve_path_env(spec.path_env, work_dir))
+            payload = container_tar(spec, files.root, work_dir) if spec.archives else None
+            container = client.containers.create(**kwargs)
             try:
+                if payload is not None:  # the job's files, before anything runs
+                    container.put_archive("/", payload)
                 container.start()
             except docker.errors.APIError:
                 container.remove(force=True)  # created but not runnable: leave nothing
@@ -224,6 +231,14 @@ def _pull(client: docker.DockerClient, image: str, report: Callable[[float | Non
                 report(fraction)
     except docker.errors.APIError as error:
         raise ExecutorError(JobReason.IMAGE_NOT_FOUND, f"cannot pull {image}: {error}") from error
+
+
+def _work_dir(client: docker.DockerClient, spec: JobSpec) -> str:
+    """The container's working dir: the spec's, else the image's ``WORKDIR``, else ``/``."""
+    if spec.working_dir:
+        return spec.working_dir
+    config = client.images.get(str(spec.image)).attrs.get("Config") or {}
+    return str(config.get("WorkingDir") or "/")
 
 
 def _remove_stale(client: docker.DockerClient, job_id: str) -> None:

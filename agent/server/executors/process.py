@@ -31,6 +31,7 @@ import subprocess
 from pathlib import Path
 
 from agent.protocol import ExecutorKind, JobReason, JobSpec, PortMapping
+from agent.server.archives import place_archives, resolve_path_env
 from agent.server.executors import proctable
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
 from agent.server.store import JobFiles, write_atomically
@@ -91,7 +92,17 @@ class ProcessExecutor:
         return None
 
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
-        return None
+        if not spec.archives:
+            return
+        try:  # staged at submit (``archives.py``): copied into place now
+            owner = _user_ids(spec.user) if spec.user is not None else None
+            work_dir = _work_dir(spec, files)
+            await asyncio.to_thread(place_archives, spec, files.root, work_dir, owner)
+        except KeyError as error:
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {spec.user} here") from error
+        except OSError as error:
+            message = f"cannot place the job's files: {error}"
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
 
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
         try:
@@ -167,7 +178,7 @@ def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
     /dev/null): it writes the exit status there and needs no access to the data dir,
     whichever user the job runs as.
     """
-    work_dir = Path(spec.working_dir) if spec.working_dir else files.work_dir
+    work_dir = _work_dir(spec, files)
     work_dir.mkdir(parents=True, exist_ok=True)
     owner = _user_ids(spec.user) if spec.user is not None else None
     if owner is not None and not spec.working_dir:
@@ -179,7 +190,8 @@ def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
             return subprocess.Popen(
                 argv,
                 cwd=work_dir,
-                env=job_environment(spec, dict(os.environ)),
+                env=job_environment(spec, dict(os.environ))
+                | resolve_path_env(spec.path_env, str(work_dir)),
                 stdin=exit_fd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -190,6 +202,10 @@ def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
             )
     finally:
         os.close(exit_fd)
+
+
+def _work_dir(spec: JobSpec, files: JobFiles) -> Path:
+    return Path(spec.working_dir) if spec.working_dir else files.work_dir
 
 
 def _user_ids(user: str) -> tuple[int, int]:

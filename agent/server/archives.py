@@ -1,0 +1,166 @@
+"""Files a job brings along (``JobSpec.archives``): checked, staged, then placed per executor.
+
+At submit time the job manager *stages* every archive: decodes the base64, and extracts the
+tar.gz with ``tarfile``'s ``data`` filter (no absolute members, no ``..``, no links or
+devices leading out, no setuid bits) into ``<job dir>/archives/<n>/``. A bad archive is
+refused there (``invalid_request``) and nothing of the job is kept. The stored spec keeps
+the archives' paths but not their data, so ``job.json`` stays small.
+
+Before the job starts, each executor puts the staged trees at their targets (``path``,
+absolute or relative to the job's working dir): the process executor copies them into
+the host directory (`place_archives`), the docker executor sends them into the created
+container before it starts (`container_tar`), so an archive at ``/etc/app`` adds files
+beside the image's instead of hiding them.
+
+``JobSpec.path_env`` is resolved against the same working dir (`resolve_path_env`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import os
+import posixpath
+import shutil
+import tarfile
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from agent.protocol import MAX_ARCHIVES_BYTES, Archive, JobSpec
+
+
+class ArchiveError(ValueError):
+    """An archive the agent refuses (the message says which and why)."""
+
+
+def archives_problem(archives: list[Archive]) -> str | None:
+    """Why these archives are refused before decoding them, or None."""
+    total = sum(len(archive.data) for archive in archives)
+    if total > MAX_ARCHIVES_BYTES:
+        return (
+            f"archives: {total} bytes of base64 in all, more than the limit of "
+            f"{MAX_ARCHIVES_BYTES}: upload fewer or smaller files"
+        )
+    for index, archive in enumerate(archives):
+        if "\0" in archive.path:
+            return f"archives[{index}].path: contains a NUL byte"
+    return None
+
+
+def staged_root(job_root: Path) -> Path:
+    """Where the staged archives of the job whose directory is ``job_root`` live."""
+    return job_root / "archives"
+
+
+def stage_archives(archives: list[Archive], job_root: Path) -> None:
+    """Extract every archive into ``<job_root>/archives/<n>``; ``ArchiveError`` if one is bad.
+
+    Extracts into a fresh temporary directory and renames it at the end, so a half-staged
+    job never shows (and two submits of the same id never write into one tree).
+    """
+    created = not job_root.exists()
+    job_root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    scratch = job_root / f".archives-{uuid.uuid4().hex}"
+    scratch.mkdir(mode=0o700)
+    try:
+        for index, archive in enumerate(archives):
+            _extract(index, archive, scratch / str(index))
+        target = staged_root(job_root)
+        if target.exists():
+            shutil.rmtree(scratch)  # staged already by an earlier submit of this id
+        else:
+            scratch.rename(target)
+    except BaseException:
+        shutil.rmtree(job_root if created else scratch, ignore_errors=True)
+        raise
+
+
+def _extract(index: int, archive: Archive, dest: Path) -> None:
+    try:
+        raw = base64.b64decode(archive.data, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise ArchiveError(f"archives[{index}].data: not base64: {error}") from error
+    dest.mkdir(mode=0o755)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
+            tar.extractall(dest, filter=_safe_member)
+    except tarfile.FilterError as error:
+        raise ArchiveError(f"archives[{index}]: unsafe member refused: {error}") from error
+    except (tarfile.TarError, EOFError, OSError, ValueError) as error:
+        raise ArchiveError(f"archives[{index}]: not a readable tar.gz: {error}") from error
+
+
+def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """``tarfile``'s ``data`` filter, which also refuses absolute names (it would strip
+    the ``/``: an archive meant for somewhere else is a mistake worth saying)."""
+    if member.name.startswith("/"):
+        raise tarfile.AbsolutePathError(member)
+    return tarfile.data_filter(member, dest)
+
+
+def without_data(spec: JobSpec) -> JobSpec:
+    """``spec`` with its archives' data dropped (staged on disk by now)."""
+    if not spec.archives:
+        return spec
+    kept = [archive.model_copy(update={"data": ""}) for archive in spec.archives]
+    return spec.model_copy(update={"archives": kept})
+
+
+def resolve_target(path: str, work_dir: str) -> str:
+    """An archive's (or a path variable's) absolute path in the job's file system."""
+    joined = path if posixpath.isabs(path) else posixpath.join(work_dir, path)
+    return posixpath.normpath(joined)
+
+
+def resolve_path_env(path_env: Mapping[str, str], work_dir: str) -> dict[str, str]:
+    """``JobSpec.path_env`` with relative paths under ``work_dir``."""
+    return {name: resolve_target(value, work_dir) for name, value in path_env.items()}
+
+
+def place_archives(
+    spec: JobSpec, job_root: Path, work_dir: Path, owner: tuple[int, int] | None
+) -> None:
+    """Process executor: copy the staged trees to their targets on this host."""
+    for index, archive in enumerate(spec.archives):
+        source = staged_root(job_root) / str(index)
+        if not source.is_dir():
+            continue
+        target = Path(resolve_target(archive.path, str(work_dir)))
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        if owner is not None:
+            _chown_tree(source, target, owner)
+
+
+def _chown_tree(source: Path, target: Path, owner: tuple[int, int]) -> None:
+    """Give the job's user what was copied (only those paths, not the target's others)."""
+    os.chown(target, *owner, follow_symlinks=False)
+    for folder, dirs, names in os.walk(source):
+        relative = Path(folder).relative_to(source)
+        for name in [*dirs, *names]:
+            os.chown(target / relative / name, *owner, follow_symlinks=False)
+
+
+def container_tar(spec: JobSpec, job_root: Path, work_dir: str) -> bytes | None:
+    """Docker executor: one tar of every staged tree under its absolute target, to be put
+    at ``/`` of the created container (the engine creates missing parents); None if none."""
+    buffer = io.BytesIO()
+    added = False
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for index, archive in enumerate(spec.archives):
+            source = staged_root(job_root) / str(index)
+            if not source.is_dir():
+                continue
+            target = resolve_target(archive.path, work_dir).lstrip("/")
+            for entry in sorted(source.rglob("*")):
+                name = posixpath.join(target, entry.relative_to(source).as_posix())
+                tar.add(entry, arcname=name, recursive=False, filter=_as_root)
+                added = True
+    return buffer.getvalue() if added else None
+
+
+def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
