@@ -24,6 +24,7 @@ Layout on the host (``remote_dir``, default ``~/.dockyard/agent``)::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shlex
 import time
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class DeployedAgent:
     python: str
     bundle_id: str
     reused: bool
+    session_port: int | None = None  # the agent's SSH server for users (via proxy jump)
 
 
 def _tail(text: str, lines: int = 5) -> str:
@@ -180,12 +182,12 @@ async def _start_and_wait(
     remote_dir: str,
     python: str,
     port: int,
+    session_port: int | None,
     version: str,
     wait_for: float,
 ) -> None:
-    output = await _run(
-        conn, host, start_script(remote_dir, python, port), DeployFailure.start_failed
-    )
+    script = start_script(remote_dir, python, port, session_port)
+    output = await _run(conn, host, script, DeployFailure.start_failed)
     pid = int(output.split()[-1])
     deadline = time.monotonic() + wait_for
     while time.monotonic() < deadline:
@@ -203,6 +205,24 @@ async def _start_and_wait(
     )
 
 
+async def _write_authorized_keys(
+    conn: asyncssh.SSHClientConnection, host: str, remote_dir: str, text: str
+) -> None:
+    d = shlex.quote(remote_dir)
+    command = f"cd {d} && umask 077 && cat > keys.tmp && mv keys.tmp authorized_keys"
+    result = await conn.run(command, input=text, check=False)
+    if result.exit_status != 0:
+        detail = _tail(str(result.stderr or "")) or "cannot write authorized_keys"
+        raise DeployError(host, classify_output(detail) or DeployFailure.install_failed, detail)
+
+
+def _server_key_line(target: SSHTarget) -> str:
+    if not target.identity_file:
+        return ""
+    key = asyncssh.read_private_key(target.identity_file)
+    return key.export_public_key().decode().strip() + "\n"
+
+
 async def deploy_agent(
     pool: TunnelPool,
     target: SSHTarget,
@@ -210,22 +230,34 @@ async def deploy_agent(
     *,
     agent_port: int = DEFAULT_AGENT_PORT,
     remote_dir: str = DEFAULT_REMOTE_DIR,
+    session_port: int | None = None,
+    authorized_keys: str | None = None,
     start_timeout: float = 30.0,
 ) -> DeployedAgent:
     """Make `target` run the agent of `bundle` on 127.0.0.1:agent_port (idempotent).
 
     `remote_dir` is relative to the login user's home unless absolute (``~/`` allowed).
+    With `session_port`, the agent also runs its SSH server on 127.0.0.1:session_port of the
+    host, for ``ssh <run>`` through the host's sshd as a jump host; `authorized_keys` is
+    its whole key file (default: the server's key), rewritten on every deploy.
     """
     remote_dir = remote_dir.removeprefix("~/")
     host = str(target)
     conn = await _connect(pool, target)
     probe = parse_probe(await _run(conn, host, probe_script(remote_dir), DeployFailure.unreachable))
     python = choose_python(host, probe, bundle)
+    if session_port:
+        keys = authorized_keys if authorized_keys is not None else _server_key_line(target)
+        await _write_authorized_keys(conn, host, remote_dir, keys)
+    deployed = DeployedAgent(
+        target, agent_port, python.executable, bundle.bundle_id, False, session_port
+    )
     client = AgentClient.over_tunnel(pool, target, agent_port, timeout=5.0)
     try:
         current = probe.bundle_id == bundle.bundle_id
-        if current and probe.agent_alive and await _is_current(client, bundle.version):
-            return DeployedAgent(target, agent_port, python.executable, bundle.bundle_id, True)
+        unchanged = current and probe.session_port == session_port and probe.agent_alive
+        if unchanged and await _is_current(client, bundle.version):
+            return dataclasses.replace(deployed, reused=True)
         if probe.agent_alive:
             await _stop(conn, host, remote_dir, probe.agent_pid)
         await _check_port_free(client, host, agent_port)
@@ -238,12 +270,13 @@ async def deploy_agent(
             remote_dir=remote_dir,
             python=python.executable,
             port=agent_port,
+            session_port=session_port,
             version=bundle.version,
             wait_for=start_timeout,
         )
     finally:
         await client.aclose()
-    return DeployedAgent(target, agent_port, python.executable, bundle.bundle_id, False)
+    return deployed
 
 
 async def stop_agent(

@@ -66,6 +66,7 @@ class Probe:
     agent_pid: int | None
     agent_alive: bool
     free_kib: int | None
+    session_port: int | None = None  # the users' SSH port the running agent was given
 
 
 def probe_script(remote_dir: str) -> str:
@@ -76,6 +77,7 @@ def probe_script(remote_dir: str) -> str:
         f'command -v "$p" >/dev/null 2>&1 && "$p" -c {shlex.quote(_PY_PROBE)} 2>/dev/null; done; '
         f"mkdir -p {d} 2>/dev/null; "
         f'echo "BUNDLE $(readlink {d}/current 2>/dev/null)"; '
+        f'echo "SESSION $(cat {d}/session.port 2>/dev/null)"; '
         f'pid=$(cat {d}/agent.pid 2>/dev/null); echo "PID $pid"; '
         f'[ -n "$pid" ] && {alive} && echo ALIVE; '
         f"echo \"DF $(df -Pk {d} 2>/dev/null | awk 'NR==2 {{print $4}}')\""
@@ -94,7 +96,7 @@ def _parse_python(fields: list[str]) -> PythonFound | None:
 
 def parse_probe(output: str) -> Probe:
     """Pure: the probe script's output as a `Probe`."""
-    home, bundle_id, pid, alive, free = "", None, None, False, None
+    home, bundle_id, pid, alive, free, session = "", None, None, False, None, None
     pythons: list[PythonFound] = []
     for line in output.splitlines():
         tag, _, rest = line.strip().partition(" ")
@@ -107,11 +109,13 @@ def parse_probe(output: str) -> Probe:
             bundle_id = rest.strip().rstrip("/").removeprefix("bundle-")
         elif tag == "PID" and rest.strip().isdigit():
             pid = int(rest.strip())
+        elif tag == "SESSION" and rest.strip().isdigit():
+            session = int(rest.strip())
         elif tag == "ALIVE":
             alive = True
         elif tag == "DF" and rest.strip().isdigit():
             free = int(rest.strip())
-    return Probe(home, tuple(pythons), bundle_id, pid, alive, free)
+    return Probe(home, tuple(pythons), bundle_id, pid, alive, free, session)
 
 
 def choose_python(host: str, probe: Probe, bundle: Bundle) -> PythonFound:
@@ -145,11 +149,21 @@ def classify_output(text: str) -> DeployFailure | None:
     return None
 
 
-def start_script(remote_dir: str, python: str, agent_port: int) -> str:
+def start_script(
+    remote_dir: str, python: str, agent_port: int, session_port: int | None = None
+) -> str:
+    """Start the agent detached; with `session_port`, also its SSH server for users."""
     d = shlex.quote(remote_dir)
+    sessions = (
+        f'--ssh-port {session_port} --authorized-keys "$PWD/authorized_keys" '
+        f'--host-key "$PWD/host_key" '
+        if session_port
+        else ""
+    )
     return (
         f"cd {d} && mkdir -p data || exit 1; S=$(command -v setsid); "
+        f"echo {session_port or ''} > session.port; "
         f'PYTHONPATH="$PWD/current/site" PYTHONNOUSERSITE=1 $S nohup {shlex.quote(python)} -s '
-        f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} '
+        f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} {sessions}'
         f"> agent.log 2>&1 < /dev/null & echo $! > agent.pid; echo $!"
     )

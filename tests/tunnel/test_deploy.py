@@ -221,3 +221,36 @@ async def test_a_host_without_sftp_gets_the_bundle_through_cat(
     finally:
         await stop_agent(pool, target, remote_dir)
         host.stop()
+
+
+async def test_ssh_run_on_an_ssh_fleet_host_goes_through_its_sshd(
+    sshd_hosts: list[SSHHost], bundle: Bundle, pool: TunnelPool, tmp_path: Path
+) -> None:
+    host = target_of(sshd_hosts[1])
+    remote_dir = str(tmp_path / "agent")
+    deployed = await deploy_agent(
+        pool, host, bundle, agent_port=free_port(), remote_dir=remote_dir, session_port=free_port()
+    )
+    assert deployed.session_port is not None
+    client = AgentClient.over_tunnel(pool, host, deployed.agent_port)
+    job = JobSpec(
+        id=unique_id("shell"), run_name="shell", env={"FOO": "bar"}, commands=["sleep 60"]
+    )
+    try:
+        await client.submit(job)
+        await wait_job(client, job.id, lambda s: s.status == JobStatus.RUNNING)
+        # what `dockyard attach` writes: Host shell / Port <session> / ProxyJump <host>
+        user = SSHTarget(
+            "127.0.0.1",
+            deployed.session_port,
+            user="shell",
+            identity_file=host.identity_file,
+            proxy_jump=host,
+        )
+        conn = await pool.connection(user)
+        result = await conn.run("echo $FOO; basename $PWD", check=True)
+        assert str(result.stdout).split() == ["bar", "work"]
+    finally:
+        await client.stop(job.id, force=True)
+        await client.aclose()
+        await stop_agent(pool, host, remote_dir)

@@ -81,3 +81,8 @@ def test_an_old_python_is_no_python() -> None:
 )
 def test_failures_are_recognised_in_output(output: str, failure: DeployFailure | None) -> None:
     assert classify_output(output) is failure
+
+
+def test_the_session_port_is_read_back() -> None:
+    assert parse_probe("SESSION 2201\n").session_port == 2201
+    assert parse_probe("SESSION \n").session_port is None
