@@ -87,7 +87,13 @@ def register(app: typer.Typer) -> None:
                 out().print(run_rows(fetch(), verbose))
                 return
             try:
-                with Live(run_rows(fetch(), verbose), console=out(), auto_refresh=False) as live:
+                console = out()
+                if not console.is_terminal:  # piped: print a fresh table every interval
+                    while True:
+                        console.print(run_rows(fetch(), verbose))
+                        console.file.flush()
+                        time.sleep(WATCH_SECONDS)
+                with Live(run_rows(fetch(), verbose), console=console, auto_refresh=False) as live:
                     while True:
                         time.sleep(WATCH_SECONDS)
                         live.update(run_rows(fetch(), verbose), refresh=True)

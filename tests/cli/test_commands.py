@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
+import signal
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 from sqlalchemy import select
 
 from reconciler.adapters.db.models import Job, Project, Run
 from tests.cli.conftest import Cli
+from tests.web.serving import WEBHOOK_SECRET
 
 TASK = "type: task\nname: train\ncommands:\n  - echo hello\n"
 SERVICE = (
@@ -135,6 +143,54 @@ def test_events_reconcile_deliveries(cli: Cli) -> None:
     )
     assert len(json.loads(cli("reconcile", "list", "--json").stdout)) == 2
     assert json.loads(cli("delivery", "list", "--json").stdout) == []
+    ping = httpx.post(
+        f"{cli.server.url}/api/webhooks/github",
+        content=b"{}",
+        headers={
+            "X-GitHub-Event": "ping",
+            "X-GitHub-Delivery": "d-cli",
+            "X-Hub-Signature-256": "sha256="
+            + hmac.new(WEBHOOK_SECRET.encode(), b"{}", hashlib.sha256).hexdigest(),
+        },
+    )
+    assert ping.status_code == 202
+    table = cli("delivery", "list")
+    assert "d-cli" in table.stdout and "pong" in table.stdout
+
+
+def test_apply_from_stdin_and_a_typed_config(cli: Cli) -> None:
+    needs_yes = cli("apply", "-f", "-", input=TASK)
+    assert needs_yes.exit_code == 2 and "needs -y" in needs_yes.stderr
+    assert cli("apply", "-f", "-", "-y", "-d", input=TASK).exit_code == 0
+    from reconciler.api import Client
+    from schemas import parse_config
+
+    config = parse_config(SERVICE, "s.dstack.yml")  # the Python API takes schemas models too
+    with Client(cli.server.url, cli.server.admin_token) as client:
+        plan = client.get_plan(config, "s.dstack.yml")
+        assert plan["actions"][0]["name"] == "llm"
+        client.apply(config, "s.dstack.yml")
+        assert client.get_run("llm").run_spec["configuration"]["port"]["container_port"] == 8000
+    names = sorted(
+        r["run_spec"]["run_name"] for r in json.loads(cli("ps", "--json").stdout)["runs"]
+    )
+    assert names == ["llm", "train"]
+
+
+def test_ps_watch_until_ctrl_c(cli: Cli) -> None:
+    code = "from reconciler.cli.main import run; run()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "ps", "-w"],
+        env={**os.environ, **cli.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the table header is drawn before the first refresh
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "NAME" in first and proc.returncode == 0, err
 
 
 def _mark(cli: Cli, run_name: str, status: str) -> tuple[str, Path]:
