@@ -1,0 +1,175 @@
+"""GitOps loop figures on the local fleet, as JSON on stdout.
+
+Runs the whole runtime in-process (`build_controller`: every worker, the real local agent
+through its SSH server, SQLite in a temp dir) against a git repo on disk, and measures:
+
+- ``latency``: for each of N commits that add a task, the time from the commit (the moment
+  a push webhook would queue the reconcile) until the task's job is ``running`` as the
+  store records it; p50/p95/max in ms (goal p50 ≤ 1 s);
+- ``throughput``: one commit adding M tasks (``echo``), time until every run is ``done``,
+  and runs/s.
+
+    .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.local import stop_local_agent  # noqa: E402
+from reconciler.adapters.db.models import Job, Run  # noqa: E402
+from reconciler.adapters.db.store import Store  # noqa: E402
+from reconciler.engine.controller import EngineController, build_controller  # noqa: E402
+from reconciler.settings import Settings  # noqa: E402
+
+TASK = """type: task
+name: {name}
+commands:
+  - '{command}'
+resources:
+  cpu: 1..
+  memory: 0.1GB..
+  disk: 0.1GB..
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+def job_status(store: Store, project_id: str, run_name: str) -> str | None:
+    with store.reading() as session:
+        row = (
+            session.query(Job.status)
+            .join(Run, Run.id == Job.run_id)
+            .filter(Run.project_id == project_id, Run.run_name == run_name)
+            .first()
+        )
+    return None if row is None else str(row[0])
+
+
+def run_statuses(store: Store, project_id: str) -> list[str]:
+    with store.reading() as session:
+        return [str(s) for (s,) in session.query(Run.status).filter(Run.project_id == project_id)]
+
+
+async def wait(condition: Any, *, within: float, interval: float = 0.005) -> None:
+    deadline = time.monotonic() + within
+    while not await asyncio.to_thread(condition):
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(interval)
+
+
+async def measure_latency(
+    controller: EngineController, store: Store, repo: Path, project_id: str, commits: int
+) -> list[float]:
+    samples: list[float] = []
+    for i in range(commits):
+        name = f"lat-{i}"
+        commit(repo, {f"{name}.dstack.yml": TASK.format(name=name, command="sleep 3")}, name)
+        started = time.perf_counter()
+        await controller.request_reconcile("main", trigger="webhook")
+        await wait(lambda n=name: job_status(store, project_id, n) in ("running", "done"), within=60)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def measure_throughput(
+    controller: EngineController, store: Store, repo: Path, project_id: str, tasks: int
+) -> dict[str, Any]:
+    before = len(run_statuses(store, project_id))
+    files = {
+        f"many-{i}.dstack.yml": TASK.format(name=f"many-{i}", command=f"echo {i}")
+        for i in range(tasks)
+    }
+    commit(repo, files, f"{tasks} tasks")
+    started = time.perf_counter()
+    await controller.request_reconcile("main", trigger="webhook")
+
+    def all_done() -> bool:
+        statuses = run_statuses(store, project_id)
+        return len(statuses) >= before + tasks and all(
+            s in ("done", "failed", "terminated") for s in statuses
+        )
+
+    await wait(all_done, within=1800, interval=0.1)
+    elapsed = time.perf_counter() - started
+    failed = sum(1 for s in run_statuses(store, project_id) if s != "done")
+    return {
+        "tasks": tasks,
+        "seconds": round(elapsed, 2),
+        "runs_per_second": round(tasks / elapsed, 2),
+        "not_done": failed,
+    }
+
+
+async def main(commits: int, tasks: int) -> dict[str, Any]:
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="dockyard-bench-") as tmp:
+        root = Path(tmp)
+        repo = root / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "config", "user.email", "bench@localhost")
+        git(repo, "config", "user.name", "bench")
+        commit(repo, {"warmup.dstack.yml": TASK.format(name="warmup", command="true")}, "init")
+        settings = Settings(
+            repo=str(repo), data_dir=root / "data", fetch_interval=3600, cli_config=root / "c"
+        )
+        store = Store.from_url(f"sqlite:///{root / 'dockyard.db'}", migrate=True)
+        controller = build_controller(settings, store)
+        project_id = store.get_or_create_project("main").id
+        await controller.start()
+        try:
+            await wait(lambda: run_statuses(store, project_id) == ["done"], within=120)
+            latency = await measure_latency(controller, store, repo, project_id, commits)
+            throughput = await measure_throughput(controller, store, repo, project_id, tasks)
+        finally:
+            await controller.stop()
+            stop_local_agent(root / "data")
+            store.close()
+    ordered = sorted(latency)
+    return {
+        "bench": "reconcile",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "database": "sqlite",
+        "latency_commit_to_running_ms": {
+            "commits": commits,
+            "p50": round(statistics.median(ordered), 1),
+            "p95": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 1),
+            "max": round(ordered[-1], 1),
+            "goal_p50": 1000,
+        },
+        "throughput": throughput,
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commits", type=int, default=20)
+    parser.add_argument("--tasks", type=int, default=500)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(main(args.commits, args.tasks)), indent=2))
