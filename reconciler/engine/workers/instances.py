@@ -88,7 +88,8 @@ class InstancesProcessor:
             values.update(unreachable_since=None, status_message="")
             await self._event(row, f"instance {row.name}: agent reachable again")
         if facts is not None:
-            values.update(host_info=facts, resources=resources_of(facts))
+            known = row.resources if isinstance(row.resources, dict) else {}
+            values.update(host_info=facts, resources={**known, **resources_of(facts)})
             fleet_blocks = await asyncio.to_thread(self._fleet_blocks, row)
             if fleet_blocks == "auto":
                 values["total_blocks"] = auto_blocks(facts)
