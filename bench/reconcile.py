@@ -7,7 +7,8 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
   a push webhook would queue the reconcile) until the task's job is ``running`` as the
   store records it; p50/p95/max in ms (goal p50 ≤ 1 s);
 - ``throughput``: one commit adding M tasks (``echo``), time until every run is ``done``,
-  and runs/s.
+  and runs/s; with the reconcile's own stage timings (commit → every run row written),
+  the rest being the runs and jobs workers and the agent.
 
     .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500]
 """
@@ -30,11 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.local import stop_local_agent  # noqa: E402
-from reconciler.adapters.db.models import Job, Run  # noqa: E402
-from reconciler.adapters.db.store import Store  # noqa: E402
-from reconciler.engine.controller import EngineController, build_controller  # noqa: E402
-from reconciler.settings import Settings  # noqa: E402
+from agent.local import stop_local_agent
+from reconciler.adapters.db.models import Job, Run
+from reconciler.adapters.db.store import Store
+from reconciler.engine.controller import EngineController, build_controller
+from reconciler.settings import Settings
 
 TASK = """type: task
 name: {name}
@@ -92,7 +93,9 @@ async def measure_latency(
         commit(repo, {f"{name}.dstack.yml": TASK.format(name=name, command="sleep 3")}, name)
         started = time.perf_counter()
         await controller.request_reconcile("main", trigger="webhook")
-        await wait(lambda n=name: job_status(store, project_id, n) in ("running", "done"), within=60)
+        await wait(
+            lambda n=name: job_status(store, project_id, n) in ("running", "done"), within=60
+        )
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 
@@ -107,7 +110,7 @@ async def measure_throughput(
     }
     commit(repo, files, f"{tasks} tasks")
     started = time.perf_counter()
-    await controller.request_reconcile("main", trigger="webhook")
+    reconcile_id = await controller.request_reconcile("main", trigger="webhook")
 
     def all_done() -> bool:
         statuses = run_statuses(store, project_id)
@@ -118,8 +121,11 @@ async def measure_throughput(
     await wait(all_done, within=1800, interval=0.1)
     elapsed = time.perf_counter() - started
     failed = sum(1 for s in run_statuses(store, project_id) if s != "done")
+    reconcile = store.get_reconcile(reconcile_id)
+    stages = {t["stage"]: t["seconds"] for t in (reconcile.stage_timings if reconcile else [])}
     return {
         "tasks": tasks,
+        "reconcile_stage_seconds": stages,
         "seconds": round(elapsed, 2),
         "runs_per_second": round(tasks / elapsed, 2),
         "not_done": failed,

@@ -43,6 +43,7 @@ from reconciler.adapters.db.models import (
 )
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
+from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.rendering_json import action_to_dict
@@ -53,6 +54,7 @@ from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconci
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
 from reconciler.engine.workers import LocalAgent, WorkerDeps, WorkerTimings
+from reconciler.errors import UsageError
 from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
 from schemas import parse_config
@@ -141,6 +143,8 @@ class EngineController:
         delivery_id: str | None = None,
         revision: str | None = None,
     ) -> str:
+        if self.runtime.reconciler is None:
+            raise UsageError("this server watches no config repo: start it with --repo PATH_OR_URL")
         reconcile_id = await asyncio.to_thread(
             queue_reconcile,
             self.store,
@@ -340,7 +344,10 @@ def build_controller(
             subdir=settings.path,
             environ=os.environ if environ is None else environ,
         )
-        source = GitConfigSource(GitSource(location, data_dir=data_dir, parse=parse_config))
+        git_source = GitSource(location, data_dir=data_dir, parse=parse_config)
+        source = GitConfigSource(git_source)
+        archives = GitArchives(lambda: Path(git_source.mirror.repo.git_dir))
+        runtime.deps = dataclasses_replace(runtime.deps, archives=archives.build)
     if source is not None:
         runtime.reconciler = Reconciler(
             store,
