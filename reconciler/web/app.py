@@ -11,8 +11,8 @@ needs a global admin's token.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
@@ -65,6 +65,24 @@ def _add_openapi_route(app: FastAPI) -> None:
         return app.openapi()
 
 
+def _lifespan(
+    controller: Controller, start: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start the controller when serving begins, stop it (jobs keep running) at shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if start:
+            await controller.start()
+        try:
+            yield
+        finally:
+            if start:
+                await controller.stop()
+
+    return lifespan
+
+
 def create_app(
     *,
     settings: Settings,
@@ -86,21 +104,11 @@ def create_app(
         clock=clock,
     )
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if start_controller:
-            await controller.start()
-        try:
-            yield
-        finally:
-            if start_controller:
-                await controller.stop()
-
     app = FastAPI(
         title="Dockyard",
         version=SERVER_VERSION,
         description="GitOps for GPU workloads: the REST API of the Dockyard server.",
-        lifespan=lifespan,
+        lifespan=_lifespan(controller, start_controller),
         openapi_url=None,
         docs_url=None,
         redoc_url=None,

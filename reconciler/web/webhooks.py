@@ -111,6 +111,59 @@ def _too_large(context: WebContext, provider: str) -> JSONResponse:
     return _answer(413, "too_large", f"the body is over {limit} bytes")
 
 
+async def receive_github(request: Request, context: WebContext) -> JSONResponse:
+    try:
+        body = await read_limited(request, context.settings.max_webhook_bytes)
+    except BodyTooLargeError:
+        return _too_large(context, "github")
+    secret = _secret(context)
+    if secret is None:
+        return _rejected(context, "github", "the server has no webhook secret configured")
+    signature = request.headers.get("x-hub-signature-256")
+    if not is_github_signature_valid(secret, body, signature):
+        return _rejected(context, "github", "missing or invalid X-Hub-Signature-256")
+    event = request.headers.get("x-github-event", "")
+    delivery_id = request.headers.get("x-github-delivery", "")[:200]
+    if not delivery_id:
+        return _answer(400, "invalid", "missing X-GitHub-Delivery")
+    try:
+        hook = read_github(event, body)
+    except PayloadError as exc:
+        return _answer(400, "invalid", str(exc))
+    # pull requests (reconciler.pr.bot, when a GitHub token is configured): plan PRs,
+    # and set `dockyard/apply` pending on the pushed commit
+    bot = pull_request_bot(request)
+    if bot is not None and hook.event == "pull_request":
+        return await answer_pull_request(context, bot, body, delivery_id, event)
+    answer = await _handle(context, hook, delivery_id, event)
+    if bot is not None:
+        after_push(bot, hook, answer)
+    return answer
+
+
+async def receive_gitlab(request: Request, context: WebContext) -> JSONResponse:
+    try:
+        body = await read_limited(request, context.settings.max_webhook_bytes)
+    except BodyTooLargeError:
+        return _too_large(context, "gitlab")
+    secret = _secret(context)
+    if secret is None:
+        return _rejected(context, "gitlab", "the server has no webhook secret configured")
+    if not is_gitlab_token_valid(secret, request.headers.get("x-gitlab-token")):
+        return _rejected(context, "gitlab", "missing or invalid X-Gitlab-Token")
+    event = request.headers.get("x-gitlab-event", "")
+    delivery_id = (
+        request.headers.get("x-gitlab-event-uuid") or request.headers.get("idempotency-key") or ""
+    )[:200]
+    if not delivery_id:
+        return _answer(400, "invalid", "missing X-Gitlab-Event-UUID")
+    try:
+        hook = read_gitlab(event, body)
+    except PayloadError as exc:
+        return _answer(400, "invalid", str(exc))
+    return await _handle(context, hook, delivery_id, event)
+
+
 def build_webhooks_router() -> APIRouter:
     router = APIRouter(prefix="/api/webhooks", tags=["webhooks"])
     responses: dict[int | str, dict[str, object]] = {
@@ -121,57 +174,10 @@ def build_webhooks_router() -> APIRouter:
 
     @router.post("/github", status_code=202, responses=responses)
     async def github(request: Request, context: WebContext = Depends(get_context)) -> JSONResponse:
-        try:
-            body = await read_limited(request, context.settings.max_webhook_bytes)
-        except BodyTooLargeError:
-            return _too_large(context, "github")
-        secret = _secret(context)
-        if secret is None:
-            return _rejected(context, "github", "the server has no webhook secret configured")
-        signature = request.headers.get("x-hub-signature-256")
-        if not is_github_signature_valid(secret, body, signature):
-            return _rejected(context, "github", "missing or invalid X-Hub-Signature-256")
-        event = request.headers.get("x-github-event", "")
-        delivery_id = request.headers.get("x-github-delivery", "")[:200]
-        if not delivery_id:
-            return _answer(400, "invalid", "missing X-GitHub-Delivery")
-        try:
-            hook = read_github(event, body)
-        except PayloadError as exc:
-            return _answer(400, "invalid", str(exc))
-        # pull requests (reconciler.pr.bot, when a GitHub token is configured): plan PRs,
-        # and set `dockyard/apply` pending on the pushed commit
-        bot = pull_request_bot(request)
-        if bot is not None and hook.event == "pull_request":
-            return await answer_pull_request(context, bot, body, delivery_id, event)
-        answer = await _handle(context, hook, delivery_id, event)
-        if bot is not None:
-            after_push(bot, hook, answer)
-        return answer
+        return await receive_github(request, context)
 
     @router.post("/gitlab", status_code=202, responses=responses)
     async def gitlab(request: Request, context: WebContext = Depends(get_context)) -> JSONResponse:
-        try:
-            body = await read_limited(request, context.settings.max_webhook_bytes)
-        except BodyTooLargeError:
-            return _too_large(context, "gitlab")
-        secret = _secret(context)
-        if secret is None:
-            return _rejected(context, "gitlab", "the server has no webhook secret configured")
-        if not is_gitlab_token_valid(secret, request.headers.get("x-gitlab-token")):
-            return _rejected(context, "gitlab", "missing or invalid X-Gitlab-Token")
-        event = request.headers.get("x-gitlab-event", "")
-        delivery_id = (
-            request.headers.get("x-gitlab-event-uuid")
-            or request.headers.get("idempotency-key")
-            or ""
-        )[:200]
-        if not delivery_id:
-            return _answer(400, "invalid", "missing X-Gitlab-Event-UUID")
-        try:
-            hook = read_gitlab(event, body)
-        except PayloadError as exc:
-            return _answer(400, "invalid", str(exc))
-        return await _handle(context, hook, delivery_id, event)
+        return await receive_gitlab(request, context)
 
     return router
