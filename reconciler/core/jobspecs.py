@@ -9,13 +9,16 @@ jobs a deployment needs; the jobs worker calls `requirements_of` to place a job 
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.core.inactivity import inactivity_limit
 from reconciler.core.scheduling import Range, Requirements
+from reconciler.core.uploads import repo_dir
 from reconciler.errors import PermanentError
 
 _SECRET_RE = re.compile(r"\$\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -250,12 +253,26 @@ def render_agent_job(
     executor: str,
     working_dir: str | None,
     labels: Mapping[str, str],
+    archives: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
-    """The body of the agent's `POST /jobs` for one job (see `agent.protocol.JobSpec`)."""
+    """The body of the agent's `POST /jobs` for one job (see `agent.protocol.JobSpec`).
+
+    `archives` (`{path, data}`) are the job's `repos`/`files`. The paths in `DSTACK_*`
+    go to `path_env`, which the agent resolves against the job's actual working dir (the
+    image's, or the job's own directory, when the spec has none).
+    """
     spec = slot.spec
     workdir = working_dir or str(spec.get("working_dir") or "")
     env = {k: interpolate_secrets(v, secrets) for k, v in env_of(spec).items()}
     env.update(dstack_env(run_name=run_name, slot=slot, cluster=cluster, working_dir=workdir))
+    base = workdir or "."
+    path_env = {
+        "DSTACK_WORKING_DIR": base,
+        "DSTACK_REPO_DIR": repo_dir(spec, base),
+        "DSTACK_MPI_HOSTFILE": posixpath.normpath(posixpath.join(base, ".dstack/mpi-hostfile")),
+    }
+    for name in path_env:
+        env.pop(name, None)
     commands = shell_commands(spec)
     entrypoint = spec.get("entrypoint")
     return {
@@ -275,6 +292,9 @@ def render_agent_job(
         "privileged": bool(spec.get("privileged") or spec.get("docker")),
         "stop_duration": stop_duration_of(spec),
         "labels": dict(labels),
+        "archives": [dict(archive) for archive in archives],
+        "path_env": path_env,
+        "watch_connections": inactivity_limit(spec) is not None,
     }
 
 

@@ -17,12 +17,12 @@ from typing import Any
 from agent.client import AgentClient
 from agent.local import LocalAgent, ensure_client_key, ensure_local_agent
 from agent.tunnel import TunnelPool
-from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Run
+from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Resource, Run
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import Lease, Worker
-from reconciler.engine.workers import WorkerDeps, WorkerTimings
+from reconciler.engine.workers import ArchiveBuilder, WorkerDeps, WorkerTimings
 from reconciler.engine.workers import jobs as jobs_worker
 from reconciler.engine.workers import runs as runs_worker
 from reconciler.web.proxy_stats import RequestStats
@@ -44,12 +44,36 @@ class Harness:
     stats: RequestStats
     key: Path
 
-    def submit(self, text: str, *, status: str = "submitted") -> Run:
-        config = parse_config(text, "test.dstack.yml")
+    def submit(
+        self, text: str, *, status: str = "submitted", git: tuple[str, str] | None = None
+    ) -> Run:
+        """A run of `text`; with `git` = (config path, commit), created by GitOps (its
+        resource has the origin `git:<path>@<commit>`)."""
+        config = parse_config(text, git[0] if git else "test.dstack.yml")
         spec = config.normalized()
+        resource_id = None
+        if git is not None:
+            now = self.store.now()
+            resource = self.store.add(
+                Resource(
+                    project_id=self.project.id,
+                    kind=config.type,
+                    name=str(config.name),
+                    origin=f"git:{git[0]}@{git[1]}",
+                    path=git[0],
+                    commit=git[1],
+                    spec=spec,
+                    spec_hash=config.spec_hash(),
+                    status="active",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            resource_id = resource.id
         return self.store.add(
             Run(
                 project_id=self.project.id,
+                resource_id=resource_id,
                 run_name=str(config.name),
                 run_type=config.type,
                 spec=spec,
@@ -153,6 +177,7 @@ async def make_harness(
     db_url: str | None = None,
     *,
     total_blocks: int = 8,
+    archives: ArchiveBuilder | None = None,
     **timings: Any,
 ) -> Harness:
     data_dir = tmp_path / "data"
@@ -205,6 +230,7 @@ async def make_harness(
         agents=agents,
         data_dir=data_dir,
         timings=WorkerTimings(**timings),
+        archives=archives,
     )
     leasing: StoreLeasing[Lease] = StoreLeasing(store.leases, make_lease=Lease)
     fast = {"min_interval": 0.0}

@@ -22,7 +22,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.tunnel import SSHTarget
 from reconciler.adapters.db.store import Store
+from reconciler.core.uploads import Upload
 from reconciler.engine.agents import AgentDirectory
 from reconciler.ports import Clock, WorkKind
 from stacks.protocol import Engine, EngineName
@@ -40,6 +42,12 @@ class LocalAgent:
 
 LocalAgentStarter = Callable[[], Awaitable[LocalAgent]]
 """Starts (or finds running) the agent of this host; returns how to reach it."""
+
+ArchiveBuilder = Callable[[str, Upload], dict[str, str]]
+"""(commit, upload) -> the agent's `Archive` body (`{path, data}`); raises `PermanentError`."""
+
+SSHDeployer = Callable[[SSHTarget], Awaitable[int]]
+"""Deploys (or finds current) the agent on an SSH host; returns its agent port."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,4 +71,7 @@ class WorkerDeps:
     data_dir: Path
     engines: Mapping[EngineName, Engine] = field(default_factory=dict)
     local_agent: LocalAgentStarter | None = None
+    ssh_deployer: SSHDeployer | None = None
     timings: WorkerTimings = WorkerTimings()
+    archives: ArchiveBuilder | None = None
+    """Packs `repos`/`files` of GitOps runs from the config repo (None: no config repo)."""

@@ -22,6 +22,7 @@ from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, SSHTarget
 from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.store import Store
+from reconciler.core.inactivity import Activity, inactivity_limit, inactivity_verdict
 from reconciler.core.jobspecs import container_ports
 from reconciler.core.utilization import Sample, keep_window, violates
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
@@ -124,8 +125,10 @@ class RunningJobs:
             runtime["ports"] = {str(p.container_port): p.host_port for p in state.ports}
             update["status"] = JobStatus.RUNNING.value
             await self._probe(ctx, instance, runtime)
-            over = self._over_max_duration(ctx, runtime) or await self._underused(
-                ctx, client, job_id, runtime
+            over = (
+                self._over_max_duration(ctx, runtime)
+                or self._inactive(ctx, state, runtime)
+                or await self._underused(ctx, client, job_id, runtime)
             )
             if over:
                 update |= {"status": JobStatus.TERMINATING.value, "termination_reason": over.value}
@@ -144,6 +147,21 @@ class RunningJobs:
         if started is not None and self.store.clock.now_ts() - float(started) > limit:
             return JR.MAX_DURATION_EXCEEDED
         return None
+
+    def _inactive(self, ctx: JobContext, state: JobState, runtime: dict[str, Any]) -> JR | None:
+        """Dev environments' `inactivity_duration`, from the agent's connection figures."""
+        limit = inactivity_limit(ctx.slot.spec)
+        if limit is None:
+            return None
+        activity = Activity(state.connections, state.last_connection_at, state.no_connections_secs)
+        verdict = inactivity_verdict(
+            limit,
+            activity,
+            running_since=float(runtime.get("started_at") or self.store.clock.now_ts()),
+            now=self.store.clock.now_ts(),
+        )
+        runtime["idle_seconds"] = verdict.idle_seconds
+        return JR.INACTIVITY_DURATION_EXCEEDED if verdict.exceeded else None
 
     async def _underused(
         self, ctx: JobContext, client: AgentClient, job_id: str, runtime: dict[str, Any]

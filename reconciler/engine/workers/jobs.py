@@ -29,9 +29,10 @@ from reconciler.core.scheduling import NoFit, Placement, place_cluster, place_jo
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import Process, WorkerConfig
-from reconciler.engine.workers import WorkerDeps
+from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
 from reconciler.engine.workers.job_context import JobContext, JobsConfig, Update, finish
 from reconciler.engine.workers.job_running import RunningJobs
+from reconciler.engine.workers.job_uploads import job_archives
 from reconciler.engine.workers.placing import load_candidates, return_capacity, take_capacity
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
@@ -48,8 +49,10 @@ class JobsProcessor:
         config: JobsConfig,
         secrets: Callable[[str], Mapping[str, str]],
         hint: Callable[[WorkKind], None],
+        archives: ArchiveBuilder | None = None,
     ) -> None:
         self.store = store
+        self._archives = archives
         self.agents = agents
         self.config = config
         self._secrets = secrets
@@ -103,6 +106,15 @@ class JobsProcessor:
                 + (f" ({reason})" if reason else ""),
             )
             self._hint("runs")
+
+    def _note(self, ctx: JobContext, message: str) -> None:
+        self.store.append_event(
+            project_id=ctx.project.id,
+            target_type="job",
+            target_id=ctx.job.id,
+            target_name=f"{ctx.run.run_name}/{ctx.job.replica_num}/{ctx.job.job_num}",
+            message=message,
+        )
 
     # -- submitted: choose an instance ------------------------------------------------------
 
@@ -163,7 +175,7 @@ class JobsProcessor:
                 JobTerminationReason.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"
             ), None
         try:
-            body = await asyncio.to_thread(self._render, ctx, instance)
+            body, note = await asyncio.to_thread(self._render, ctx, instance)
         except PermanentError as exc:
             return self.release(
                 ctx, finish(JobTerminationReason.EXECUTOR_ERROR, self.store.now(), str(exc))
@@ -181,6 +193,8 @@ class JobsProcessor:
                 return released | {"status_message": exc.message}, self.config.wait_poll
             reason = JobTerminationReason.CREATING_CONTAINER_ERROR
             return self.release(ctx, finish(reason, self.store.now(), exc.message)), None
+        if note:  # kept past the job's end (its status message is not)
+            await asyncio.to_thread(self._note, ctx, note)
         runtime = ctx.runtime | {"executor": body["executor"]}
         status = JobStatus.RUNNING if state.status.value == "running" else JobStatus.PULLING
         if status is JobStatus.RUNNING:
@@ -190,10 +204,11 @@ class JobsProcessor:
             "agent_job_id": state.id,
             "runtime": runtime,
             "unreachable_since": None,
-            "status_message": "",
+            "status_message": note,
         }, self.config.active_poll
 
-    def _render(self, ctx: JobContext, instance: Instance) -> dict[str, Any]:
+    def _render(self, ctx: JobContext, instance: Instance) -> tuple[dict[str, Any], str]:
+        """The agent's job body, and a note on what it could not bring (`repos`/`files`)."""
         slot = ctx.slot
         info = instance.host_info if isinstance(instance.host_info, Mapping) else {}
         executors = info.get("executors") or ["process"]
@@ -205,6 +220,7 @@ class JobsProcessor:
             )
         executor = ExecutorKind.DOCKER.value if image else ExecutorKind.PROCESS.value
         ips = self._cluster_ips(ctx, slot)
+        uploads = job_archives(self.store, ctx, self._archives)
         gpus = [int(i) for i in ctx.runtime.get("gpus") or ()]
         body = render_agent_job(
             job_id=ctx.job.id,
@@ -220,12 +236,13 @@ class JobsProcessor:
                 "dockyard.run": ctx.run.run_name,
                 "dockyard.job": ctx.job.id,
             },
+            archives=uploads.archives,
         )
         # A whole instance gives containers the host network; a shared one (blocks) maps
         # container ports to free host ports so neighbours never collide.
         shared = executor == ExecutorKind.DOCKER.value and instance.total_blocks > 1
         body["network_mode"] = "bridge" if shared else "host"
-        return body
+        return body, uploads.note
 
     def _cluster_ips(self, ctx: JobContext, slot: JobSlot) -> tuple[str, ...]:
         if slot.nodes <= 1:
@@ -289,5 +306,6 @@ def make_process(deps: WorkerDeps) -> Process:
         config=config,
         secrets=project_secrets(deps.store, deps.data_dir),
         hint=deps.hint,
+        archives=deps.archives,
     )
     return processor.process

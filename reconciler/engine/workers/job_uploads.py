@@ -1,0 +1,42 @@
+"""The archives a job brings (`repos`, `files`), built when the jobs worker submits it.
+
+A run created by GitOps carries its origin (`git:<path>@<commit>`, on its resource): the
+job gets the config repo's paths at that commit (`reconciler.core.uploads`), packed by the
+`ArchiveBuilder` of `WorkerDeps` (the git source's `GitArchives`). A run from `dockyard
+apply` (no git origin), or a server without a config repo, gets none for now: the job's
+status message says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciler.adapters.db.models import Resource
+from reconciler.adapters.db.store import Store
+from reconciler.core.uploads import git_origin, uploads_of, wants_uploads
+from reconciler.engine.workers import ArchiveBuilder
+from reconciler.engine.workers.job_context import JobContext
+
+
+@dataclass(frozen=True, slots=True)
+class JobArchives:
+    archives: tuple[dict[str, str], ...] = ()
+    note: str = ""  # why some or all of `repos`/`files` were not brought
+
+
+def job_archives(store: Store, ctx: JobContext, builder: ArchiveBuilder | None) -> JobArchives:
+    """The job's archives (blocking: reads git); `PermanentError` on a bad path."""
+    spec = ctx.slot.spec
+    if not wants_uploads(spec):
+        return JobArchives()
+    resource = store.get(Resource, ctx.run.resource_id) if ctx.run.resource_id else None
+    origin = git_origin(resource.origin if resource is not None else None)
+    if origin is None or builder is None:
+        why = "the run has no config repo origin" if origin is None else "no config repo"
+        return JobArchives(note=f"repos/files not uploaded: {why} (`dockyard apply` runs)")
+    assert resource is not None  # an origin comes from a resource
+    path, commit = resource.path or origin[0], resource.commit or origin[1]
+    uploads = uploads_of(spec, path)
+    archives = tuple(builder(commit, upload) for upload in uploads.items)
+    note = "; ".join(f"{skip}: not uploaded" for skip in uploads.skipped)
+    return JobArchives(archives, note)

@@ -1,0 +1,107 @@
+"""`repos` and `files` from the config repo at the run's commit, on the real local agent."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.db.models import Run
+from reconciler.adapters.gitsource.archives import GitArchives
+from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness
+
+pytestmark = pytest.mark.timeout(120)
+
+TASK = """
+type: task
+name: {name}
+repos: [".."]
+files:
+  - data/input.txt:copied/input.txt
+  - local_path: data
+    path: /tmp/{name}-data
+commands:
+  - cat README.md copied/input.txt /tmp/{name}-data/input.txt
+  - echo "repo=$DSTACK_REPO_DIR work=$DSTACK_WORKING_DIR"
+  - test "$DSTACK_REPO_DIR" = "$(pwd)"
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def config_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A config repo whose task sits in `jobs/`; returns (repo, first commit)."""
+    repo = tmp_path / "configs"
+    (repo / "jobs" / "data").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    (repo / "README.md").write_text("readme at the root\n")
+    (repo / "jobs" / "data" / "input.txt").write_text("input v1\n")
+    (repo / "jobs" / "train.dstack.yml").write_text(TASK.format(name="train"))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "v1")
+    first = _git(repo, "rev-parse", "HEAD")
+    (repo / "jobs" / "data" / "input.txt").write_text("input v2\n")
+    _git(repo, "commit", "-q", "-am", "v2")
+    (repo / "jobs" / "data" / "input.txt").write_text("uncommitted\n")  # never uploaded
+    return repo, first
+
+
+@pytest.fixture
+async def hg(
+    tmp_path: Path, agent_env: AgentEnv, config_repo: tuple[Path, str]
+) -> AsyncIterator[Harness]:
+    archives = GitArchives(lambda: config_repo[0] / ".git")
+    harness = await make_harness(tmp_path, agent_env, archives=archives.build)
+    yield harness
+    await close_harness(harness)
+
+
+def _status(h: Harness, run: Run) -> str:
+    return h.run(run.id).status
+
+
+async def test_repo_and_files_come_from_the_runs_commit(
+    hg: Harness, config_repo: tuple[Path, str]
+) -> None:
+    _, first = config_repo
+    run = hg.submit(TASK.format(name="train"), git=("jobs/train.dstack.yml", first))
+    await hg.until(lambda: _status(hg, run) in ("done", "failed"))
+    text = hg.log_text(run)
+    assert _status(hg, run) == "done", text + hg.describe()
+    assert "readme at the root\ninput v1\ninput v1\n" in text  # v1: the run's commit
+    assert "v2" not in text and "uncommitted" not in text
+    [job] = hg.jobs_of(run.id)
+    [line] = [line for line in text.splitlines() if line.startswith("repo=")]
+    repo_dir = line.removeprefix("repo=").split()[0]
+    assert repo_dir.endswith(f"/jobs/{job.agent_job_id}/work")  # the process job's own dir
+    assert line == f"repo={repo_dir} work={repo_dir}"
+
+
+async def test_a_path_out_of_the_repo_fails_the_job_saying_why(
+    hg: Harness, config_repo: tuple[Path, str]
+) -> None:
+    _, first = config_repo
+    text = "type: task\nname: out\nfiles: ['../../etc/passwd:p']\ncommands: ['true']\n"
+    run = hg.submit(text, git=("jobs/out.dstack.yml", first))
+    await hg.until(lambda: _status(hg, run) == "failed")
+    [job] = hg.jobs_of(run.id)
+    assert "leads out of the config repo" in job.status_message
+
+
+async def test_a_run_without_git_origin_runs_without_its_files(h: Harness) -> None:
+    run = h.submit("type: task\nname: cli\nrepos: ['.']\ncommands: ['ls -A | wc -l']\n")
+    await h.until(lambda: _status(h, run) == "done")
+    [job] = h.jobs_of(run.id)
+    events = h.store.list_events(target_id=job.id)
+    assert any("repos/files not uploaded" in event.message for event in events), events
+    assert h.log_text(run).strip() == "0"
