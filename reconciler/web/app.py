@@ -26,7 +26,7 @@ from reconciler.settings import Settings
 from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import SecretBox, WebContext, get_context
 from reconciler.web.database import Database
-from reconciler.web.errors import install_error_handlers
+from reconciler.web.errors import ErrorShield, install_error_handlers
 from reconciler.web.forwarding import OpenTunnel, build_forward_router
 from reconciler.web.gate import TokenGate
 from reconciler.web.metrics import Metrics
@@ -117,6 +117,7 @@ def create_app(
     app.state.pull_requests = pull_requests  # reconciler.pr.bot: PR plans, statuses, pages
     install_error_handlers(app)
     app.add_middleware(TokenGate, context=context)
+    app.add_middleware(ErrorShield)  # added last: the outermost of ours
     for router in (
         _build_ops_router(),
         build_core_router(),

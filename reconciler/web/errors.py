@@ -3,16 +3,19 @@
 Query functions raise `NotFoundError` / `ConflictError` / `InvalidError`; the runtime raises
 `reconciler.errors` classes and `schemas.ConfigError`. `install_error_handlers` maps each
 to a status and `{"detail": "<one line>"}` (plus `problems` for configuration errors); any
-other exception is logged server-side and answered 500 with a generic line, so nothing
-internal (paths, secrets, stack frames) reaches a client.
+other exception is caught by `ErrorShield`, logged server-side by type and place only, and
+answered 500 with a generic line, so nothing internal (messages, secrets, stack frames)
+reaches a client or the log.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reconciler.errors import DockyardError, PermanentError, TransientError, UsageError
 from schemas.problems import ConfigError
@@ -60,12 +63,46 @@ async def _config_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=400, content={"detail": str(exc), "problems": problems})
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.error("unhandled error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-    return JSONResponse(status_code=500, content={"detail": "internal server error"})
+def log_unexpected(exc: BaseException, method: str, path: str) -> None:
+    """Log where an unexpected error was raised, but not its message or locals (secrets)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+    log.error("unhandled %s on %s %s at %s", type(exc).__name__, method, path, where)
+
+
+class ErrorShield:
+    """Outermost ASGI middleware: an unexpected exception becomes a generic 500.
+
+    Starlette's own last-resort handler re-raises after answering, so the server would log
+    the exception with its message, which may carry a secret; this one does not.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - the outermost loop of a request
+            log_unexpected(exc, scope.get("method", "?"), scope.get("path", "?"))
+            if not started:
+                response = JSONResponse(
+                    status_code=500, content={"detail": "internal server error"}
+                )
+                await response(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DockyardError, _dockyard_error)
     app.add_exception_handler(ConfigError, _config_error)
-    app.add_exception_handler(Exception, _unexpected)
