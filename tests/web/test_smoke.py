@@ -18,3 +18,14 @@ def test_first_start_writes_admin_token_and_cli_config(server: Running) -> None:
         assert me["username"] == "admin" and me["global_role"] == "admin"
         projects = http.post("/api/projects/list", json={}).json()
         assert [p["project_name"] for p in projects] == ["main"]
+
+
+def test_tokens_are_stored_hashed(server: Running) -> None:
+    with server.client(server.admin_token) as http:
+        made = http.post("/api/users/create", json={"username": "alice"}).json()
+        assert http.post("/api/users/refresh_token", json={"username": "alice"}).status_code == 200
+    with server.client(made["token"]) as http:  # the refreshed-away token no longer works
+        assert http.post("/api/users/get_my_user", json={}).status_code == 401
+    db_files = list(server.settings.data_dir.glob("dockyard.db*"))
+    raw = b"".join(path.read_bytes() for path in db_files)
+    assert db_files and server.admin_token.encode() not in raw
