@@ -233,7 +233,7 @@ class JobSpec(_Request):
     # variables set to a path: absolute as given, relative ones under the working dir
     path_env: dict[str, str] = {}
     # count forwarded connections to the job's ports as users' activity (SSH sessions
-    # always count); the embedded SSH server then relays them itself
+    # always count): dev environments with inactivity_duration
     watch_connections: bool = False
 
 

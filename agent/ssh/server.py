@@ -25,9 +25,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import asyncssh
+from asyncssh.forward import SSHForwarder
 
 from agent.server.activity import ConnectionActivity
 from agent.ssh.sessions import JobSession, SessionResolver, serve_session
@@ -44,7 +45,7 @@ USER_ROLE = "user"
 @dataclass(frozen=True)
 class ActivityWatch:
     """What the server reports users' activity to: sessions, and forwards to the ports of
-    jobs that `watched_owner` names (relayed here, so their end is seen)."""
+    jobs that `watched_owner` names (forwarded by asyncssh's forwarder, watched to its end)."""
 
     activity: ConnectionActivity
     watched_owner: Callable[[int], str | None]  # port -> the id of a watched job
@@ -115,14 +116,14 @@ class _AgentSSHServer(asyncssh.SSHServer):
 
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
-    ) -> bool | Relay:
+    ) -> bool | Awaitable[asyncssh.SSHTCPSession[bytes]]:
         assert self._conn is not None
         environment = self._conn.get_key_option("environment")
         by_user = isinstance(environment, dict) and environment.get(ROLE_VARIABLE) == USER_ROLE
         if is_forward_allowed(dest_host, dest_port, self._policy, by_user=by_user):
             owner = self._watch.watched_owner(dest_port) if self._watch else None
             if self._watch is not None and owner is not None:
-                return _relay(dest_host, dest_port, owner, self._watch.activity)
+                return _watched_forward(dest_host, dest_port, owner, self._watch.activity)
             return True
         raise asyncssh.ChannelOpenError(
             asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
@@ -134,41 +135,33 @@ class _AgentSSHServer(asyncssh.SSHServer):
         return False
 
 
-Relay = Callable[[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]], Awaitable[None]]
+class _WatchedForwarder(SSHForwarder):
+    """asyncssh's own forwarder (channel side) that says when the channel is gone."""
 
+    def __init__(self, peer: SSHForwarder, on_lost: Callable[[], None]) -> None:
+        super().__init__(peer)
+        self._on_lost = on_lost
 
-def _relay(host: str, port: int, job_id: str, activity: ConnectionActivity) -> Relay:
-    """A forward to a watched job's port, relayed here so that its whole life counts."""
-
-    async def relay(reader: asyncssh.SSHReader[bytes], writer: asyncssh.SSHWriter[bytes]) -> None:
-        holder = object()
-        activity.opened(holder, job_id)
+    def connection_lost(self, exc: Exception | None) -> None:
         try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
-        except OSError:
-            activity.closed(holder)
-            writer.close()
-            return
-        try:
-            await asyncio.gather(_pump(reader, upstream_writer), _pump(upstream_reader, writer))
+            super().connection_lost(exc)
         finally:
-            activity.closed(holder)
-            upstream_writer.close()
-            writer.close()
-
-    return relay
+            self._on_lost()
 
 
-async def _pump(source: Any, sink: Any) -> None:
-    """Copy until EOF, then half-close ``sink``; errors end the copy quietly."""
+async def _watched_forward(
+    host: str, port: int, job_id: str, activity: ConnectionActivity
+) -> asyncssh.SSHTCPSession[bytes]:
+    """Forward like asyncssh does (refused as it would be), counting the channel's life."""
+    loop = asyncio.get_running_loop()
     try:
-        while data := await source.read(65536):
-            sink.write(data)
-            await sink.drain()
-        if sink.can_write_eof():
-            sink.write_eof()
-    except (OSError, asyncssh.Error):
-        return
+        _, peer = await loop.create_connection(SSHForwarder, host, port)
+    except OSError as error:
+        raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, str(error)) from None
+    holder = object()
+    activity.opened(holder, job_id)
+    forwarder = _WatchedForwarder(peer, lambda: activity.closed(holder))
+    return cast(asyncssh.SSHTCPSession[bytes], forwarder)  # as asyncssh treats its own
 
 
 async def start_ssh_server(
