@@ -47,8 +47,10 @@ async def test_an_open_ssh_session_keeps_it_running(h: Harness) -> None:
         session = await conn.create_process("cat")  # open until its stdin closes
         kept_until = time.monotonic() + 4.0  # twice the limit
         await h.until(
-            lambda: time.monotonic() > kept_until
-            and (h.jobs_of(run.id)[0].runtime or {}).get("idle_seconds") == 0.0,
+            lambda: (
+                time.monotonic() > kept_until
+                and (h.jobs_of(run.id)[0].runtime or {}).get("idle_seconds") == 0.0
+            ),
             within=20,
         )
         [job] = h.jobs_of(run.id)
