@@ -161,6 +161,18 @@ async def test_docker_job_gets_its_files_beside_the_image_ones(
     log = await dagent.read_log(job_id)
     assert state.exit_status == 0, log
     assert log == b"R\nB\nE\nrepo=/workflow\n"
+    # no working_dir: the image's WORKDIR (none in the test image: `/`)
+    plain = docker_job(
+        docker_engine,
+        tmp_path,
+        id=f"{job_id}-wd",
+        commands=['cat /app/a.txt && echo "work=$W"'],
+        archives=[{"path": "app", "data": tar_gz({"a.txt": b"A\n"})}],
+        path_env={"W": "."},
+    )
+    assert (await dagent.submit(**plain)).status_code == 200
+    state = await dagent.wait_finished(f"{job_id}-wd")
+    assert (state.exit_status, await dagent.read_log(f"{job_id}-wd")) == (0, b"A\nwork=/\n")
     bad = docker_job(
         docker_engine,
         tmp_path,
