@@ -90,8 +90,13 @@ class Rig:
         ).id
 
 
-def make_rig(tmp_path: Path, engines: dict[EngineName, Engine] | None = None) -> Rig:
-    store = Store.from_url(f"sqlite:///{tmp_path / 'dockyard.db'}", migrate=True)
+def make_rig(
+    tmp_path: Path,
+    engines: dict[EngineName, Engine] | None = None,
+    *,
+    db_url: str | None = None,
+) -> Rig:
+    store = Store.from_url(db_url or f"sqlite:///{tmp_path / 'dockyard.db'}", migrate=True)
     repo = ConfigRepo(tmp_path / "config-repo")
     source = GitSource(RepoLocation(str(repo.path)), data_dir=tmp_path / "data", parse=parse_config)
     local = LocalEngine(LocalSettings(data_dir=tmp_path / "data", user="root"))

@@ -11,8 +11,8 @@ from tests.engine.fixtures import Rig, make_rig, service_yaml, task_yaml
 
 
 @pytest.fixture
-def rig(tmp_path: Path) -> Rig:
-    return make_rig(tmp_path)
+def rig(tmp_path: Path, db_url: str) -> Rig:
+    return make_rig(tmp_path, db_url=db_url)
 
 
 def _runs(rig: Rig) -> list[Run]:
