@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.protocol import MAX_ARCHIVES_BYTES
 from reconciler.adapters.db.models import Run
 from reconciler.adapters.gitsource.archives import GitArchives
+from reconciler.core.uploads import Upload
 from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness
 
 pytestmark = pytest.mark.timeout(120)
@@ -105,3 +107,20 @@ async def test_a_run_without_git_origin_runs_without_its_files(h: Harness) -> No
     events = h.store.list_events(target_id=job.id)
     assert any("repos/files not uploaded" in event.message for event in events), events
     assert h.log_text(run).strip() == "0"
+
+
+async def test_too_much_to_upload_fails_the_job_before_the_agent(
+    tmp_path: Path, agent_env: AgentEnv
+) -> None:
+    def huge(commit: str, upload: Upload) -> dict[str, str]:
+        return {"path": upload.target, "data": "A" * (MAX_ARCHIVES_BYTES + 4)}
+
+    h = await make_harness(tmp_path, agent_env, archives=huge)
+    try:
+        text = "type: task\nname: big\nrepos: ['.']\ncommands: ['true']\n"
+        run = h.submit(text, git=("big.dstack.yml", "0" * 40))
+        await h.until(lambda: _status(h, run) == "failed")
+        [job] = h.jobs_of(run.id)
+        assert "more than the 32 MiB a job may bring" in job.status_message
+    finally:
+        await close_harness(h)

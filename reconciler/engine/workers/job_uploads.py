@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.protocol import MAX_ARCHIVES_BYTES
 from reconciler.adapters.db.models import Resource
 from reconciler.adapters.db.store import Store
 from reconciler.core.uploads import git_origin, uploads_of, wants_uploads
 from reconciler.engine.workers import ArchiveBuilder
 from reconciler.engine.workers.job_context import JobContext
+from reconciler.errors import PermanentError
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,5 +40,12 @@ def job_archives(store: Store, ctx: JobContext, builder: ArchiveBuilder | None) 
     path, commit = resource.path or origin[0], resource.commit or origin[1]
     uploads = uploads_of(spec, path)
     archives = tuple(builder(commit, upload) for upload in uploads.items)
+    size = sum(len(archive["data"]) for archive in archives)
+    if size > MAX_ARCHIVES_BYTES:
+        raise PermanentError(
+            f"repos/files: {size / 2**20:.1f} MiB to upload (base64), more than the "
+            f"{MAX_ARCHIVES_BYTES // 2**20} MiB a job may bring: upload less (e.g. `files` "
+            "instead of the whole repo)"
+        )
     note = "; ".join(f"{skip}: not uploaded" for skip in uploads.skipped)
     return JobArchives(archives, note)
