@@ -18,7 +18,7 @@ from schemathesis import GenerationMode
 from tests.web.serving import Running
 
 OPEN = ("/healthcheck", "/api/webhooks/")
-EXAMPLES = 5
+EXAMPLES = 4
 BUDGET_SECONDS = 90.0
 
 
