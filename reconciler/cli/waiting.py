@@ -96,10 +96,23 @@ def describe_end(run: wire.Run) -> str:
     )
 
 
+def announce_service(client: Client, run: wire.Run) -> None:
+    """dstack's "Service is published at URL" (and the OpenAI-compatible base URL)."""
+    if run.service is None or run.status in FINISHED:
+        return
+    base = "" if run.service.url.startswith("http") else client.url
+    out().print(f"Service is published at {base}{run.service.url}")
+    if run.service.model is not None:
+        model = run.service.model
+        model_base = "" if model.base_url.startswith("http") else client.url
+        out().print(f"Model {model.name} is published at {model_base}{model.base_url}")
+
+
 def follow_run(client: Client, name: str) -> None:
     """Attached mode: wait for the run, stream its logs; Ctrl-C detaches."""
     try:
         run = wait_started(client, name)
+        announce_service(client, run)
         if run.status not in FINISHED:
             print_logs(client, name, follow=True)
         out().print(describe_end(wait_finished(client, name)))
