@@ -31,7 +31,7 @@ YesOption = Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for con
 
 
 def out() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=True)  # long lines (URLs) are not broken
 
 
 def err() -> Console:

@@ -113,8 +113,7 @@ def follow_run(client: Client, name: str) -> None:
     try:
         run = wait_started(client, name)
         announce_service(client, run)
-        if run.status not in FINISHED:
-            print_logs(client, name, follow=True)
+        print_logs(client, name, follow=run.status not in FINISHED)
         out().print(describe_end(wait_finished(client, name)))
     except KeyboardInterrupt:
         err().print(f"Detached. {name} keeps running; stop it with `dockyard stop {name}`.")

@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from reconciler.adapters.db.models import Job, Project, Run
 from tests.cli.conftest import Cli
-from tests.web.serving import WEBHOOK_SECRET
+from tests.web.serving import WEBHOOK_SECRET, wait_until
 
 TASK = "type: task\nname: train\ncommands:\n  - echo hello\n"
 SERVICE = (
@@ -232,3 +233,44 @@ def test_errors_are_one_line_and_non_zero(cli: Cli, tmp_path: Path) -> None:
     assert "Traceback" not in bad.stderr
     other = cli("ps", "--project", "nope")
     assert other.exit_code == 2 and "project nope is not in" in other.stderr
+
+
+def test_apply_attached_service_prints_urls_logs_and_end(cli: Cli, tmp_path: Path) -> None:
+    import threading
+
+    def runtime() -> None:  # plays the workers: run, write a log line, finish
+        store = cli.server.server.store
+
+        def exists() -> bool:
+            with store.reading() as session:
+                return session.scalars(select(Run).where(Run.run_name == "llm")).first() is not None
+
+        wait_until(exists, what="the run to be submitted")
+        _, path = _mark(cli, "llm", "running")
+        path.write_bytes(b"serving on 8000\n")
+        _mark(cli, "llm", "done")
+
+    worker = threading.Thread(target=runtime)
+    worker.start()
+    result = cli("apply", "-f", _write(tmp_path, "s.dstack.yml", SERVICE), "-y")
+    worker.join(timeout=30)
+    assert result.exit_code == 0, result.stderr
+    assert "serving on 8000" in result.stdout and "Run llm done" in result.stdout
+
+
+def test_running_service_is_announced(
+    cli: Cli, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reconciler.api import Client
+    from reconciler.cli.waiting import announce_service
+
+    assert cli("apply", "-f", _write(tmp_path, "s.dstack.yml", SERVICE), "-y", "-d").exit_code == 0
+    _mark(cli, "llm", "running")
+    with Client(cli.server.url, cli.server.admin_token) as client:
+        announce_service(client, client.get_run("llm"))
+    printed = capsys.readouterr().out
+    url = cli.server.url
+    assert f"Service is published at {url}/proxy/services/main/llm/" in printed
+    assert f"Model meta-llama/Llama-3.1-8B is published at {url}/proxy/services/main/llm/v1" in (
+        printed
+    )
