@@ -6,25 +6,8 @@ from reconciler.core.reconcile_status import (
     ActionResult,
     ReconcileStatus,
     Stage,
-    StageTiming,
-    close_stages,
     conclude,
-    enter_stage,
-    is_superseded,
-    timings_to_json,
 )
-
-
-def test_entering_a_stage_closes_the_previous_one() -> None:
-    timings = enter_stage((), Stage.FETCH, 10.0)
-    timings = enter_stage(timings, Stage.PARSE, 10.5)
-    timings = enter_stage(timings, Stage.DONE, 12.0)
-    assert timings == (
-        StageTiming(Stage.FETCH, 10.0, 10.5),
-        StageTiming(Stage.PARSE, 10.5, 12.0),
-    )
-    assert [t["seconds"] for t in timings_to_json(timings)] == [0.5, 1.5]
-    assert close_stages(enter_stage((), Stage.PLAN, 1.0), 3.0)[0].seconds == 2.0
 
 
 def test_an_invalid_commit_applies_nothing_and_keeps_the_last_good_revision() -> None:
@@ -59,9 +42,6 @@ def test_long_error_lists_are_summarized() -> None:
     assert c.error == "e0; e1; e2; e3; e4 (and 3 more)"
 
 
-def test_a_newer_request_supersedes_an_older_pinned_one() -> None:
-    assert is_superseded("a", ["b"])
-    assert is_superseded("a", [None])
-    assert not is_superseded("a", ["a"])
-    assert not is_superseded("a", [])
+def test_finished_statuses() -> None:
     assert ReconcileStatus.ABORTED.is_finished() and not ReconcileStatus.QUEUED.is_finished()
+    assert Stage.APPLY.value == "apply"
