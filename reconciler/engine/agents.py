@@ -7,7 +7,9 @@ The jobs worker, the instances worker and the service proxy's route source ask t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from agent.client import AgentClient
 from agent.tunnel import SSHTarget, TunnelPool
@@ -29,14 +31,31 @@ class AgentDirectory:
         self._clients: dict[AgentAddress, AgentClient] = {}
 
     def address(self, instance: Instance) -> AgentAddress:
-        """The SSH endpoint and agent port recorded on the instance row."""
+        """The SSH endpoint and agent port recorded on the instance row.
+
+        Per-host SSH details the fleet worker recorded in `instances.resources`
+        (`identity_file`, `proxy_jump`, `known_hosts` — the local agent's pinned host key)
+        win over the server's defaults.
+        """
+        extra = instance.resources if isinstance(instance.resources, Mapping) else {}
+        jump = extra.get("proxy_jump")
         target = SSHTarget(
             hostname=instance.hostname or "127.0.0.1",
             port=instance.ssh_port or 22,
             user=instance.ssh_user or "root",
-            identity_file=self._identity_file,
+            identity_file=str(extra.get("identity_file") or self._identity_file or "") or None,
+            proxy_jump=self._jump(jump) if isinstance(jump, Mapping) else None,
+            known_hosts=str(extra["known_hosts"]) if extra.get("known_hosts") else None,
         )
         return AgentAddress(target, instance.agent_port or 10998)
+
+    def _jump(self, jump: Mapping[str, Any]) -> SSHTarget:
+        return SSHTarget(
+            hostname=str(jump.get("hostname")),
+            port=int(jump.get("port") or 22),
+            user=str(jump.get("user") or "root"),
+            identity_file=str(jump.get("identity_file") or self._identity_file or "") or None,
+        )
 
     def client(self, instance: Instance) -> AgentClient:
         address = self.address(instance)
