@@ -46,6 +46,7 @@ from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
+from reconciler.core.policy import RepoPolicy
 from reconciler.core.rendering_json import action_to_dict
 from reconciler.engine import unmanaged
 from reconciler.engine.agents import AgentDirectory
@@ -158,6 +159,13 @@ class EngineController:
 
     async def _timer_request(self, project: str) -> None:
         await self.request_reconcile(project, trigger="timer")
+
+    def apply_policy(self, project: str, policy: RepoPolicy) -> None:
+        """The reconciler's policy hook: a `fetch_interval` in `.dockyard.yml` wins."""
+        if "fetch_interval" in policy.model_fields_set and self.timers.set_interval(
+            project, float(policy.fetch_interval)
+        ):
+            log.info("fetching %s every %ss (.dockyard.yml)", project, policy.fetch_interval)
 
     def retry_later(self, project_id: str, delay: float) -> None:
         """The reconciler's retry hook: queue the branch head again after `delay`."""
@@ -356,6 +364,7 @@ def build_controller(
             hint=runtime.deps.hint,
             reporter=reporter,
             retry=controller.retry_later,
+            on_policy=controller.apply_policy,
         )
     runtime.identity = server_identity(data_dir)
     runtime.workers = make_workers(

@@ -120,6 +120,7 @@ class Reconciler:
         reporter: Reporter | None = None,
         retry: Callable[[str, float], None] | None = None,
         capacity_wait: float = 120.0,
+        on_policy: Callable[[str, RepoPolicy], None] | None = None,
     ) -> None:
         self._store = store
         self._source = source
@@ -128,6 +129,7 @@ class Reconciler:
         self._reporter: Reporter = reporter or NoReporter()
         self._retry = retry
         self._capacity_wait = capacity_wait
+        self._on_policy = on_policy
 
     async def process(self, reconcile_id: str, lock_token: str) -> float | None:
         """The `reconciles` worker callback: one full pass of one reconcile row."""
@@ -162,6 +164,8 @@ class Reconciler:
                 f"reconcile is for project {project!r}: fix `project:` in .dockyard.yml or "
                 "run the server for that project"
             )
+        if self._on_policy is not None and not desired.issues:
+            self._on_policy(project, policy)
         await self._stage(row, Stage.PLAN)
         last_applied = await asyncio.to_thread(self._store.last_applied_revision, row.project_id)
         observed = await asyncio.to_thread(self._store.load_observed, project)

@@ -6,9 +6,11 @@ Triggers only *queue and hint*; the `reconciles` worker does the work.
   `queued` reconcile row — or, when one is already queued and not yet taken, returns that
   one, moved to the newest revision asked for (a head request, `None`, wins over a pinned
   one: the head is the newest). So a burst of pushes makes one reconcile, not twenty.
-- `Timers` runs apscheduler for the periodic fetch (`fetch_interval`, default 60 s) and
-  for retries of a pass that failed transiently. A retry asks for the branch head, never
-  the old commit, so a newer commit always pre-empts retries of an older failing one.
+- `Timers` runs apscheduler for the periodic fetch (`fetch_interval`, default 60 s; a
+  `fetch_interval` set in the repo's `.dockyard.yml` replaces it once a commit declaring
+  it has been read) and for retries of a pass that failed transiently. A retry asks for
+  the branch head, never the old commit, so a newer commit always pre-empts retries of an
+  older failing one.
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ class Timers:
     def stop(self) -> None:
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+
+    def set_interval(self, project: str, seconds: float) -> bool:
+        """Fetch `project` every `seconds` from now on; False when nothing changed."""
+        job = self._scheduler.get_job(f"fetch-{project}") if self._scheduler.running else None
+        if job is None or float(job.trigger.interval.total_seconds()) == float(seconds):
+            return False
+        self._scheduler.reschedule_job(job.id, trigger="interval", seconds=seconds)
+        return True
 
     def retry_later(self, project: str, delay: float) -> None:
         """Queue a reconcile of the branch head of `project` after `delay` seconds."""

@@ -19,6 +19,7 @@ from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.remotes import RepoLocation
 from reconciler.adapters.gitsource.source import GitSource
+from reconciler.core.policy import RepoPolicy
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import GitConfigSource, Reconciler
 from reconciler.engine.worker import Lease, Worker, WorkerConfig
@@ -82,6 +83,7 @@ class Rig:
     worker: Worker
     hints: list[WorkKind] = field(default_factory=list)
     retries: list[tuple[str, float]] = field(default_factory=list)
+    policies: list[tuple[str, RepoPolicy]] = field(default_factory=list)
 
     def request(self, project: str = "main", revision: str | None = None) -> str:
         project_row = self.store.get_or_create_project(project)
@@ -102,6 +104,7 @@ def make_rig(
     local = LocalEngine(LocalSettings(data_dir=tmp_path / "data", user="root"))
     hints: list[WorkKind] = []
     retries: list[tuple[str, float]] = []
+    policies: list[tuple[str, RepoPolicy]] = []
     reconciler = Reconciler(
         store,
         GitConfigSource(source),
@@ -109,13 +112,14 @@ def make_rig(
         hint=hints.append,
         retry=lambda project_id, delay: retries.append((project_id, delay)),
         capacity_wait=0.0,
+        on_policy=lambda project, policy: policies.append((project, policy)),
     )
     worker = Worker(
         WorkerConfig(kind="reconciles", concurrency=1),
         leasing=StoreLeasing(store.leases, make_lease=Lease),
         process=reconciler.process,
     )
-    return Rig(store, repo, reconciler, worker, hints, retries)
+    return Rig(store, repo, reconciler, worker, hints, retries, policies)
 
 
 class LiveLoop:

@@ -158,3 +158,11 @@ async def test_an_unavailable_engine_aborts_the_whole_reconcile(tmp_path: Path) 
     assert _runs(rig) == []
     project = rig.store.get_or_create_project("main")
     assert rig.store.list_fleets(project.id) == []
+
+
+async def test_the_repo_policy_is_handed_to_the_controller(rig: Rig) -> None:
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha"), ".dockyard.yml": "fetch_interval: 30s\n"})
+    await _reconcile(rig)
+    ((project, policy),) = rig.policies
+    assert (project, policy.fetch_interval) == ("main", 30)
+    assert "fetch_interval" in policy.model_fields_set

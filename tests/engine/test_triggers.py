@@ -24,3 +24,20 @@ async def test_the_periodic_fetch_and_a_retry_queue_reconciles_of_the_project() 
         assert "other" in seen
     finally:
         timers.stop()
+
+
+async def test_the_interval_can_be_changed_while_running() -> None:
+    calls: asyncio.Queue[str] = asyncio.Queue()
+
+    async def request(project: str) -> None:
+        await calls.put(project)
+
+    timers = Timers(request, fetch_interval=3600)
+    assert not timers.set_interval("main", 0.05)  # not running yet
+    timers.start({"main"})
+    try:
+        assert not timers.set_interval("main", 3600)  # unchanged
+        assert timers.set_interval("main", 0.05)
+        assert await asyncio.wait_for(calls.get(), 5) == "main"
+    finally:
+        timers.stop()
