@@ -162,7 +162,7 @@ def request_stop(ctx: ApplyContext, run: Run, *, abort: bool = False, why: str =
     reason = RunTerminationReason.ABORTED_BY_USER if abort else RunTerminationReason.STOPPED_BY_USER
     run.status, run.termination_reason = TERMINATING, reason.value
     run.status_message = why or ("aborting" if abort else "stopping")
-    run.last_processed_at = None  # due now
+    run.due_at = None  # due now
     ctx.event("run", run.id, run.run_name, f"run {run.run_name} {run.status_message}")
     ctx.hints.add("runs")
     return True
@@ -215,7 +215,7 @@ def _update_run(ctx: ApplyContext, run: Run, action: Action, resource: Resource)
     run.resource_id = resource.id
     run.deployment_num += 1
     run.priority = int((action.spec or {}).get("priority") or 0)
-    run.last_processed_at = None
+    run.due_at = None
     ctx.event(
         "run",
         run.id,
@@ -267,11 +267,8 @@ def _apply_capacity(ctx: ApplyContext, action: Action) -> str:
     resource = _record(ctx, action, "submitted")
     if current and action.action is ActionKind.UPDATE:
         row = current[0]
-        row.spec, row.resource_id, row.last_processed_at = (
-            dict(action.spec or {}),
-            resource.id,
-            None,
-        )
+        row.spec, row.resource_id, row.due_at = dict(action.spec or {}), resource.id, None
+        row.status, row.status_message = "submitted", "updating"
         ctx.event(action.kind.value, row.id, action.name, f"{label} updated: {action.reason}")
         return f"updated {label}"
     if current:
@@ -292,5 +289,5 @@ def _apply_capacity(ctx: ApplyContext, action: Action) -> str:
 
 
 def _terminate(ctx: ApplyContext, kind: Kind, row: CapacityRow) -> None:
-    row.status, row.status_message, row.last_processed_at = TERMINATING, "terminating", None
+    row.status, row.status_message, row.due_at = TERMINATING, "terminating", None
     ctx.event(kind.value, row.id, row.name, f"{kind.value} {row.name} terminating")
