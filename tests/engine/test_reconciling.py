@@ -166,3 +166,49 @@ async def test_the_repo_policy_is_handed_to_the_controller(rig: Rig) -> None:
     ((project, policy),) = rig.policies
     assert (project, policy.fetch_interval) == ("main", 30)
     assert "fetch_interval" in policy.model_fields_set
+
+
+async def test_a_service_change_allowed_in_place_bumps_the_deployment(rig: Rig) -> None:
+    rig.repo.commit({"web.dstack.yml": service_yaml("web", 8000)})
+    await _reconcile(rig)
+    edited = service_yaml("web", 8000).replace("commands:", "env:\n  - MODE=two\ncommands:")
+    rig.repo.commit({"web.dstack.yml": edited})
+
+    row = await _reconcile(rig)
+
+    assert row.status == "succeeded", row.error
+    (run,) = _runs(rig)
+    assert (run.status, run.deployment_num, run.spec["env"]) == ("submitted", 1, {"MODE": "two"})
+    assert [a["action"] for a in row.plan["actions"] if a["name"] == "web"] == ["update"]
+
+
+async def test_a_pruned_run_leaves_the_inventory_once_it_has_stopped(rig: Rig) -> None:
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha"), "b.dstack.yml": task_yaml("beta")})
+    await _reconcile(rig)
+    rig.repo.commit({"b.dstack.yml": None})
+    await _reconcile(rig)
+    resource = rig.store.get_resource("main", "task", "beta")
+    assert resource is not None and resource.status == "deleting"
+    (beta,) = [r for r in _runs(rig) if r.run_name == "beta"]
+    rig.store.update(Run, beta.id, status="terminated")
+
+    await _reconcile(rig)
+
+    assert rig.store.get_resource("main", "task", "beta") is None
+    assert rig.store.get_resource("main", "task", "alpha") is not None
+
+
+async def test_a_removed_fleet_is_terminated_and_kept_until_confirmed(rig: Rig) -> None:
+    fleet = "type: fleet\nname: gpus\nnodes: 1\n"
+    rig.repo.commit({"a.dstack.yml": task_yaml("alpha"), "f.dstack.yml": fleet})
+    await _reconcile(rig)
+    rig.repo.commit({"f.dstack.yml": None})
+
+    row = await _reconcile(rig)
+
+    assert row.status == "succeeded", row.error
+    project = rig.store.get_or_create_project("main")
+    names = {(f.name, f.status) for f in rig.store.list_fleets(project.id)}
+    assert ("gpus", "terminating") in names
+    resource = rig.store.get_resource("main", "fleet", "gpus")
+    assert resource is not None and resource.status == "deleting"
