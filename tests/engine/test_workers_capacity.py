@@ -216,3 +216,25 @@ def test_blocks_of_the_local_fleet_default_to_a_shared_host() -> None:
 
 def _is_dir(path: str) -> bool:
     return Path(path).is_dir()
+
+
+async def test_a_terminating_fleet_terminates_its_instances_first(deps: WorkerDeps) -> None:
+    instance_id = _instance(deps)
+    fleet_id = deps.store.get(Instance, instance_id).fleet_id  # type: ignore[union-attr]
+    assert fleet_id is not None
+    deps.store.update(Fleet, fleet_id, status="terminating")
+    process = fleets.make_process(deps)
+
+    lease = _lease(deps, Fleet, "fleets")
+    assert await process(lease.row_id, lease.token) == 1.0
+    row = deps.store.get(Instance, instance_id)
+    assert row is not None and row.status == "terminating"
+    deps.store.leases.release(Fleet, fleet_id, lease.token)
+
+    lease = _lease(deps, Instance, "instances")
+    await instances.make_process(deps)(lease.row_id, lease.token)
+    deps.store.leases.release(Instance, instance_id, lease.token)
+    lease = _lease(deps, Fleet, "fleets")
+    assert await process(lease.row_id, lease.token) is None
+    fleet = deps.store.get(Fleet, fleet_id)
+    assert fleet is not None and (fleet.status, fleet.deleted) == ("terminated", True)
