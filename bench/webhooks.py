@@ -1,7 +1,8 @@
 """Webhook answer latency of the server, as JSON on stdout.
 
 Starts a real server through the composition root (`reconciler.app.build_server`: SQLite in
-a temp data dir, the real engine controller, uvicorn on loopback) and sends signed GitHub
+a temp data dir, the real engine controller watching a local one-commit config repo,
+uvicorn on loopback) and sends signed GitHub
 `push` deliveries to the watched branch over HTTP. For each kind of delivery it reports the
 time from sending the request to the answer (ms: p50, p95, p99, max):
 
@@ -24,6 +25,7 @@ import json
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -108,6 +110,17 @@ def _concurrent(port: int, requests: list[bytes], workers: int) -> tuple[list[fl
     return [r[0] for r in results], {r[1] for r in results}
 
 
+def _config_repo(path: Path) -> Path:
+    """A local Git repo on branch main with one commit and no configurations."""
+    path.mkdir(parents=True)
+    git = ["git", "-C", str(path), "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (path / "README.md").write_text("bench config repo\n")
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deliveries", type=int, default=300)
@@ -117,7 +130,9 @@ def main() -> None:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+        repo = _config_repo(Path(tmp) / "repo")
         settings = Settings(
+            repo=str(repo),
             data_dir=Path(tmp) / "data",
             cli_config=Path(tmp) / "config.yml",
             port=port,

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 
 from reconciler.adapters.db.models import Delivery
 from reconciler.api.models import WebhookAnswer
-from reconciler.errors import DockyardError
+from reconciler.errors import DockyardError, TransientError
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.hookparsing import (
     HookEvent,
@@ -93,9 +93,12 @@ async def _handle(
             delivery_id=delivery_id,
             revision=hook.revision,
         )
-    except DockyardError as exc:
+    except TransientError as exc:
         await context.db.write(set_delivery, row.id, outcome="error", reason=str(exc))
         return _answer(503, "error", "the reconcile could not be queued; retry the delivery")
+    except DockyardError as exc:  # e.g. the server watches no repo: retrying will not help
+        await context.db.write(set_delivery, row.id, outcome="ignored", reason=str(exc))
+        return _answer(202, "ignored", str(exc))
     return _answer(202, "queued", None, reconcile_id=reconcile_id)
 
 

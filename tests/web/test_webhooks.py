@@ -190,3 +190,29 @@ def test_webhook_metrics_count_outcomes(server: Running) -> None:
     assert 'dockyard_webhook_deliveries_total{outcome="rejected",provider="github"} 1.0' in text
     assert 'dockyard_reconciles{status="queued"} 1.0' in text
     assert "dockyard_worker_lag_seconds" in text
+
+
+def test_queue_failures_are_answered_by_kind(tmp_path: Any) -> None:
+    from reconciler.errors import TransientError, UsageError
+    from tests.web.serving import running_server
+
+    class NoRepo(FakeController):
+        calls = 0
+
+        async def request_reconcile(self, project: str, **kwargs: Any) -> str:
+            NoRepo.calls += 1
+            if NoRepo.calls == 1:
+                raise UsageError("this server watches no config repo")
+            raise TransientError("database busy")
+
+    with running_server(tmp_path, lambda s, store: NoRepo(store)) as srv:
+        ignored = _github(srv, _push(), delivery="n1")
+        busy = _github(srv, _push(), delivery="n2")
+        outcomes = {d["delivery_id"]: (d["outcome"], d["reason"]) for d in _deliveries(srv)}
+    assert ignored.status_code == 202 and ignored.json()["outcome"] == "ignored"
+    assert "no config repo" in ignored.json()["reason"]
+    assert busy.status_code == 503
+    assert outcomes == {
+        "n1": ("ignored", "this server watches no config repo"),
+        "n2": ("error", "database busy"),
+    }
