@@ -254,6 +254,16 @@ class Reconciler:
             applied_revision=conclusion.applied_revision,
             error=conclusion.error,
         )
+        revision = (row.attempted_revision or "head")[:12]
+        message = f"reconcile {conclusion.status.value} at {revision}"
+        await asyncio.to_thread(
+            self._store.append_event,
+            project_id=row.project_id,
+            target_type="reconcile",
+            target_id=row.id,
+            target_name=revision,
+            message=f"{message}: {conclusion.error}" if conclusion.error else message,
+        )
         await self._report(row, conclusion, plan_json)
 
     async def _report(

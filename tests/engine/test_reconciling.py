@@ -212,3 +212,12 @@ async def test_a_removed_fleet_is_terminated_and_kept_until_confirmed(rig: Rig) 
     assert ("gpus", "terminating") in names
     resource = rig.store.get_resource("main", "fleet", "gpus")
     assert resource is not None and resource.status == "deleting"
+
+
+async def test_every_reconcile_ends_with_an_event(rig: Rig) -> None:
+    commit = rig.repo.commit({"a.dstack.yml": task_yaml("alpha")})
+    row = await _reconcile(rig)
+    events = rig.store.list_events(target_type="reconcile")
+    assert [(e.target_id, e.message) for e in events] == [
+        (row.id, f"reconcile succeeded at {commit[:12]}")
+    ]
