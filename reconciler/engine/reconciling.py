@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import select
@@ -212,7 +213,9 @@ class Reconciler:
     async def _wait_for_capacity(self, project_id: str) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._capacity_wait
-        while await asyncio.to_thread(capacity_in_flight, self._store, project_id):
+        while await asyncio.to_thread(
+            capacity_in_flight, self._store, project_id, within=self._capacity_wait + 60
+        ):
             if loop.time() >= deadline:
                 log.warning("capacity of project %s still provisioning; applying runs", project_id)
                 return
@@ -301,14 +304,20 @@ def _failed(outcome: Outcome) -> Conclusion:
     return Conclusion(status, None, outcome.event)
 
 
-def capacity_in_flight(store: Store, project_id: str) -> bool:
-    """Whether a fleet of the project is being provisioned or an instance is not up yet."""
+def capacity_in_flight(store: Store, project_id: str, *, within: float = 600.0) -> bool:
+    """Whether a fleet of the project is being provisioned or an instance is not up yet.
+
+    Only capacity created in the last `within` seconds counts: a host that never answers
+    must not delay every later run submission.
+    """
+    since = store.now() - timedelta(seconds=within)
     with store.reading() as session:
         fleet = session.scalars(
             select(Fleet.id).where(
                 Fleet.project_id == project_id,
                 Fleet.deleted.is_(False),
                 Fleet.status == "submitted",
+                Fleet.created_at >= since,
             )
         ).first()
         if fleet is not None:
@@ -317,6 +326,7 @@ def capacity_in_flight(store: Store, project_id: str) -> bool:
             select(Instance.id).where(
                 Instance.project_id == project_id,
                 Instance.status.in_(["pending", "provisioning"]),
+                Instance.created_at >= since,
             )
         ).first()
         return instance is not None
