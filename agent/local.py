@@ -108,6 +108,16 @@ def authorize_key(authorized_keys: Path, private_key: Path) -> None:
         authorized_keys.chmod(0o600)
 
 
+def _has_exited(pid: int) -> bool:
+    """Whether the agent we just spawned has ended. Not `_is_our_agent`: right after
+    Popen, before exec, /proc shows the parent's command line and would read as "exited"."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not our child (another server process started it)
+        return not Path(f"/proc/{pid}").exists()
+    return done == pid
+
+
 def _is_our_agent(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -225,7 +235,7 @@ async def _wait_started(
     while time.monotonic() < deadline:
         if await _healthy(pool, target, http_port):
             return
-        if not _is_our_agent(pid):
+        if _has_exited(pid):
             tail = paths.log.read_text(errors="replace").strip().splitlines()[-5:]
             raise LocalAgentError(f"the local agent exited: {' | '.join(tail) or 'no output'}")
         await asyncio.sleep(0.1)
