@@ -61,7 +61,7 @@ class ConfigSource(Protocol):
     """The config repo as the reconciler reads it (implemented over the git source)."""
 
     def fetch(self, revision: str | None) -> str:
-        """Update the mirror; the commit of `revision` (None: the branch head)."""
+        """Update the mirror; the commit to reconcile for a request of `revision`."""
 
     def load(self, commit: str) -> tuple[DesiredState, RepoPolicy]:
         """The desired state and repo policy at `commit` (parsed, cached by blob)."""
@@ -75,9 +75,12 @@ class GitConfigSource:
         self._lock = threading.Lock()
 
     def fetch(self, revision: str | None) -> str:
+        """The branch head, even when a (webhook's) revision is given: the head contains it
+        or replaced it, and reconciling an older commit would undo a newer one (late or
+        out-of-order deliveries)."""
+        del revision
         with self._lock:
-            head = self._source.fetch()
-            return head if revision is None else self._source.resolve(revision)
+            return self._source.fetch()
 
     def load(self, commit: str) -> tuple[DesiredState, RepoPolicy]:
         with self._lock:

@@ -221,3 +221,13 @@ async def test_every_reconcile_ends_with_an_event(rig: Rig) -> None:
     assert [(e.target_id, e.message) for e in events] == [
         (row.id, f"reconcile succeeded at {commit[:12]}")
     ]
+
+
+async def test_a_late_webhook_for_an_older_commit_reconciles_the_head(rig: Rig) -> None:
+    old = rig.repo.commit({"a.dstack.yml": task_yaml("alpha", "echo old")})
+    new = rig.repo.commit({"a.dstack.yml": task_yaml("alpha", "echo new")})
+
+    row = await _reconcile(rig, revision=old)
+
+    assert (row.status, row.attempted_revision, row.applied_revision) == ("succeeded", new, new)
+    assert [r.spec["commands"] for r in _runs(rig)] == [["echo new"]]
