@@ -73,6 +73,8 @@ class Conclusion:
     status: ReconcileStatus
     applied_revision: str | None
     error: str | None
+    warnings: tuple[str, ...] = ()
+    """Things a person should know that did not fail the pass (e.g. a run no fleet fits)."""
 
 
 def conclude(

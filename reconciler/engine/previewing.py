@@ -16,11 +16,15 @@ dry-run), and queues a retry when a failure is transient (a stack busy with a wo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from reconciler.adapters.db.store import Store
+from reconciler.core.jobspecs import requirements_of
+from reconciler.core.scheduling import NoFit, place_job
 from reconciler.domain.plan import Action, ActionKind, Plan
 from reconciler.engine.outcomes import outcome_of
+from reconciler.engine.workers.placing import load_candidates
 from stacks.protocol import (
     Engine,
     EngineName,
@@ -101,3 +105,25 @@ class Previewer:
                 return PreviewFailure(f"{label}: {exc}")
             return PreviewFailure(f"{label}: {outcome.event}", outcome.retry_after)
         return None
+
+
+def placement_warnings(store: Store, project_id: str, actions: Sequence[Action]) -> list[str]:
+    """Runs of the plan that no instance of the project could ever hold, and why.
+
+    Informational (the jobs worker fails such a run with dstack's `no offers` reason):
+    only checked against instances that are up, so capacity still being provisioned
+    never produces a warning.
+    """
+    runs = [a for a in actions if a.kind.is_run and a.action.changes and a.spec is not None]
+    if not runs:
+        return []
+    candidates = load_candidates(store, project_id)
+    if not candidates:
+        return []
+    warnings = []
+    for action in runs:
+        placed = place_job(requirements_of(action.spec or {}), candidates)
+        if isinstance(placed, NoFit) and not placed.wait:
+            label = f"{action.kind.value} {action.name!r} ({action.path})"
+            warnings.append(f"{label}: {placed.message}")
+    return warnings

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -48,7 +48,7 @@ from reconciler.domain.desired import DesiredState
 from reconciler.domain.plan import Action, Plan
 from reconciler.engine.applying import ApplyContext, apply_action
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
-from reconciler.engine.previewing import Previewer
+from reconciler.engine.previewing import Previewer, placement_warnings
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
 
@@ -191,7 +191,11 @@ class Reconciler:
         if results is None:
             error = "superseded: a newer reconcile of this project has applied; nothing applied"
             return Conclusion(ReconcileStatus.ABORTED, last_applied, error), plan
-        return conclude(attempted=commit, last_applied=last_applied, results=results), plan
+        warnings = await asyncio.to_thread(
+            placement_warnings, self._store, row.project_id, plan.actions
+        )
+        verdict = conclude(attempted=commit, last_applied=last_applied, results=results)
+        return replace(verdict, warnings=tuple(warnings)), plan
 
     async def _apply_in_order(self, row: Reconcile, plan: Plan) -> list[ActionResult] | None:
         """Capacity first; runs once the capacity they may land on is up (or after a wait).
@@ -251,7 +255,11 @@ class Reconciler:
     async def _finish(self, row: Reconcile, conclusion: Conclusion, plan: Plan | None) -> None:
         plan_json = to_json_dict(plan) if plan is not None else None
         await self._stage(row, Stage.RECORD, **({"plan": plan_json} if plan_json else {}))
-        outcome = {"status": conclusion.status.value, "error": conclusion.error}
+        outcome = {
+            "status": conclusion.status.value,
+            "error": conclusion.error,
+            "warnings": list(conclusion.warnings),
+        }
         await asyncio.to_thread(
             self._store.finish_reconcile,
             row.id,

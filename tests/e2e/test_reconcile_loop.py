@@ -45,6 +45,14 @@ async def test_a_task_runs_once_per_spec_and_its_logs_are_stored(tmp_path: Path)
         assert "epoch-two" in loop.logs(loop.runs("train")[1])
         assert "epoch-two" not in loop.logs(loop.runs("train")[0])
 
+        huge = task_yaml("huge").replace("memory: 0.1GB..", "memory: 100000GB..")
+        loop.repo.commit({"huge.dstack.yml": huge})
+        warned = await loop.reconcile()
+        assert warned.status == "succeeded", warned.error
+        (warning,) = warned.outcome["warnings"]
+        assert warning.startswith("task 'huge' (huge.dstack.yml): no offers:")
+        assert "memory 100000GB.. not met" in warning
+
 
 async def test_an_invalid_commit_applies_nothing(tmp_path: Path) -> None:
     async with LiveLoop(tmp_path) as loop:
