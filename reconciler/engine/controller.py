@@ -24,7 +24,7 @@ from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from agent.bundle import Bundle, build_bundle
 from agent.deploy import deploy_agent
@@ -108,7 +108,7 @@ class EngineController:
         self._started = True
         if self.runtime.identity:
             released = await asyncio.to_thread(
-                release_own_leases, self.store, self.runtime.identity
+                release_dead_leases, self.store, self.runtime.identity
             )
             if released:
                 log.info("took back %d leases of this server's previous run", released)
@@ -207,30 +207,59 @@ class EngineController:
 # -- composition ----------------------------------------------------------------------------
 
 
-def server_identity(data_dir: Path) -> str:
-    """Who holds this server's leases: stable across restarts of the server on a data dir.
+def server_identity(data_dir: Path, pid: int | None = None) -> str:
+    """Who holds this server's leases: `<hostname>:<hash of the data dir>:<pid>`.
 
-    One server process runs per data dir (its SQLite file and local agent live there), so
-    after a crash the restarted server may take back the leases of this identity at once
-    instead of waiting for them to expire.
+    After a crash, a server started again on the same host and data dir takes back the
+    leases of identities like its own whose process is gone (`release_dead_leases`),
+    instead of waiting for them to expire; a live replica's leases are never touched.
     """
     digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
-    return f"{socket.gethostname()}:{digest}"
+    return f"{socket.gethostname()}:{digest}:{os.getpid() if pid is None else pid}"
 
 
-def release_own_leases(store: Store, identity: str) -> int:
-    """Drop the leases a previous run of this server held when it died; how many."""
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_dead_leases(store: Store, identity: str) -> int:
+    """Drop the leases held by dead processes of this host and data dir; how many."""
+    prefix = identity.rsplit(":", 1)[0] + ":"
     released = 0
     with store.writing() as session:
         for model in (Run, Job, Fleet, Instance, Volume, Gateway, Reconcile):
             table = leased_table(model)
+            owners = session.execute(
+                select(table.c.lock_owner).where(table.c.lock_owner.like(f"{prefix}%")).distinct()
+            ).scalars()
+            # Our own identity at start-up is a predecessor with our pid (a container's 1).
+            dead = [
+                o
+                for o in owners
+                if o and (o.split("/", 1)[0] == identity or not _pid_alive(_owner_pid(o)))
+            ]
+            if not dead:
+                continue
             result = session.execute(
                 update(table)
-                .where(table.c.lock_owner.like(f"{identity}/%"))
+                .where(table.c.lock_owner.in_(dead))
                 .values(lock_token=None, lock_expires_at=None, lock_owner=None)
             )
             released += int(getattr(result, "rowcount", 0) or 0)
     return released
+
+
+def _owner_pid(owner: str) -> int:
+    """The pid in a lease owner `<host>:<digest>:<pid>/<kind>` (0 when there is none)."""
+    head = owner.split("/", 1)[0]
+    tail = head.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def make_workers(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from reconciler.adapters.db.models import Run
 from reconciler.adapters.db.store import Store
 from reconciler.engine import unmanaged
+from reconciler.engine.controller import release_dead_leases, server_identity
 from reconciler.engine.triggers import queue_reconcile
 from reconciler.errors import UsageError
 from schemas import ConfigError
@@ -101,3 +104,27 @@ def test_stop_and_delete_a_run(store: Store) -> None:
     assert store.get_resource("main", "task", "adhoc") is None
     with pytest.raises(UsageError, match="no run"):
         unmanaged.stop_run(store, "main", "ghost", abort=False)
+
+
+def test_a_restarted_server_takes_back_only_the_leases_of_dead_processes(
+    store: Store, tmp_path: Path
+) -> None:
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(gone.stdout)
+    unmanaged.apply_one(store, "main", text=task_yaml("one"), path="a.yml", user="a", force=False)
+    unmanaged.apply_one(store, "main", text=task_yaml("two"), path="b.yml", user="a", force=False)
+    me = server_identity(tmp_path)
+    dead = server_identity(tmp_path, pid=dead_pid)
+    live_replica = server_identity(tmp_path, pid=1)  # pid 1 is alive
+    one, two = _runs(store)
+    store.leases.claim_due(Run, owner=f"{dead}/runs", limit=1, lease_seconds=600)
+    store.leases.claim_due(Run, owner=f"{live_replica}/runs", limit=1, lease_seconds=600)
+
+    assert release_dead_leases(store, me) == 1
+    owners = sorted(str(store.get(Run, r.id).lock_owner) for r in (one, two))  # type: ignore[union-attr]
+    assert owners == ["None", f"{live_replica}/runs"]
