@@ -34,6 +34,9 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_GITHUB_API_URL": "github_api_url",
     "DOCKYARD_GITHUB_REPO": "github_repo",
     "DOCKYARD_EXTERNAL_URL": "external_url",
+    "DOCKYARD_PULUMI_PASSPHRASE": "pulumi_passphrase",
+    "DOCKYARD_PULUMI_BACKEND": "pulumi_backend",
+    "DOCKYARD_GCP_PROJECT": "gcp_project",
 }
 
 
@@ -68,6 +71,13 @@ class Settings(BaseModel):
     github_api_url: str = Field(default="https://api.github.com", description="GitHub's API")
     github_repo: str | None = Field(default=None, description="OWNER/NAME for apply statuses")
     external_url: str | None = Field(default=None, description="the server's URL for links")
+    pulumi_passphrase: SecretStr | None = Field(
+        default=None, description="encrypts cloud stacks' state; unset: cloud resources blocked"
+    )
+    pulumi_backend: str | None = Field(
+        default=None, description="Pulumi state backend URL; default file://<data-dir>/pulumi/state"
+    )
+    gcp_project: str | None = Field(default=None, description="GCP project of gcp fleets")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:

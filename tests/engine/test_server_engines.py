@@ -1,0 +1,35 @@
+"""The server's stacks engines from its settings (reconciler.engine.engines)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reconciler.engine.engines import server_engines
+from reconciler.settings import Settings
+
+NOT_FOUND = (
+    "Pulumi CLI not found: install it (https://www.pulumi.com/docs/install/) "
+    "or use SSH/local fleets"
+)
+AWS_FLEET = {"type": "fleet", "name": "gpu", "backends": ["aws"], "nodes": {"min": 1}}
+
+
+@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="a pulumi CLI is installed")
+def test_with_a_passphrase_and_no_cli_cloud_resources_are_blocked_with_the_message(
+    tmp_path: Path,
+) -> None:
+    settings = Settings.from_env({"DOCKYARD_PULUMI_PASSPHRASE": "correct horse"}, data_dir=tmp_path)
+    engines = server_engines(settings)
+    assert engines.blocked_reason("fleet", AWS_FLEET) == NOT_FOUND
+    assert engines.blocked_reason("fleet", {"type": "fleet", "name": "local"}) is None
+    assert "correct horse" not in repr(settings)
+
+
+def test_without_a_passphrase_cloud_resources_are_blocked(tmp_path: Path) -> None:
+    engines = server_engines(Settings.from_env({}, data_dir=tmp_path))
+    reason = engines.blocked_reason("fleet", AWS_FLEET)
+    assert reason is not None
+    assert "Pulumi" in reason
