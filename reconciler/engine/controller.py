@@ -12,7 +12,6 @@ transaction in a thread; the workers do the rest.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import hashlib
 import importlib
 import logging
@@ -50,6 +49,7 @@ from reconciler.core.policy import RepoPolicy
 from reconciler.core.rendering_json import action_to_dict
 from reconciler.engine import unmanaged
 from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.engines import server_engines
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
 from reconciler.engine.triggers import Timers, queue_reconcile
@@ -59,8 +59,6 @@ from reconciler.errors import UsageError
 from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
 from schemas import parse_config
-from stacks.engines import build_engines
-from stacks.local import LocalSettings
 from stacks.protocol import Engine, EngineName
 
 log = logging.getLogger(__name__)
@@ -303,17 +301,6 @@ def _hinter(runtime: Runtime) -> Any:
     return hint
 
 
-def local_engines(settings: Settings) -> Mapping[EngineName, Engine]:
-    """The engines of this server: the local engine; Pulumi reports itself unavailable
-    (and cloud resources are blocked with its message) until it is configured."""
-    local = LocalSettings(
-        data_dir=settings.data_dir,
-        user=getpass.getuser(),
-        proxy_url=f"{settings.public_url}/proxy/services",
-    )
-    return build_engines(local, None)
-
-
 @dataclass
 class _AgentSetup:
     """The local agent starter and the SSH deployer, sharing the pool and the server key."""
@@ -363,7 +350,9 @@ def build_controller(
             hint=lambda kind: None,
             agents=AgentDirectory(pool, identity_file=str(key)),
             data_dir=data_dir,
-            engines=dict(engines) if engines is not None else local_engines(settings),
+            engines=dict(engines)
+            if engines is not None
+            else server_engines(settings, server_key=key),
             local_agent=agents.local,
             ssh_deployer=agents.deploy,
             timings=timings or WorkerTimings(),

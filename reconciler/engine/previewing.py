@@ -81,7 +81,7 @@ class Previewer:
     """Previews the capacity actions of a plan with the configured engines."""
 
     def __init__(self, engines: Mapping[EngineName, Engine]) -> None:
-        self._engines = dict(engines)
+        self._engines = engines
 
     async def preview(self, plan: Plan) -> list[PreviewFailure]:
         actions = [a for a in plan.actions if a.action in _PREVIEWED and not a.kind.is_run]
