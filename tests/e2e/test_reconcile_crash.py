@@ -117,13 +117,6 @@ def test_sigkill_at_any_point_of_an_apply_converges(tmp_path: Path) -> None:
     _crash_and_converge(tmp_path, KILL_POINTS)
 
 
-@pytest.mark.xfail(
-    reason=(
-        "jobs worker: a job is removed from the agent before its final status is recorded, "
-        "so a SIGKILL in between reads as 'the agent lost the job' on restart"
-    ),
-    strict=False,
-)
 def test_sigkill_while_jobs_finish_converges(tmp_path: Path) -> None:
     _crash_and_converge(tmp_path, ("first run done",))
 

@@ -18,6 +18,11 @@ from reconciler.domain.statuses import JobTerminationReason
 
 Update = dict[str, Any]
 
+RELEASE = "__release_blocks__"
+"""Update key: (instance id, blocks) to give back in the same transaction as the update."""
+REMOVE = "__remove_agent_job__"
+"""Update key: the agent job id to remove from its host once the update is stored."""
+
 
 @dataclass(frozen=True, slots=True)
 class JobsConfig:
@@ -27,6 +32,8 @@ class JobsConfig:
     unreachable_grace: float = 120.0
     wait_poll: float = 2.0
     active_poll: float = 1.0
+    quick_poll: float = 0.2  # the first seconds after submit/stop: most short jobs end there
+    quick_for: float = 5.0
     log_chunk: int = 4 * 1024 * 1024
     log_chunks_per_pass: int = 8
 

@@ -10,6 +10,7 @@ on spot instances), dstack's rule.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from reconciler.core.utilization import Sample, keep_window, violates
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.joblogs import job_log_path, write_chunk
-from reconciler.engine.workers.job_context import JobContext, JobsConfig, Update, finish
+from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
 
 JR = JobTerminationReason
 Release = Callable[[JobContext, Update], Update]
@@ -116,9 +117,8 @@ class RunningJobs:
             if not drained:
                 return update, 0.0
             reason, message = _exit_reason(state)
-            await _remove(client, job_id)
             update |= finish(reason, self.store.now(), message, exit_status=state.exit_status)
-            return self._release(ctx, update | {"runtime": runtime}), None
+            return self._release(ctx, update | {"runtime": runtime, REMOVE: job_id}), None
         if state.status is AgentStatus.RUNNING:
             if "started_at" not in runtime:
                 runtime["started_at"] = self.store.clock.now_ts()
@@ -137,7 +137,13 @@ class RunningJobs:
             if state.pull_progress is not None:
                 update["status_message"] = f"pulling {state.pull_progress:.0%}"
         update["runtime"] = runtime
-        return update, self.config.active_poll
+        return update, self._poll_after(runtime.get("started_at"))
+
+    def _poll_after(self, since: float | None) -> float:
+        """Poll quickly in the first seconds of a job (or of its stop), then at the pace."""
+        if since is None or self.store.clock.now_ts() - float(since) < self.config.quick_for:
+            return self.config.quick_poll
+        return self.config.active_poll
 
     def _over_max_duration(self, ctx: JobContext, runtime: Mapping[str, Any]) -> JR | None:
         limit = ctx.slot.spec.get("max_duration")
@@ -255,12 +261,19 @@ class RunningJobs:
             return self._release(ctx, finish(reason, self.store.now())), None
         progress: Update = {"log_offset": offset, "runtime": runtime}
         if not (state.status.is_finished() and drained):
-            return progress, self.config.active_poll
-        await _remove(client, job_id)
-        exit_status = state.exit_status
-        return self._release(
-            ctx, progress | finish(reason, self.store.now(), exit_status=exit_status)
-        ), None
+            runtime.setdefault("stop_sent_at", self.store.clock.now_ts())
+            return progress, self._poll_after(runtime["stop_sent_at"])
+        ended = finish(reason, self.store.now(), exit_status=state.exit_status)
+        return self._release(ctx, progress | ended | {REMOVE: job_id}), None
+
+    async def remove(self, ctx: JobContext, job_id: str) -> None:
+        """Remove a finished job from its host (its final status is already stored)."""
+        instance = await asyncio.to_thread(self._instance, ctx)
+        if instance is None:
+            return
+        # Unreachable: the host keeps a finished job's files; nothing depends on them.
+        with contextlib.suppress(AgentUnreachable):
+            await _remove(self.agents.client(instance), job_id)
 
     async def aclose(self) -> None:
         for client in self._probe_clients.values():

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import update as sql_update
+
 from agent.client import AgentError
 from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.tunnel import AgentUnreachable
@@ -30,10 +32,22 @@ from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import Process, WorkerConfig
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
-from reconciler.engine.workers.job_context import JobContext, JobsConfig, Update, finish
+from reconciler.engine.workers.job_context import (
+    RELEASE,
+    REMOVE,
+    JobContext,
+    JobsConfig,
+    Update,
+    finish,
+)
 from reconciler.engine.workers.job_running import RunningJobs
 from reconciler.engine.workers.job_uploads import job_archives
-from reconciler.engine.workers.placing import load_candidates, return_capacity, take_capacity
+from reconciler.engine.workers.placing import (
+    load_candidates,
+    return_capacity,
+    return_capacity_statement,
+    take_capacity,
+)
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
 
@@ -76,7 +90,11 @@ class JobsProcessor:
         else:
             return None
         if update:
-            await asyncio.to_thread(self.write, ctx, token, update)
+            held = await asyncio.to_thread(self.write, ctx, token, update)
+            if held and REMOVE in update:
+                # Only once the final status is stored: a crash before this line leaves a
+                # finished job on the host (harmless), never a stored job the host lost.
+                await self._running.remove(ctx, update[REMOVE])
         return due
 
     def _load(self, job_id: str, token: str) -> JobContext | None:
@@ -89,23 +107,35 @@ class JobsProcessor:
             return None
         return JobContext(job, run, project)
 
-    def write(self, ctx: JobContext, token: str, update: Update) -> None:
+    def write(self, ctx: JobContext, token: str, update: Update) -> bool:
         """Write fenced by the lease and by the status read: a stop requested meanwhile
-        (status set to terminating by the runs worker or the API) is never overwritten."""
-        held = self.store.leases.fenced_update(
-            Job, ctx.job.id, token, update, where=Job.status == ctx.job.status
+        (status set to terminating by the runs worker or the API) is never overwritten.
+        Blocks marked by `release` go back in the same transaction. True if written."""
+        values = {k: v for k, v in update.items() if k not in (RELEASE, REMOVE)}
+        statement = (
+            sql_update(Job)
+            .where(Job.id == ctx.job.id, Job.lock_token == token, Job.status == ctx.job.status)
+            .values(**values)
         )
-        if held and "status" in update and update["status"] != ctx.job.status:
-            reason = update.get("termination_reason")
+        with self.store.writing() as session:
+            held = bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
+            if held and RELEASE in update:
+                instance_id, blocks = update[RELEASE]
+                session.execute(return_capacity_statement(instance_id, blocks, self.store.now()))
+        if held and "status" in values and values["status"] != ctx.job.status:
+            reason = values.get("termination_reason")
             self.store.append_event(
                 project_id=ctx.project.id,
                 target_type="job",
                 target_id=ctx.job.id,
                 target_name=f"{ctx.run.run_name}/{ctx.job.replica_num}/{ctx.job.job_num}",
-                message=f"job status {ctx.job.status} -> {update['status']}"
+                message=f"job status {ctx.job.status} -> {values['status']}"
                 + (f" ({reason})" if reason else ""),
             )
+            # The run reacts at once, not at its next poll.
+            self.store.leases.make_due(Run, ctx.run.id)
             self._hint("runs")
+        return held
 
     def _note(self, ctx: JobContext, message: str) -> None:
         self.store.append_event(
@@ -205,7 +235,7 @@ class JobsProcessor:
             "runtime": runtime,
             "unreachable_since": None,
             "status_message": note,
-        }, self.config.active_poll
+        }, self.config.quick_poll
 
     def _render(self, ctx: JobContext, instance: Instance) -> tuple[dict[str, Any], str]:
         """The agent's job body, and a note on what it could not bring (`repos`/`files`)."""
@@ -262,11 +292,12 @@ class JobsProcessor:
         return tuple(by_rank.get(rank, "") for rank in range(slot.nodes))
 
     def release(self, ctx: JobContext, update: Update) -> Update:
-        """Return the job's instance capacity alongside a final (or re-queue) update."""
+        """Mark a final (or re-queue) update to give the job's instance blocks back; the
+        blocks are returned in the same transaction as the update (`write`)."""
         blocks = int(ctx.runtime.get("blocks") or 0)
         if ctx.job.instance_id and blocks:
-            return_capacity(self.store, ctx.job.instance_id, blocks)
-            update = update | {"runtime": ctx.runtime | {"blocks": 0, "gpus": []}}
+            runtime = dict(update.get("runtime") or ctx.runtime) | {"blocks": 0, "gpus": []}
+            update = update | {"runtime": runtime, RELEASE: (ctx.job.instance_id, blocks)}
         return update
 
 

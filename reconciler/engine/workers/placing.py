@@ -9,9 +9,10 @@ instance. `return_capacity` gives the blocks back when the job ends.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, update
+from sqlalchemy import Update, case, update
 
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.adapters.db.store import Store
@@ -107,18 +108,26 @@ def take_capacity(store: Store, instance_id: str, blocks: int) -> bool:
         return bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
 
 
-def return_capacity(store: Store, instance_id: str, blocks: int) -> None:
-    """Give `blocks` back; the instance is idle again when nothing holds it."""
+def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> Update:
+    """The UPDATE giving `blocks` back; the instance is idle again when nothing holds it.
+
+    Executed in the same transaction as the job's final status (`JobsProcessor.write`),
+    so a crash can neither leak the blocks nor give them back twice.
+    """
     left = Instance.busy_blocks - blocks
     remaining = case((left > 0, left), else_=0)
     status = case(
         ((Instance.status == InstanceStatus.BUSY.value) & (left <= 0), InstanceStatus.IDLE.value),
         else_=Instance.status,
     )
-    statement = (
+    return (
         update(Instance)
         .where(Instance.id == instance_id)
-        .values(busy_blocks=remaining, status=status, last_job_processed_at=store.now())
+        .values(busy_blocks=remaining, status=status, last_job_processed_at=now)
     )
+
+
+def return_capacity(store: Store, instance_id: str, blocks: int) -> None:
+    """Give `blocks` back on their own (a placement that could not be completed)."""
     with store.writing() as session:
-        session.execute(statement)
+        session.execute(return_capacity_statement(instance_id, blocks, store.now()))
