@@ -36,6 +36,7 @@ class StoreRoutes:
         self._ttl = ttl
         self._clock = clock
         self._cache: dict[tuple[str, str], tuple[float, ServiceRoute | None]] = {}
+        self._loading: dict[tuple[str, str], asyncio.Task[ServiceRoute | None]] = {}
 
     async def route(self, project: str, run_name: str) -> ServiceRoute | None:
         key = (project, run_name)
@@ -43,8 +44,15 @@ class StoreRoutes:
         cached = self._cache.get(key)
         if cached is not None and now - cached[0] < self._ttl:
             return cached[1]
-        route = await asyncio.to_thread(self.load, project, run_name)
-        self._cache[key] = (now, route)
+        # One load per service at a time: a burst of requests after the cache expires
+        # waits for the same query instead of sending one each.
+        task = self._loading.get(key)
+        if task is None:
+            task = asyncio.create_task(asyncio.to_thread(self.load, project, run_name))
+            self._loading[key] = task
+            task.add_done_callback(lambda _: self._loading.pop(key, None))
+        route = await asyncio.shield(task)
+        self._cache[key] = (self._clock(), route)
         return route
 
     def load(self, project: str, run_name: str) -> ServiceRoute | None:

@@ -112,7 +112,7 @@ class ServiceProxy:
                 return await self._pool.open_stream(target, host, port)
 
             client = httpx.AsyncClient(
-                transport=SSHTransport(open_stream, max_connections=100),
+                transport=SSHTransport(open_stream, max_connections=32),
                 timeout=httpx.Timeout(self._timeout, connect=10.0),
             )
             self._clients[target] = client
