@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Event, Fleet, Gateway, Resource, Run, Volume
 from reconciler.core.reconcile_status import ActionResult
 from reconciler.domain.kinds import Kind
@@ -96,18 +97,6 @@ def apply_action(ctx: ApplyContext, action: Action) -> ActionResult:
 
 
 # -- inventory ------------------------------------------------------------------------------
-
-
-def live_resource(session: Session, project_id: str, kind: str, name: str) -> Resource | None:
-    found: Resource | None = session.scalars(
-        select(Resource).where(
-            Resource.project_id == project_id,
-            Resource.kind == kind,
-            Resource.name == name,
-            Resource.deleted_at.is_(None),
-        )
-    ).one_or_none()
-    return found
 
 
 def _record(ctx: ApplyContext, action: Action, status: str) -> Resource:

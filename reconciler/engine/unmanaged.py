@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Run
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import requirements_of
@@ -37,7 +38,6 @@ from reconciler.engine.applying import (
     active_runs,
     apply_action,
     live_capacity,
-    live_resource,
     request_stop,
 )
 from reconciler.engine.workers.placing import load_candidates

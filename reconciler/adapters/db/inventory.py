@@ -54,7 +54,7 @@ class InventoryStore(AccountsStore):
         now = self.now()
         with self.writing() as session:
             project_id = self._project_id_in(session, project)
-            row = self._live(session, project_id, kind, name)
+            row = live_resource(session, project_id, kind, name)
             if row is None:
                 row = Resource(
                     project_id=project_id,
@@ -85,7 +85,7 @@ class InventoryStore(AccountsStore):
             ).one_or_none()
             if project_row is None:
                 return None
-            return self._live(session, project_row.id, kind, name)
+            return live_resource(session, project_row.id, kind, name)
 
     def list_resources(self, project: str, *, include_deleted: bool = False) -> list[Resource]:
         """Resources of the project ordered by kind then name (deleted ones last if asked)."""
@@ -115,7 +115,9 @@ class InventoryStore(AccountsStore):
             project_row = session.scalars(
                 select(Project).where(Project.name == project)
             ).one_or_none()
-            row = None if project_row is None else self._live(session, project_row.id, kind, name)
+            row = (
+                None if project_row is None else live_resource(session, project_row.id, kind, name)
+            )
             if row is None:
                 return False
             row.deleted_at, row.updated_at = now, now
@@ -137,18 +139,6 @@ class InventoryStore(AccountsStore):
             _to_observed(project, row._mapping, run_status.get(row.id)) for row in rows
         )
         return ObservedState(project=project, resources=observed)
-
-    @staticmethod
-    def _live(session: Session, project_id: str, kind: str, name: str) -> Resource | None:
-        found: Resource | None = session.scalars(
-            select(Resource).where(
-                Resource.project_id == project_id,
-                Resource.kind == kind,
-                Resource.name == name,
-                Resource.deleted_at.is_(None),
-            )
-        ).one_or_none()
-        return found
 
 
 def _latest_run_statuses(session: Session, project: str) -> dict[str, str]:
@@ -182,3 +172,16 @@ def _to_observed(project: str, row: RowMapping, run_status: str | None) -> Obser
         commit=row["commit"],
         finished=kind.is_run and status in FINISHED_RUN_STATUSES,
     )
+
+
+def live_resource(session: Session, project_id: str, kind: str, name: str) -> Resource | None:
+    """The not-deleted resource row of (project, kind, name) in `session`, if any."""
+    found: Resource | None = session.scalars(
+        select(Resource).where(
+            Resource.project_id == project_id,
+            Resource.kind == kind,
+            Resource.name == name,
+            Resource.deleted_at.is_(None),
+        )
+    ).one_or_none()
+    return found
