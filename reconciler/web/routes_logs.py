@@ -19,24 +19,12 @@ from fastapi.responses import StreamingResponse
 
 from reconciler.api import models as wire
 from reconciler.api import requests as req
+from reconciler.engine.joblogs import job_log_path, read_chunk
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.queries_runs import FINISHED_JOB, FINISHED_RUN, find_job
 
 STREAM_POLL_SECONDS = 0.25
-
-
-def log_path(data_dir: Path, project: str, run_name: str, job_id: str) -> Path:
-    return data_dir / "projects" / project / "logs" / run_name / f"{job_id}.log"
-
-
-def read_chunk(path: Path, offset: int, limit: int) -> bytes:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            return handle.read(limit)
-    except FileNotFoundError:
-        return b""
 
 
 async def _locate(
@@ -48,7 +36,7 @@ async def _locate(
     )
     if job is None:
         return None, None, run.status in FINISHED_RUN
-    path = log_path(context.settings.data_dir, access.project_name, run.run_name, job.id)
+    path = job_log_path(context.settings.data_dir, access.project_name, run.run_name, job.id)
     return path, job.id, job.status in FINISHED_JOB or run.status in FINISHED_RUN
 
 
