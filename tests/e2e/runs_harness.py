@@ -8,6 +8,7 @@ PostgreSQL) step by step until a condition holds. Used by `test_runs_*.py`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -257,6 +258,25 @@ def _fields(config: object) -> dict[str, Any]:
 
 
 async def close_harness(h: Harness) -> None:
+    """Kill what the test left running on the agents (jobs outlive their agent by design),
+    then close the clients and the store."""
+    stopping = []
+    for run in h.store.list_runs(h.project.id, include_deleted=True):
+        for job in h.store.list_jobs(run.id):
+            instance = h.store.get(Instance, job.instance_id or "")
+            if instance is None or job.agent_job_id is None or job.finished_at is not None:
+                continue
+            client = h.agents.client(instance)
+            with contextlib.suppress(Exception):  # best effort: the agent may be gone
+                await client.stop(job.agent_job_id, force=True)
+                stopping.append((client, job.agent_job_id))
+    deadline = time.monotonic() + 15
+    for client, job_id in stopping:  # a stop proceeds in the agent's background: wait for it
+        with contextlib.suppress(Exception):
+            while not (await client.job(job_id)).status.is_finished():
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)
     await h.agents.aclose()
     await h.pool.close()
     h.store.close()
