@@ -191,7 +191,46 @@ def stop_local_agent(server_data_dir: Path, *, wait_for: float = 10.0) -> bool:
         time.sleep(0.05)
     if _is_our_agent(pid):
         os.kill(pid, signal.SIGKILL)
+        _wait_gone(pid, 5.0)
     return True
+
+
+def _wait_gone(pid: int, within: float) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and _is_our_agent(pid):
+        time.sleep(0.05)
+
+
+def _data_dir_held(paths: LocalPaths) -> bool:
+    """Whether an agent holds the data dir's lock (the agent's own `agent.lock`)."""
+    paths.data_dir.mkdir(parents=True, exist_ok=True)
+    with open(paths.data_dir / "agent.lock", "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def _free_data_dir(paths: LocalPaths, within: float = 10.0) -> None:
+    """Before starting an agent: wait for a stopping one to let go of the data dir, and
+    stop an orphan (e.g. started by a server killed before it recorded the pid)."""
+    deadline = time.monotonic() + within
+    while _data_dir_held(paths) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not _data_dir_held(paths):
+        return
+    try:
+        pid = int(json.loads((paths.data_dir / "agent.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if _is_our_agent(pid):
+        os.kill(pid, signal.SIGTERM)
+        _wait_gone(pid, within)
+        if _is_our_agent(pid):
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid, 5.0)
 
 
 def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int) -> int:
@@ -265,6 +304,7 @@ async def ensure_local_agent(
                 return LocalAgent(target, http_port, ssh_port, pid, started=False)
             await asyncio.to_thread(stop_local_agent, server_data_dir)
             pool.drop(target)
+        await asyncio.to_thread(_free_data_dir, paths)
         http_port, ssh_port = _free_port(http_port), _free_port(ssh_port)
         if http_port == ssh_port:
             ssh_port = _free_port(None)

@@ -62,3 +62,19 @@ async def test_local_agent_is_started_once_and_reused(server_dir: Path) -> None:
     async with AgentClient.over_tunnel(pool, revived.target, revived.agent_port) as client:
         await client.check_version()
     await pool.close()
+
+
+async def test_an_unrecorded_orphan_agent_is_replaced(server_dir: Path) -> None:
+    """A server killed between starting the agent and recording its pid leaves an agent
+    nobody knows; the next start stops it instead of failing on its data-dir lock."""
+    key = ensure_client_key(server_dir / "keys" / "id_ed25519")
+    pool = TunnelPool()
+    orphan = await ensure_local_agent(server_dir, key, pool)
+    (server_dir / "local-agent" / "state.json").unlink()
+    fresh = await ensure_local_agent(server_dir, key, pool)
+    assert fresh.started
+    assert fresh.pid != orphan.pid
+    await until_dead(orphan.pid)
+    async with AgentClient.over_tunnel(pool, fresh.target, fresh.agent_port) as client:
+        await client.check_version()
+    await pool.close()
