@@ -149,6 +149,16 @@ async def _locked(path: Path) -> AsyncIterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def local_paths(server_data_dir: Path) -> LocalPaths:
+    """Where the local agent of the server with this data dir keeps its files."""
+    return LocalPaths(server_data_dir / "local-agent")
+
+
+def local_agent_ssh_port(server_data_dir: Path) -> int | None:
+    """The SSH port of this server's local agent as last started, or None."""
+    return _read_state(local_paths(server_data_dir)).get("ssh_port")
+
+
 def _read_state(paths: LocalPaths) -> dict[str, int]:
     try:
         raw = json.loads(paths.state.read_text())
@@ -182,7 +192,7 @@ async def _healthy(pool: TunnelPool, target: SSHTarget, http_port: int) -> bool:
 
 def stop_local_agent(server_data_dir: Path, *, wait_for: float = 10.0) -> bool:
     """Stop the local agent if one runs (jobs are detached and keep running)."""
-    pid = _read_state(LocalPaths(server_data_dir / "local-agent")).get("pid")
+    pid = _read_state(local_paths(server_data_dir)).get("pid")
     if pid is None or not _is_our_agent(pid):
         return False
     os.kill(pid, signal.SIGTERM)
@@ -292,7 +302,7 @@ async def ensure_local_agent(
     start_timeout: float = 30.0,
 ) -> LocalAgent:
     """The running local agent, started first if needed (idempotent, process-safe)."""
-    paths = LocalPaths(server_data_dir / "local-agent")
+    paths = local_paths(server_data_dir)
     paths.root.mkdir(parents=True, exist_ok=True)
     async with _locked(paths.root / "lock"):
         authorize_key(paths.authorized_keys, client_key)

@@ -75,17 +75,20 @@ def build_tunnel_opener(controller: Controller) -> OpenTunnel | None:
 
 
 def build_proxy(
-    controller: Controller, store: Store, db: Database, stats: RequestStats
+    settings: Settings, controller: Controller, store: Store, db: Database, stats: RequestStats
 ) -> ASGIApp | None:
     """The service proxy over the engine's tunnel pool, or None for a runtime without one."""
     agents = getattr(controller, "agents", None)
     pool = getattr(controller, "pool", None)
     if agents is None or pool is None:
         return None
+    from agent.local import local_agent_ssh_port
     from reconciler.engine.routes import StoreRoutes
 
     return ServiceProxy(
-        routes=StoreRoutes(store, agents),
+        routes=StoreRoutes(
+            store, agents, local_ssh_port=lambda: local_agent_ssh_port(settings.data_dir)
+        ),
         pool=pool,
         authorize=token_authorizer(db),
         stats=stats,
@@ -116,7 +119,7 @@ def build_server(
     else:
         controller = load_controller(settings, store, stats, reporter=bot)
     app = create_app(
-        proxy=build_proxy(controller, store, db, stats),
+        proxy=build_proxy(settings, controller, store, db, stats),
         open_tunnel=build_tunnel_opener(controller),
         settings=settings,
         db=db,

@@ -4,6 +4,11 @@
 reads the run, its ready replicas and their instances from the store (in a thread) and
 caches the answer for a fraction of a second, so a burst of requests costs one query.
 Replicas leave the route as soon as they stop being ready or start terminating.
+
+A replica on this server's own local agent (a `local` instance whose SSH endpoint is
+127.0.0.1 at the port `local_ssh_port()` reports for this server's agent) is marked
+`direct`: the proxy dials its loopback port instead of tunnelling through SSH to the same
+host.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ class StoreRoutes:
         *,
         ttl: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        local_ssh_port: Callable[[], int | None] = lambda: None,
     ) -> None:
+        self._local_ssh_port = local_ssh_port
         self._store = store
         self._agents = agents
         self._ttl = ttl
@@ -65,6 +72,7 @@ class StoreRoutes:
         spec = run.spec if isinstance(run.spec, Mapping) else {}
         ports = container_ports(spec)
         upstreams = []
+        local_port = self._local_ssh_port()
         for job in self._store.list_jobs(run.id):
             runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
             if job.status != JobStatus.RUNNING.value or not runtime.get("ready"):
@@ -74,7 +82,12 @@ class StoreRoutes:
                 continue
             host_port = (runtime.get("ports") or {}).get(str(ports[0]), ports[0])
             target = self._agents.address(instance).target
-            upstreams.append(Upstream(target, int(host_port), job.id))
+            direct = (
+                instance.backend == "local"
+                and target.hostname == "127.0.0.1"
+                and target.port == local_port
+            )
+            upstreams.append(Upstream(target, int(host_port), job.id, direct))
         return ServiceRoute(
             project=project,
             run_name=run_name,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -133,18 +134,38 @@ def project_access(min_role: Role = "user") -> Callable[..., Awaitable[ProjectAc
     return dependency
 
 
-def token_authorizer(db: Database) -> Callable[[str, str | None], Awaitable[bool]]:
-    """`authorize(project, token)` for the service proxy: a member's (or an admin's) token."""
+def token_authorizer(
+    db: Database, *, ttl: float = 5.0, clock: Callable[[], float] = time.monotonic
+) -> Callable[[str, str | None], Awaitable[bool]]:
+    """`authorize(project, token)` for the service proxy: a member's (or an admin's) token.
 
-    async def authorize(project: str, token: str | None) -> bool:
-        if not token:
-            return False
-        principal = await db.read(find_principal, hash_token(token))
+    Answers are remembered for `ttl` seconds per (project, token hash), so a busy service
+    costs the database one lookup per client every few seconds, not two per request; a
+    revoked token or a removed member stops passing within `ttl`.
+    """
+    remembered: dict[tuple[str, str], tuple[float, bool]] = {}
+
+    async def lookup(project: str, digest: str) -> bool:
+        principal = await db.read(find_principal, digest)
         if principal is None:
             return False
         if principal.is_admin:
             return True
         _, role = await db.read(find_membership, project, principal.user_id)
         return role is not None
+
+    async def authorize(project: str, token: str | None) -> bool:
+        if not token:
+            return False
+        key = (project, hash_token(token))
+        now = clock()
+        known = remembered.get(key)
+        if known is not None and now - known[0] < ttl:
+            return known[1]
+        allowed = await lookup(*key)
+        if len(remembered) >= 10_000:  # bounded: a flood of bad tokens cannot grow it
+            remembered.clear()
+        remembered[key] = (now, allowed)
+        return allowed
 
     return authorize

@@ -3,8 +3,10 @@
 A raw ASGI app that the server mounts at `/proxy/services`. For each request it asks a
 `RouteSource` (backed by the store) for the service's ready replicas, checks the bearer
 token unless the service has `auth: false`, and forwards over the SSH tunnel of the
-replica's instance to the job's port on that host (httpx over `agent.ssh.transport`).
-WebSocket upgrades are bridged frame by frame. A replica that refuses the connection is
+replica's instance to the job's port on that host — or straight to the loopback port when
+the replica runs on this host's local fleet, where a tunnel would only cost CPU — with
+the keep-alive client of `reconciler.web.upstream`. WebSocket upgrades are bridged frame
+by frame. A replica that refuses the connection is
 skipped and the next one tried, and while a service has no ready replica requests wait
 (up to `wait_ready`), so a rolling update delays requests but does not fail them.
 """
@@ -17,14 +19,22 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
+from urllib.parse import quote
 
-import httpx
+import asyncssh
 
-from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 from reconciler.web.proxy_bridge import bridge_websocket
 from reconciler.web.proxy_stats import RequestStats
+from reconciler.web.upstream import (
+    UpstreamFailedError,
+    UpstreamPool,
+    UpstreamRefusedError,
+    UpstreamResponse,
+    UpstreamTimeoutError,
+)
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -33,28 +43,32 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 PREFIX = "/proxy/services"
 _HOP_BY_HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
     }
 )
+# Request headers the proxy writes itself (or must not pass: the body is already read).
+_REQUEST_OWN = _HOP_BY_HOP | {b"host", b"content-length", b"expect", b"x-forwarded-for"}
 MAX_BODY = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Upstream:
-    """One ready replica: the SSH endpoint of its host and the job's port there."""
+    """One ready replica: the SSH endpoint of its host and the job's port there.
+
+    `direct`: the host is this one (the local fleet), so the port is dialled on loopback.
+    """
 
     target: SSHTarget
     port: int
     job_id: str
+    direct: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,27 +110,19 @@ class ServiceProxy:
         self._clock = clock
         self._timeout = timeout
         self._wait_ready_for = wait_ready
-        self._clients: dict[SSHTarget, httpx.AsyncClient] = {}
+        self._upstreams = UpstreamPool(
+            timeout=timeout, stream_errors=(asyncssh.Error, AgentUnreachable)
+        )
         self._turn = itertools.count()
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
-        self._clients.clear()
+        self._upstreams.close()
 
-    def _client(self, target: SSHTarget) -> httpx.AsyncClient:
-        client = self._clients.get(target)
-        if client is None:
-
-            async def open_stream(host: str, port: int) -> Any:
-                return await self._pool.open_stream(target, host, port)
-
-            client = httpx.AsyncClient(
-                transport=SSHTransport(open_stream, max_connections=32),
-                timeout=httpx.Timeout(self._timeout, connect=10.0),
-            )
-            self._clients[target] = client
-        return client
+    async def _open(self, upstream: Upstream) -> tuple[Any, Any]:
+        """A byte stream to the replica's port: loopback TCP or an SSH channel."""
+        if upstream.direct:
+            return await asyncio.open_connection("127.0.0.1", upstream.port)
+        return await self._pool.open_stream(upstream.target, "127.0.0.1", upstream.port)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -148,7 +154,7 @@ class ServiceProxy:
             await _respond(send, scope, 503, f"service {run_name!r} has no ready replica")
             return
         self._stats.record(project, run_name)
-        path = "/" + parts[3] if route.strip_prefix else f"{PREFIX}/{project}/{run_name}/{parts[3]}"
+        path = _upstream_path(scope, project, run_name, strip_prefix=route.strip_prefix)
         if scope["type"] == "websocket":
             await self._websocket(scope, receive, send, route, path)
         else:
@@ -180,9 +186,10 @@ class ServiceProxy:
         if body is None:
             await _respond(send, scope, 413, "request body too large")
             return
-        headers = _forward_headers(scope, strip_auth=route.auth)
-        query = scope.get("query_string", b"").decode("latin-1")
-        target = path + (f"?{query}" if query else "")
+        method: str = scope["method"]
+        query: bytes = scope.get("query_string", b"")
+        target = path.encode("latin-1") + (b"?" + query if query else b"")
+        headers = _request_headers(scope, strip_auth=route.auth, body=body)
         refused: set[str] = set()
         last_error = "no replica answered"
         deadline = self._clock() + self._wait_ready_for
@@ -191,18 +198,26 @@ class ServiceProxy:
             for upstream in self._ordered(current):
                 if upstream.job_id in refused:
                     continue
-                client = self._client(upstream.target)
-                url = f"http://127.0.0.1:{upstream.port}{target}"
-                request = client.build_request(scope["method"], url, headers=headers, content=body)
+                head = b"%s %s HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n%s\r\n" % (
+                    method.encode("latin-1"),
+                    target,
+                    upstream.port,
+                    headers,
+                )
                 try:
-                    response = await client.send(request, stream=True)
-                except (httpx.ConnectError, httpx.RemoteProtocolError, AgentUnreachable) as exc:
+                    response = await self._upstreams.request(
+                        upstream, partial(self._open, upstream), head, body, method=method
+                    )
+                except UpstreamRefusedError as exc:
                     # Nothing reached the replica (it is stopping, or gone): try another.
                     refused.add(upstream.job_id)
                     last_error = f"replica {upstream.job_id}: {exc}"
                     continue
-                except httpx.TimeoutException:
+                except UpstreamTimeoutError:
                     await _respond(send, scope, 504, "the replica did not answer in time")
+                    return
+                except UpstreamFailedError as exc:
+                    await _respond(send, scope, 502, f"bad gateway: {exc}")
                     return
                 await _stream_response(send, response)
                 return
@@ -219,10 +234,8 @@ class ServiceProxy:
     ) -> None:
         upstream = self._ordered(route)[0]
         try:
-            reader, writer = await self._pool.open_stream(
-                upstream.target, "127.0.0.1", upstream.port
-            )
-        except AgentUnreachable:
+            reader, writer = await self._open(upstream)
+        except (AgentUnreachable, OSError):
             await send({"type": "websocket.close", "code": 1011})
             return
         query = scope.get("query_string", b"").decode("latin-1")
@@ -256,17 +269,31 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-def _forward_headers(scope: Scope, *, strip_auth: bool) -> list[tuple[bytes, bytes]]:
-    headers = []
+def _request_headers(scope: Scope, *, strip_auth: bool, body: bytes) -> bytes:
+    """The client's end-to-end headers as a block of lines, plus the proxy's own."""
+    lines = []
     for key, value in scope.get("headers", ()):
-        name = key.decode("latin-1").lower()
-        if name in _HOP_BY_HOP or (strip_auth and name == "authorization"):
+        if key in _REQUEST_OWN or (strip_auth and key == b"authorization"):
             continue
-        headers.append((key, value))
+        lines.append(b"%s: %s\r\n" % (key, value))
     client = scope.get("client")
     if client:
-        headers.append((b"x-forwarded-for", str(client[0]).encode()))
-    return headers
+        lines.append(b"x-forwarded-for: %s\r\n" % str(client[0]).encode("latin-1"))
+    if body or scope["method"] not in ("GET", "HEAD", "OPTIONS", "DELETE"):
+        lines.append(b"content-length: %d\r\n" % len(body))
+    return b"".join(lines)
+
+
+def _upstream_path(scope: Scope, project: str, run_name: str, *, strip_prefix: bool) -> str:
+    """The path to ask the replica for, as the client encoded it (`raw_path`)."""
+    mount = f"{PREFIX}/{project}/{run_name}/"
+    raw: bytes = scope.get("raw_path") or b""
+    at = raw.find(mount.encode("latin-1"))
+    if at >= 0:
+        tail = raw[at + len(mount) :].decode("latin-1")
+    else:  # a client that percent-encoded the project or run name
+        tail = quote(_relative_path(scope).split("/", 3)[3], safe="/:@!$&'()*+,;=-._~%")
+    return "/" + tail if strip_prefix else mount + tail
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -283,18 +310,19 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _stream_response(send: Send, response: httpx.Response) -> None:
-    headers = [
-        (k.lower(), v)
-        for k, v in response.headers.raw
-        if k.decode("latin-1").lower() not in _HOP_BY_HOP
-    ]
-    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+async def _stream_response(send: Send, response: UpstreamResponse) -> None:
+    headers = [(k.lower(), v) for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    if response.complete:
+        await send({"type": "http.response.body", "body": response.first})
+        return
     try:
-        async for chunk in response.aiter_raw():
+        if response.first:
+            await send({"type": "http.response.body", "body": response.first, "more_body": True})
+        async for chunk in response.body():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
     finally:
-        await response.aclose()
+        response.aclose()
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
