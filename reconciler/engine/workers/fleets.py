@@ -7,11 +7,20 @@
   - an SSH fleet deploys the agent to each host over SSH (`deps.ssh_deployer`); hosts
     removed from `ssh_config` have their instances terminated;
   - a cloud fleet's instances come from the engine's outputs (cloud-init installs the
-    agent); without Pulumi the fleet is blocked with the engine's message.
+    agent); without Pulumi the fleet is blocked with the engine's message. Its stack is
+    brought up with `nodes.target`, or with the nodes it grew to if it has more.
   The fleet becomes `active` and the instances worker takes over their health.
-- `active`: `nodes: 0..N` fleets shrink: idle instances above `nodes.min` that have been
-  idle longer than `idle_duration` are terminated (growth happens when the jobs worker
-  finds no capacity and asks for a node).
+- `active`: `nodes: min..max` cloud fleets are elastic (`reconciler.core.elastic`):
+  - *grow*: jobs no instance can take wait for the fleet and record how many nodes they
+    need (`growing`); the target is `min(max, live + needed - spare)` from stored state
+    only, and the stack is brought up with `StackResource.nodes = target` — a retry after
+    a crash computes the same target, and `up` with the same count changes nothing;
+  - *shrink*, only while no job waits for the fleet: idle instances above `nodes.min`
+    idle longer than `idle_duration` are terminated. On a cloud fleet only the top run
+    of idle instances goes (the stack indexes instances and drops the highest numbers);
+    they stay `terminating` until the stack is brought up with the remaining count, then
+    this worker marks them `terminated` (the instances worker leaves them alone).
+  The local fleet (one host) and SSH fleets (listed hosts) never grow.
 - `terminating`: instances are terminated first, then the stack is destroyed and the
   inventory row dropped (see `stacking`).
 """
@@ -28,10 +37,20 @@ from agent.deploy import DeployError
 from agent.local import LocalAgentError
 from agent.tunnel import SSHTarget
 from reconciler.adapters.db.models import Fleet, Instance
+from reconciler.core.elastic import (
+    IdleView,
+    fleet_kind,
+    grow_target,
+    node_bounds,
+    pick_victims,
+    provision_nodes,
+    stack_nodes,
+)
 from reconciler.domain.statuses import InstanceStatus
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
+from reconciler.engine.workers.growing import LEAVING_REASON, FleetState, fleet_state
 from reconciler.engine.workers.stacking import StackRows
 from stacks.protocol import StackOutputs
 
@@ -83,11 +102,15 @@ class FleetsProcessor:
         if row.status == "submitted":
             return await self._provision(row, token)
         if row.status == "active":
-            return await self._maintain(row)
+            return await self._maintain(row, token)
         return None
 
     async def _provision(self, fleet: Fleet, token: str) -> ProcessResult:
-        outputs = await self.rows.up(fleet, token)
+        nodes = None
+        if fleet_kind(fleet.spec or {}) == "cloud":
+            state = await asyncio.to_thread(fleet_state, self.deps.store, fleet)
+            nodes = provision_nodes(fleet.spec or {}, (i.instance_num for i in state.staying))
+        outputs = await self.rows.up(fleet, token, nodes=nodes)
         if isinstance(outputs, Outcome):
             return outputs.retry_after
         try:
@@ -144,11 +167,60 @@ class FleetsProcessor:
             target.identity_file,
         )
 
-    async def _maintain(self, fleet: Fleet) -> ProcessResult:
-        victims = await asyncio.to_thread(idle_victims, self.deps, fleet)
+    async def _maintain(self, fleet: Fleet, token: str) -> ProcessResult:
+        spec = dict(fleet.spec or {})
+        cloud = fleet_kind(spec) == "cloud"
+        state = await asyncio.to_thread(fleet_state, self.deps.store, fleet)
+        if cloud and state.leaving:  # a shrink not finished (crash, failed `up`): finish it
+            return await self._shrink_stack(fleet, token, state)
+        target = grow_target(state.live, state.spare, state.demand, node_bounds(spec)[1])
+        if cloud and target > state.live:
+            return await self._grow(fleet, token, state, target)
+        victims = [] if state.demand else await asyncio.to_thread(idle_victims, self.deps, fleet)
         if victims:
-            await asyncio.to_thread(terminate_instances, self.deps, victims, "idle_timeout")
+            await asyncio.to_thread(terminate_instances, self.deps, victims, LEAVING_REASON)
+            if cloud:
+                state = await asyncio.to_thread(fleet_state, self.deps.store, fleet)
+                return await self._shrink_stack(fleet, token, state)
             self.deps.hint("instances")
+        return self.deps.timings.fleet_check_interval
+
+    async def _grow(
+        self, fleet: Fleet, token: str, state: FleetState, target: int
+    ) -> ProcessResult:
+        """Bring the stack up with `target` nodes and record the new instances."""
+        nodes = max(target, stack_nodes(i.instance_num for i in state.staying))
+        outputs = await self.rows.up(fleet, token, nodes=nodes)
+        if isinstance(outputs, Outcome):
+            return outputs.retry_after
+        hosts = [_cloud_host(e) for e in outputs.get("instances") or [] if isinstance(e, Mapping)]
+        added = await asyncio.to_thread(sync_instances, self.deps, fleet, hosts)
+        if added:
+            runs = ", ".join(state.run_names) or "waiting jobs"
+            await self.rows.event(
+                fleet, f"fleet {fleet.name}: growing {state.live} → {target} nodes for run {runs}"
+            )
+            self.deps.hint("instances")
+            self.deps.hint("jobs")
+        if fleet.status_message:
+            await self.rows.write(fleet, token, status_message="")
+        return self.deps.timings.fleet_check_interval
+
+    async def _shrink_stack(self, fleet: Fleet, token: str, state: FleetState) -> ProcessResult:
+        """Bring a cloud stack down to the instances that stay, then mark the leaving
+        ones terminated (only now: until then a retry knows the stack still holds them)."""
+        staying = [i.instance_num for i in state.staying]
+        outputs = await self.rows.up(fleet, token, nodes=stack_nodes(staying))
+        if isinstance(outputs, Outcome):
+            return outputs.retry_after
+        gone = await asyncio.to_thread(finish_leaving, self.deps, state.leaving)
+        if gone:
+            before = len(staying) + len(gone)
+            await self.rows.event(
+                fleet,
+                f"fleet {fleet.name}: shrinking {before} → {len(staying)} nodes "
+                f"(idle {', '.join(i.name for i in gone)})",
+            )
         return self.deps.timings.fleet_check_interval
 
     async def _terminate(self, fleet: Fleet, token: str) -> ProcessResult:
@@ -225,25 +297,55 @@ def sync_instances(deps: WorkerDeps, fleet: Fleet, hosts: Sequence[Host]) -> int
 
 
 def idle_victims(deps: WorkerDeps, fleet: Fleet) -> list[Instance]:
-    """Idle instances above `nodes.min` idle longer than the fleet's `idle_duration`."""
+    """Idle instances above `nodes.min` idle longer than the fleet's `idle_duration`
+    (`elastic.pick_victims`; on a cloud fleet only the top run of idle instances)."""
     spec = dict(fleet.spec or {})
-    nodes = spec.get("nodes") or {}
-    minimum = int(nodes.get("min") or 0) if isinstance(nodes, Mapping) else 0
     idle_for = spec.get("idle_duration")
     idle_for = 3 * 86400 if idle_for is None else int(idle_for)
     if idle_for < 0 or spec.get("ssh_config") is not None:
         return []
-    live = deps.store.list_instances(fleet_id=fleet.id, statuses=_LIVE)
-    surplus = len(live) - minimum
+    live = [
+        i
+        for i in deps.store.list_instances(fleet_id=fleet.id, statuses=_LIVE)
+        if i.status != InstanceStatus.TERMINATING.value
+    ]
     now = deps.store.now()
-    victims: list[Instance] = []
-    for instance in sorted(live, key=lambda i: -i.instance_num):
-        if len(victims) >= surplus:
-            break
-        since = instance.last_job_processed_at or instance.created_at
-        if instance.status == "idle" and (now - since).total_seconds() >= idle_for:
-            victims.append(instance)
-    return victims
+    views = [
+        IdleView(
+            i.id,
+            i.instance_num,
+            (now - (i.last_job_processed_at or i.created_at)).total_seconds()
+            if i.status == InstanceStatus.IDLE.value
+            else None,
+        )
+        for i in live
+    ]
+    chosen = set(
+        pick_victims(views, node_bounds(spec)[0], idle_for, from_top=fleet_kind(spec) == "cloud")
+    )
+    return [i for i in live if i.id in chosen]
+
+
+def finish_leaving(deps: WorkerDeps, leaving: Sequence[Instance]) -> list[Instance]:
+    """Mark instances whose node left the stack `terminated` (compare-and-set on
+    `terminating`); the ones this call changed, each with an event."""
+    done = []
+    with deps.store.writing() as session:
+        for instance in leaving:
+            row = session.get(Instance, instance.id)
+            if row is None or row.status != InstanceStatus.TERMINATING.value:
+                continue
+            row.status, row.due_at = InstanceStatus.TERMINATED.value, None
+            done.append(instance)
+    for instance in done:
+        deps.store.append_event(
+            project_id=instance.project_id,
+            target_type="instance",
+            target_id=instance.id,
+            target_name=instance.name,
+            message=f"instance {instance.name} terminated ({instance.termination_reason})",
+        )
+    return done
 
 
 def terminate_instances(deps: WorkerDeps, instances: Sequence[Instance], reason: str) -> None:

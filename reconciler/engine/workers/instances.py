@@ -10,7 +10,9 @@
   and an event is recorded once (the jobs worker fails the jobs on it with that reason).
   The local fleet's agent is restarted when it is found dead. An answer clears the state.
 - `terminating`: nothing runs there any more (the runs were stopped first); the instance
-  becomes `terminated` and the fleets worker is hinted.
+  becomes `terminated` and the fleets worker is hinted. Except an idle instance an active
+  cloud fleet shrinks away: the fleets worker marks it `terminated` once its node is out
+  of the fleet's stack (so a crash in between never forgets a paid node).
 
 The clock is the store's (`deps.clock`), so tests move time instead of waiting.
 """
@@ -24,10 +26,12 @@ from typing import Any
 from agent.client import AgentError, AgentUnreachable
 from agent.local import LocalAgentError
 from reconciler.adapters.db.models import Fleet, Instance
+from reconciler.core.elastic import fleet_kind
 from reconciler.domain.statuses import InstanceStatus
 from reconciler.engine.outcomes import AGENT_RETRY_DELAY
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
+from reconciler.engine.workers.growing import LEAVING_REASON
 
 CONFIG = WorkerConfig(kind="instances", concurrency=20, lease_seconds=30.0, min_interval=7.0)
 UNREACHABLE = "instance_unreachable"
@@ -66,6 +70,9 @@ class InstancesProcessor:
         if row is None:
             return None
         if row.status == InstanceStatus.TERMINATING.value:
+            if await asyncio.to_thread(self._left_to_fleet, row):
+                self.deps.hint("fleets")
+                return None
             await self._write(row, token, status=InstanceStatus.TERMINATED.value)
             await self._event(row, f"instance {row.name} terminated ({row.termination_reason})")
             self.deps.hint("fleets")
@@ -99,6 +106,17 @@ class InstancesProcessor:
         if values and await self._write(row, token, **values):
             self.deps.hint("jobs")
         return self.deps.timings.instance_check_interval
+
+    def _left_to_fleet(self, row: Instance) -> bool:
+        """A cloud fleet shrinking: its worker ends the instance after the stack's `up`."""
+        if row.termination_reason != LEAVING_REASON or row.fleet_id is None:
+            return False
+        fleet = self.deps.store.get(Fleet, row.fleet_id)
+        return (
+            fleet is not None
+            and fleet.status == "active"
+            and fleet_kind(fleet.spec if isinstance(fleet.spec, dict) else {}) == "cloud"
+        )
 
     def _fleet_blocks(self, row: Instance) -> object:
         fleet = self.deps.store.get(Fleet, row.fleet_id) if row.fleet_id else None

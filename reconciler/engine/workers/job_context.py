@@ -22,6 +22,9 @@ RELEASE = "__release_blocks__"
 """Update key: (instance id, blocks) to give back in the same transaction as the update."""
 REMOVE = "__remove_agent_job__"
 """Update key: the agent job id to remove from its host once the update is stored."""
+WAKE_FLEET = "__wake_fleet__"
+"""Update key: the fleet to make due (and the fleets worker to hint) once it is stored."""
+MARKERS = (RELEASE, REMOVE, WAKE_FLEET)
 
 
 @dataclass(frozen=True, slots=True)

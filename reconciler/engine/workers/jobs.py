@@ -23,18 +23,29 @@ from sqlalchemy import update as sql_update
 from agent.client import AgentError
 from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.tunnel import AgentUnreachable
-from reconciler.adapters.db.models import Instance, Job, Project, Run
+from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Run
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.store import Store
+from reconciler.core.elastic import Growth, choose_growth, failure_message
 from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job, requirements_of
-from reconciler.core.scheduling import NoFit, Placement, place_cluster, place_job
+from reconciler.core.scheduling import (
+    Candidate,
+    NoFit,
+    Placement,
+    Requirements,
+    place_cluster,
+    place_job,
+)
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import Process, WorkerConfig
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
+from reconciler.engine.workers.growing import AWAITING_FLEET, NODES_NEEDED, elastic_fleets
 from reconciler.engine.workers.job_context import (
+    MARKERS,
     RELEASE,
     REMOVE,
+    WAKE_FLEET,
     JobContext,
     JobsConfig,
     Update,
@@ -111,7 +122,7 @@ class JobsProcessor:
         """Write fenced by the lease and by the status read: a stop requested meanwhile
         (status set to terminating by the runs worker or the API) is never overwritten.
         Blocks marked by `release` go back in the same transaction. True if written."""
-        values = {k: v for k, v in update.items() if k not in (RELEASE, REMOVE)}
+        values = {k: v for k, v in update.items() if k not in MARKERS}
         statement = (
             sql_update(Job)
             .where(Job.id == ctx.job.id, Job.lock_token == token, Job.status == ctx.job.status)
@@ -122,6 +133,9 @@ class JobsProcessor:
             if held and RELEASE in update:
                 instance_id, blocks = update[RELEASE]
                 session.execute(return_capacity_statement(instance_id, blocks, self.store.now()))
+        if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
+            self.store.leases.make_due(Fleet, update[WAKE_FLEET])
+            self._hint("fleets")
         if held and "status" in values and values["status"] != ctx.job.status:
             reason = values.get("termination_reason")
             self.store.append_event(
@@ -168,10 +182,7 @@ class JobsProcessor:
             single = place_job(req, candidates)
             result = single if isinstance(single, NoFit) else (single,)
         if isinstance(result, NoFit):
-            if result.wait:
-                return {"status_message": result.message}, self.config.wait_poll
-            reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
-            return finish(reason, self.store.now(), result.message), None
+            return self._no_fit(ctx, req, slot.nodes, result, candidates)
         taken: list[Placement] = []
         for placement in result:
             if not take_capacity(self.store, placement.instance_id, placement.blocks):
@@ -188,13 +199,39 @@ class JobsProcessor:
                         Job, sibling.id, instance_id=placement.instance_id, runtime=runtime
                     )
         master = result[0]
-        runtime = ctx.runtime | {"gpus": list(master.gpus), "blocks": master.blocks}
+        runtime = _not_awaiting(ctx.runtime) | {"gpus": list(master.gpus), "blocks": master.blocks}
         return {
             "status": JobStatus.PROVISIONING.value,
             "instance_id": master.instance_id,
             "runtime": runtime,
             "status_message": f"placed on {master.instance_name}",
         }, 0.0
+
+    def _no_fit(
+        self,
+        ctx: JobContext,
+        req: Requirements,
+        nodes: int,
+        no_fit: NoFit,
+        candidates: list[Candidate],
+    ) -> tuple[Update, float | None]:
+        """No instance now: wait for a fleet to grow, wait for busy capacity, or fail
+        (dstack's `failed_to_start_due_to_no_capacity`, saying why no fleet can grow)."""
+        fleets = elastic_fleets(self.store, ctx.project.id, candidates, job_id=ctx.job.id)
+        growth = choose_growth(req, nodes, fleets, current=ctx.runtime.get(AWAITING_FLEET))
+        if isinstance(growth, Growth):
+            demand = {AWAITING_FLEET: growth.fleet_id, NODES_NEEDED: growth.nodes}
+            runtime = ctx.runtime | demand
+            update: Update = {"status_message": growth.message, "runtime": runtime}
+            if growth.grows or runtime != ctx.runtime:
+                update[WAKE_FLEET] = growth.fleet_id
+            return update, self.config.wait_poll
+        if no_fit.wait:
+            runtime = _not_awaiting(ctx.runtime)
+            return {"status_message": no_fit.message, "runtime": runtime}, self.config.wait_poll
+        reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
+        message = failure_message(no_fit.message, growth)
+        return finish(reason, self.store.now(), message, runtime=_not_awaiting(ctx.runtime)), None
 
     # -- provisioning: submit to the agent ----------------------------------------------------
 
@@ -299,6 +336,12 @@ class JobsProcessor:
             runtime = dict(update.get("runtime") or ctx.runtime) | {"blocks": 0, "gpus": []}
             update = update | {"runtime": runtime, RELEASE: (ctx.job.instance_id, blocks)}
         return update
+
+
+def _not_awaiting(runtime: dict[str, Any]) -> dict[str, Any]:
+    """The runtime without a recorded fleet demand (placed, failed, or waiting for busy
+    capacity instead)."""
+    return {k: v for k, v in runtime.items() if k not in (AWAITING_FLEET, NODES_NEEDED)}
 
 
 CONFIG = WorkerConfig(

@@ -17,7 +17,7 @@ the message and the next due time; the others fail the row. Writes are fenced by
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.adapters.db.models import Fleet, Gateway, Project, Resource, Volume
@@ -95,13 +95,18 @@ class StackRows:
                 self.deps.store.set_resource_status, row.resource_id, status, message
             )
 
-    async def up(self, row: CapacityRow, token: str) -> StackOutputs | Outcome:
-        """Bring the row's stack up; outputs, or the classified failure (already written)."""
+    async def up(
+        self, row: CapacityRow, token: str, *, nodes: int | None = None
+    ) -> StackOutputs | Outcome:
+        """Bring the row's stack up; outputs, or the classified failure (already written).
+
+        `nodes` sets a fleet's instance count for this `up` (`StackResource.nodes`): an
+        elastic fleet grows or shrinks through it; None means the spec's count."""
         stacked = await self.stacked(row)
         if stacked.engine is None:
             return await self.fail(row, token, f"blocked: {stacked.blocked}")
         try:
-            return await stacked.engine.up(stacked.resource)
+            return await stacked.engine.up(replace(stacked.resource, nodes=nodes))
         except StackError as exc:
             return await self.record_failure(row, token, _classified(exc))
 
