@@ -2,7 +2,8 @@
 
 Starts the real local agent through its embedded SSH server, records it as the instance
 of fleet `local`, and drives the real runs and jobs workers (real leases on SQLite or
-PostgreSQL) step by step until a condition holds. Used by `test_runs_*.py`.
+PostgreSQL) step by step until a condition holds. Used by `test_runs_*.py`. Given stacks
+`engines`, the fleets and instances workers run too (fleets grow and shrink).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,13 @@ from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import Lease, Worker
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps, WorkerTimings
+from reconciler.engine.workers import fleets as fleets_worker
+from reconciler.engine.workers import instances as instances_worker
 from reconciler.engine.workers import jobs as jobs_worker
 from reconciler.engine.workers import runs as runs_worker
 from reconciler.web.proxy_stats import RequestStats
 from schemas import parse_config
+from stacks.protocol import Engine, EngineName
 
 
 @dataclass
@@ -44,6 +48,8 @@ class Harness:
     jobs: Worker
     stats: RequestStats
     key: Path
+    capacity: tuple[Worker, ...] = ()
+    """The fleets and instances workers, when the harness was given stacks engines."""
 
     def submit(
         self, text: str, *, status: str = "submitted", git: tuple[str, str] | None = None
@@ -116,7 +122,10 @@ class Harness:
         return self.store.list_jobs(run_id)
 
     async def step(self) -> int:
-        return await self.runs.process_once() + await self.jobs.process_once()
+        done = await self.runs.process_once() + await self.jobs.process_once()
+        for worker in self.capacity:
+            done += await worker.process_once()
+        return done
 
     async def until(self, condition: Callable[[], bool], *, within: float = 30.0) -> None:
         """Step the workers until `condition()` holds (polling, bounded by a deadline)."""
@@ -179,6 +188,7 @@ async def make_harness(
     *,
     total_blocks: int = 8,
     archives: ArchiveBuilder | None = None,
+    engines: Mapping[EngineName, Engine] | None = None,
     **timings: Any,
 ) -> Harness:
     data_dir = tmp_path / "data"
@@ -232,6 +242,7 @@ async def make_harness(
         data_dir=data_dir,
         timings=WorkerTimings(**timings),
         archives=archives,
+        engines=engines or {},
     )
     leasing: StoreLeasing[Lease] = StoreLeasing(store.leases, make_lease=Lease)
     fast = {"min_interval": 0.0}
@@ -246,8 +257,25 @@ async def make_harness(
         process=jobs_worker.make_process(deps),
     )
     kinds.update(runs=runs, jobs=jobs)
+    if engines is not None:
+        for module in (fleets_worker, instances_worker):
+            config = module.CONFIG.__class__(**{**_fields(module.CONFIG), **fast})
+            kinds[config.kind] = Worker(config, leasing=leasing, process=module.make_process(deps))
+    capacity = tuple(kinds[k] for k in ("fleets", "instances") if k in kinds)
     return Harness(
-        store, data_dir, project, fleet, instance, pool, agents, local, runs, jobs, stats, key
+        store,
+        data_dir,
+        project,
+        fleet,
+        instance,
+        pool,
+        agents,
+        local,
+        runs,
+        jobs,
+        stats,
+        key,
+        capacity,
     )
 
 
