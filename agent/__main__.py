@@ -14,8 +14,9 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 from agent.protocol import agent_version
 from agent.server.serving import (
@@ -63,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         docker_url=args.docker_url,
     )
     try:
-        asyncio.run(serve(config, extra_services(args)))
+        _run(serve(config, extra_services(args)))
     except AgentLockedError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -71,6 +72,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: cannot serve on 127.0.0.1:{args.http_port}: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run on libuv's loop where uvloop is installed (the tunnel's channels and the job
+    log pipes cost less there), else on asyncio's own: a host without it still works."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 if __name__ == "__main__":
