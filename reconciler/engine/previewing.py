@@ -20,10 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
+from reconciler.core.elastic import Growth, choose_growth, failure_message
 from reconciler.core.jobspecs import requirements_of
 from reconciler.core.scheduling import NoFit, place_job
 from reconciler.domain.plan import Action, ActionKind, Plan
 from reconciler.engine.outcomes import outcome_of
+from reconciler.engine.workers.growing import elastic_fleets
 from reconciler.engine.workers.placing import load_candidates
 from stacks.protocol import (
     Engine,
@@ -112,7 +114,7 @@ def placement_warnings(store: Store, project_id: str, actions: Sequence[Action])
 
     Informational (the jobs worker fails such a run with dstack's `no offers` reason):
     only checked against instances that are up, so capacity still being provisioned
-    never produces a warning.
+    never produces a warning, nor does a run an elastic fleet would grow for.
     """
     runs = [a for a in actions if a.kind.is_run and a.action.changes and a.spec is not None]
     if not runs:
@@ -120,10 +122,15 @@ def placement_warnings(store: Store, project_id: str, actions: Sequence[Action])
     candidates = load_candidates(store, project_id)
     if not candidates:
         return []
+    fleets = elastic_fleets(store, project_id, candidates, job_id="")
     warnings = []
     for action in runs:
-        placed = place_job(requirements_of(action.spec or {}), candidates)
+        req = requirements_of(action.spec or {})
+        placed = place_job(req, candidates)
         if isinstance(placed, NoFit) and not placed.wait:
+            growth = choose_growth(req, 1, fleets)
+            if isinstance(growth, Growth):
+                continue
             label = f"{action.kind.value} {action.name!r} ({action.path})"
-            warnings.append(f"{label}: {placed.message}")
+            warnings.append(f"{label}: {failure_message(placed.message, growth)}")
     return warnings

@@ -11,7 +11,9 @@ import pytest
 from agent.tunnel import TunnelPool
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
 from reconciler.adapters.db.store import Store
+from reconciler.domain.plan import Action, ActionKind, Kind
 from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.previewing import placement_warnings
 from reconciler.engine.worker import Process, ProcessResult
 from reconciler.engine.workers import WorkerDeps, WorkerTimings, fleets, instances, jobs
 from schemas import parse_config
@@ -292,3 +294,24 @@ async def test_a_shrink_interrupted_before_the_stacks_up_is_finished_next_pass(
     await rig.fleet_pass()
     assert rig.cloud.size["main-fleet-gpu"] == 0
     assert rig.store.get(Instance, victim.id).status == "terminated"  # type: ignore[union-attr]
+
+
+async def test_the_plan_warns_only_about_runs_no_fleet_can_grow_for(rig: Rig) -> None:
+    await rig.fleet_pass()
+    one = rig.submit("one")
+    await rig.job_pass(one)
+    await rig.fleet_pass()
+    rig.ready("gpu-0")
+    await rig.job_pass(one)  # an instance is up: warnings are checked
+
+    def action(name: str, resources: str) -> Action:
+        text = f"type: task\nname: {name}\ncommands: [x]\nresources:\n  {resources}\n"
+        spec = parse_config(text, f"{name}.dstack.yml").normalized()
+        path = f"{name}.dstack.yml"
+        return Action(ActionKind.CREATE, Kind.TASK, name, "main", path, "new", spec=spec)
+
+    actions = [action("fits", "gpu: A100:1"), action("huge", "gpu: A100:8")]
+    warnings = placement_warnings(rig.store, rig.project.id, actions)
+    assert len(warnings) == 1
+    assert warnings[0].startswith("task 'huge' (huge.dstack.yml): no offers: gpu/gpu-0: gpu")
+    assert "fleet gpu: gpu nvidia:A100:8 not met" in warnings[0]
