@@ -213,6 +213,10 @@ class Growth:
         return self.target > self.live
 
     @property
+    def at_max(self) -> bool:
+        return self.maximum is not None and self.live >= self.maximum
+
+    @property
     def message(self) -> str:
         of_max = "no max" if self.maximum is None else f"max {self.maximum}"
         if self.grows:
@@ -222,7 +226,7 @@ class Growth:
                 f"waiting for fleet {self.fleet_name} to provision {what} "
                 f"({self.live} → {self.target} of {of_max})"
             )
-        if self.maximum is not None and self.live >= self.maximum:
+        if self.at_max:
             return (
                 f"waiting for fleet {self.fleet_name}: at max {self.maximum} nodes, "
                 "matching instances are busy or starting"
@@ -282,8 +286,7 @@ def choose_growth(
         growths.append(Growth(fleet.fleet_id, fleet.name, nodes, fleet.live, target, fleet.maximum))
     if not growths:
         return tuple(reasons)
-    at_max = [g for g in growths if g.maximum is not None and g.live >= g.maximum]
-    return min(growths, key=lambda g: (g.fleet_id != current, g in at_max, g.fleet_name))
+    return min(growths, key=lambda g: (g.fleet_id != current, g.at_max, g.fleet_name))
 
 
 def failure_message(no_fit: str, reasons: Sequence[str]) -> str:
