@@ -16,6 +16,7 @@ from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.previewing import placement_warnings
 from reconciler.engine.worker import Process, ProcessResult
 from reconciler.engine.workers import WorkerDeps, WorkerTimings, fleets, instances, jobs
+from reconciler.engine.workers.placing import take_capacity
 from schemas import parse_config
 from tests.engine.cloud_double import CloudDouble
 
@@ -75,6 +76,7 @@ class Rig:
             )
         ).id
         self.jobs = jobs.make_process(self.deps)
+        self.job_ids: list[str] = []
         self.fleets = fleets.make_process(self.deps)
 
     async def step(self, model: type, process: Process, row_id: str) -> ProcessResult:
@@ -116,7 +118,8 @@ class Rig:
             job_spec={"slot": {"nodes": 1}, "spec": spec},
             submitted_at=self.store.now(),
         )
-        return self.store.add(job).id
+        self.job_ids.append(self.store.add(job).id)
+        return self.job_ids[-1]
 
     def job(self, job_id: str) -> Job:
         row = self.store.get(Job, job_id)
@@ -315,3 +318,28 @@ async def test_the_plan_warns_only_about_runs_no_fleet_can_grow_for(rig: Rig) ->
     assert len(warnings) == 1
     assert warnings[0].startswith("task 'huge' (huge.dstack.yml): no offers: gpu/gpu-0: gpu")
     assert "fleet gpu: gpu nvidia:A100:8 not met" in warnings[0]
+
+
+async def test_a_node_taken_by_a_job_while_shrinking_keeps_the_nodes_below_it(rig: Rig) -> None:
+    await rig.fleet_pass()
+    await rig.job_pass(rig.submit("one"))
+    await rig.job_pass(rig.submit("two"))
+    await rig.fleet_pass()
+    rig.ready("gpu-0")
+    rig.ready("gpu-1")
+    rig.store.update(Job, rig.job_ids[0], status="terminated")  # nobody waits any more
+    rig.store.update(Job, rig.job_ids[1], status="terminated")
+    rig.clock.now += 61
+    fleet = rig.store.get(Fleet, rig.fleet_id)
+    assert fleet is not None
+    victims = fleets.idle_victims(rig.deps, fleet)
+    assert sorted(v.name for v in victims) == ["gpu-0", "gpu-1"]
+    gpu0, gpu1 = rig.instances()
+    assert take_capacity(rig.store, gpu1.id, 1)  # the race: a job takes gpu-1 first
+    fleets.terminate_instances(rig.deps, victims, "idle_timeout")
+    assert [i.status for i in rig.instances()] == ["terminating", "busy"]
+
+    await rig.fleet_pass()  # gpu-0 sits below a node that stays: it stays too
+    assert [i.status for i in rig.instances()] == ["idle", "busy"]
+    assert rig.cloud.size["main-fleet-gpu"] == 2
+    assert rig.store.get(Instance, gpu0.id).termination_reason is None  # type: ignore[union-attr]

@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import update
+
 from agent.client import AgentUnreachable
 from agent.deploy import DeployError
 from agent.local import LocalAgentError
@@ -59,6 +61,7 @@ LOCAL_BLOCKS = 16
 """Jobs the local host runs at once when the fleet does not set `blocks` (shared host)."""
 _AGENT_ERRORS = (AgentUnreachable, DeployError, LocalAgentError)
 _LIVE = [s.value for s in InstanceStatus if s is not InstanceStatus.TERMINATED]
+_TERMINABLE = ("pending", "provisioning", "idle")
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,10 +213,15 @@ class FleetsProcessor:
         """Bring a cloud stack down to the instances that stay, then mark the leaving
         ones terminated (only now: until then a retry knows the stack still holds them)."""
         staying = [i.instance_num for i in state.staying]
-        outputs = await self.rows.up(fleet, token, nodes=stack_nodes(staying))
+        count = stack_nodes(staying)
+        kept = [i for i in state.leaving if i.instance_num < count]
+        if kept:  # below an instance that stays (it got busy meanwhile): the node stays too
+            await asyncio.to_thread(keep_leaving, self.deps, kept)
+        outputs = await self.rows.up(fleet, token, nodes=count)
         if isinstance(outputs, Outcome):
             return outputs.retry_after
-        gone = await asyncio.to_thread(finish_leaving, self.deps, state.leaving)
+        leaving = [i for i in state.leaving if i.instance_num >= count]
+        gone = await asyncio.to_thread(finish_leaving, self.deps, leaving)
         if gone:
             before = len(staying) + len(gone)
             await self.rows.event(
@@ -326,6 +334,21 @@ def idle_victims(deps: WorkerDeps, fleet: Fleet) -> list[Instance]:
     return [i for i in live if i.id in chosen]
 
 
+def keep_leaving(deps: WorkerDeps, instances: Sequence[Instance]) -> None:
+    """Take back the termination of instances the stack keeps (compare-and-set)."""
+    with deps.store.writing() as session:
+        for instance in instances:
+            session.execute(
+                update(Instance)
+                .where(
+                    Instance.id == instance.id,
+                    Instance.status == InstanceStatus.TERMINATING.value,
+                    Instance.termination_reason == LEAVING_REASON,
+                )
+                .values(status=InstanceStatus.IDLE.value, termination_reason=None)
+            )
+
+
 def finish_leaving(deps: WorkerDeps, leaving: Sequence[Instance]) -> list[Instance]:
     """Mark instances whose node left the stack `terminated` (compare-and-set on
     `terminating`); the ones this call changed, each with an event."""
@@ -349,10 +372,13 @@ def finish_leaving(deps: WorkerDeps, leaving: Sequence[Instance]) -> list[Instan
 
 
 def terminate_instances(deps: WorkerDeps, instances: Sequence[Instance], reason: str) -> None:
-    """Mark instances `terminating` (compare-and-set on their status; busy ones wait)."""
+    """Mark instances `terminating`: one conditional UPDATE per instance, so one a job
+    took meanwhile (`placing.take_capacity` sets it busy) is never taken away; busy ones
+    wait."""
     with deps.store.writing() as session:
         for instance in instances:
-            row = session.get(Instance, instance.id)
-            if row is None or row.status in ("terminating", "terminated", "busy"):
-                continue
-            row.status, row.termination_reason, row.due_at = "terminating", reason, None
+            session.execute(
+                update(Instance)
+                .where(Instance.id == instance.id, Instance.status.in_(_TERMINABLE))
+                .values(status="terminating", termination_reason=reason, due_at=None)
+            )
