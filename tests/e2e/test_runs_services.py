@@ -46,8 +46,14 @@ probes:
 """
 
 
-def _proxy(h: Harness) -> httpx.AsyncClient:
-    routes = StoreRoutes(h.store, h.agents, ttl=0.2)
+PATHS = pytest.mark.parametrize("direct", [False, True], ids=["tunnel", "loopback"])
+
+
+def _proxy(h: Harness, direct: bool) -> httpx.AsyncClient:
+    """The proxy over SSH channels, or dialling this host's replicas on loopback as the
+    server does for its own local agent."""
+    local = h.local.ssh_port if direct else None
+    routes = StoreRoutes(h.store, h.agents, ttl=0.2, local_ssh_port=lambda: local)
     proxy = ServiceProxy(routes=routes, pool=h.pool, authorize=_authorize, stats=h.stats)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy), base_url="http://server")
 
@@ -57,11 +63,16 @@ def _ready(h: Harness, run: Run) -> bool:
     return any((j.runtime or {}).get("ready") for j in jobs)
 
 
-async def test_service_answers_through_proxy_with_auth(h: Harness) -> None:
+@PATHS
+async def test_service_answers_through_proxy_with_auth(h: Harness, direct: bool) -> None:
     port = _free_port()
     run = h.submit(_service(port, "v1"))
     await h.until(lambda: _ready(h, run))
-    async with _proxy(h) as client:
+    route = StoreRoutes(h.store, h.agents, local_ssh_port=lambda: h.local.ssh_port).load(
+        "main", "web"
+    )
+    assert route is not None and [u.direct for u in route.upstreams] == [True]
+    async with _proxy(h, direct) as client:
         denied = await client.get("/proxy/services/main/web/")
         assert denied.status_code == 401
         ok = await client.get(
@@ -75,7 +86,8 @@ async def test_service_answers_through_proxy_with_auth(h: Harness) -> None:
     await h.until(lambda: h.run(run.id).status == "terminated")
 
 
-async def test_rolling_update_fails_no_request(h: Harness) -> None:
+@PATHS
+async def test_rolling_update_fails_no_request(h: Harness, direct: bool) -> None:
     port = _free_port()
     run = h.submit(_service(port, "v1", auth=False))
     await h.until(lambda: _ready(h, run))
@@ -90,7 +102,7 @@ async def test_rolling_update_fails_no_request(h: Harness) -> None:
             if len(results) >= 5:
                 warmed.set()
 
-    async with _proxy(h) as client:
+    async with _proxy(h, direct) as client:
         task = asyncio.create_task(hammer(client))
         async with asyncio.timeout(10):
             await warmed.wait()

@@ -1,0 +1,42 @@
+"""The proxy's token check on a real SQLite store: members pass, answers are remembered
+for a few seconds (the clock is injected), revocation takes effect once they expire."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reconciler.adapters.db.store import Store
+from reconciler.web.auth import token_authorizer
+from reconciler.web.database import Database
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_members_pass_and_revocation_lands_after_the_ttl(tmp_path: Path) -> None:
+    store = Store.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", migrate=True)
+    project = store.get_or_create_project("main")
+    other = store.get_or_create_project("other")
+    user = store.create_user("ana")
+    store.set_member(project.id, user.id, "user")
+    token = store.create_token(user.id)
+    clock = Clock()
+    authorize = token_authorizer(Database(store.engine), ttl=5.0, clock=clock)
+
+    assert await authorize("main", token)
+    assert not await authorize("other", token), "not a member of that project"
+    assert not await authorize("main", "not-a-token")
+    assert not await authorize("main", None)
+    assert other.name == "other"
+
+    store.revoke_tokens(user.id)
+    clock.now += 4.0
+    assert await authorize("main", token), "remembered for the ttl: no query per request"
+    clock.now += 1.5
+    assert not await authorize("main", token), "revoked tokens stop passing after the ttl"
+    store.close()
