@@ -1,12 +1,30 @@
 """Service proxy throughput: requests/s through `/proxy/services/…` beside direct requests.
 
-Starts the real local agent, runs a service on it (a small asyncio HTTP server, process
-executor) with the real runs and jobs workers, serves the real `ServiceProxy` under
-uvicorn, then drives the same load (bench/load.py, a separate process) at the service
-directly and through the proxy. Prints JSON: `direct_rps`, `proxy_rps`, `ratio` (goal
-≥ 0.7), and the load parameters.
+Starts the real local agent and runs three services on it as real runs (process executor,
+the real runs and jobs workers), serves the real `ServiceProxy` under uvicorn (httptools,
+uvloop — as `dockyard server` runs), then drives the same load at each service directly
+and through the proxy, by both of the proxy's paths:
 
-    python bench/proxy.py [--concurrency 16] [--seconds 5]
+- `tunnel`: an SSH `direct-tcpip` channel to the replica's host — the path of every SSH
+  fleet and cloud instance;
+- `loopback`: the replica's port dialled on 127.0.0.1 — the path for the server's own
+  local fleet.
+
+The services:
+
+- `raw`: an asyncio responder that answers every request head with a fixed response and
+  parses nothing — the worst case for any proxy, whose per-request work is all that
+  is measured against almost none;
+- `fastapi`: a FastAPI app under uvicorn returning a small JSON body — the stack of most
+  custom services and of vLLM's and SGLang's OpenAI servers;
+- `model`: the same app where each request awaits 20 ms, like a GPU serving a short
+  completion or an embedding batch (the host's CPU is idle meanwhile).
+
+Load comes from wrk (a C load generator, never the bottleneck) when installed, else from
+bench/load.py in its own process. Prints JSON: per service and path `direct_rps`,
+`proxy_rps`, `ratio` (goal ≥ 0.7), errors; and the proxy's own ceiling in requests/s.
+
+    python bench/proxy.py [--concurrency 64] [--seconds 5] [--services raw,fastapi,model]
 """
 
 from __future__ import annotations
@@ -14,14 +32,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import platform
 import shutil
 import socket
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import uvicorn
+import uvloop
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -29,24 +51,22 @@ sys.path.insert(0, str(ROOT))
 from reconciler.engine.routes import StoreRoutes  # noqa: E402
 from reconciler.web.proxy import ServiceProxy  # noqa: E402
 from tests.e2e.runs_harness import (  # noqa: E402
+    Harness,
     close_harness,
     make_harness,
     start_agent_env,
     stop_agent_env,
 )
 
-SERVICE = textwrap.dedent(
+RAW = textwrap.dedent(
     """
     import asyncio, sys
-    BODY = b"ok"
-    HEAD = b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nContent-Type: text/plain\\r\\n"
-    RESPONSE = HEAD + b"\\r\\n" + BODY
+    RESPONSE = b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nContent-Type: text/plain\\r\\n\\r\\nok"
     async def handle(reader, writer):
         try:
             while True:
-                head = await reader.readuntil(b"\\r\\n\\r\\n")
+                await reader.readuntil(b"\\r\\n\\r\\n")
                 writer.write(RESPONSE)
-                await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
     async def main():
@@ -56,6 +76,28 @@ SERVICE = textwrap.dedent(
     asyncio.run(main())
     """
 )
+APP = textwrap.dedent(
+    """
+    import asyncio, sys
+    import uvicorn
+    from fastapi import FastAPI
+    app = FastAPI()
+    DELAY = float(sys.argv[2])
+    @app.get("/{path:path}")
+    async def answer(path: str) -> dict[str, object]:
+        if DELAY:
+            await asyncio.sleep(DELAY)
+        return {"object": "list", "data": [{"id": "model", "path": path}]}
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
+                access_log=False)
+    """
+)
+SERVICES: dict[str, tuple[str, str]] = {
+    "raw": (RAW, ""),
+    "fastapi": (APP, "0"),
+    "model": (APP, "0.02"),
+}
+GOAL = 0.7
 
 
 def _free_port() -> int:
@@ -65,12 +107,11 @@ def _free_port() -> int:
 
 
 async def _wrk(url: str, concurrency: int, seconds: float) -> dict[str, float]:
-    """Load from wrk (Debian's `wrk`), a C load generator that is never the bottleneck."""
     proc = await asyncio.create_subprocess_exec(
         "wrk",
         "-t2",
         f"-c{concurrency}",
-        f"-d{int(seconds)}s",
+        f"-d{max(1, round(seconds))}s",
         url,
         stdout=asyncio.subprocess.PIPE,
     )
@@ -78,8 +119,13 @@ async def _wrk(url: str, concurrency: int, seconds: float) -> dict[str, float]:
     text = out.decode()
     rps = float(text.split("Requests/sec:")[1].split()[0])
     errors = 0.0
-    if "Non-2xx or 3xx responses:" in text:
-        errors = float(text.split("Non-2xx or 3xx responses:")[1].split()[0])
+    for marker in ("Non-2xx or 3xx responses:", "Socket errors:"):
+        if marker in text:
+            errors += sum(
+                float(part.split()[-1])
+                for part in text.split(marker)[1].splitlines()[0].split(",")
+                if part.split()
+            )
     return {"rps": rps, "errors": errors}
 
 
@@ -101,66 +147,114 @@ async def _load(url: str, concurrency: int, seconds: float) -> dict[str, float]:
     return result
 
 
-async def main(concurrency: int, seconds: float) -> dict[str, object]:
+async def _start_services(h: Harness, tmp: Path, names: list[str]) -> dict[str, int]:
+    ports: dict[str, int] = {}
+    runs = []
+    for name in names:
+        source, arg = SERVICES[name]
+        script = tmp / f"service_{name}.py"
+        script.write_text(source)
+        port = ports[name] = _free_port()
+        command = f"{sys.executable} {script} {port} {arg}".strip()
+        runs.append(
+            h.submit(
+                f"type: service\nname: {name}\nport: {port}\nauth: false\n"
+                f"commands: ['{command}']\n"
+            )
+        )
+
+    def ready() -> bool:
+        return all(
+            any((j.runtime or {}).get("ready") and j.status == "running" for j in h.jobs_of(r.id))
+            for r in runs
+        )
+
+    await h.until(ready, within=120)
+    return ports
+
+
+async def _serve(proxy: ServiceProxy) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            proxy,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            http="httptools",
+            access_log=False,
+        )
+    )
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 - uvicorn exposes no started event
+        await asyncio.sleep(0.05)
+    return server, task, port
+
+
+async def _allow(project: str, token: str | None) -> bool:
+    return True
+
+
+async def main(concurrency: int, seconds: float, names: list[str]) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="dockyard-bench-proxy-"))
     env = await start_agent_env(tmp / "agent")
     h = await make_harness(tmp, env)
-    script = tmp / "service.py"
-    script.write_text(SERVICE)
-    port = _free_port()
-    run = h.submit(
-        f"type: service\nname: fast\nport: {port}\nauth: false\n"
-        f"commands: ['{sys.executable} {script} {port}']\n"
-    )
-
-    def ready() -> bool:
-        return any(
-            (j.runtime or {}).get("ready") and j.status == "running" for j in h.jobs_of(run.id)
-        )
-
-    await h.until(ready, within=60)
-    proxy = ServiceProxy(
-        routes=StoreRoutes(h.store, h.agents), pool=h.pool, authorize=_deny, stats=h.stats
-    )
-    proxy_port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            proxy, host="127.0.0.1", port=proxy_port, log_level="warning", lifespan="off"
-        )
-    )
-    serving = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn exposes no started event
-        await asyncio.sleep(0.05)
+    proxies: dict[str, tuple[ServiceProxy, uvicorn.Server, asyncio.Task[None], int]] = {}
+    results: list[dict[str, Any]] = []
     try:
-        direct = await _load(f"http://127.0.0.1:{port}/", concurrency, seconds)
-        proxied = await _load(
-            f"http://127.0.0.1:{proxy_port}/proxy/services/main/fast/", concurrency, seconds
-        )
+        ports = await _start_services(h, tmp, names)
+        for path, local in (("tunnel", None), ("loopback", env.local.ssh_port)):
+            routes = StoreRoutes(h.store, h.agents, local_ssh_port=lambda p=local: p)  # type: ignore[misc]
+            proxy = ServiceProxy(routes=routes, pool=h.pool, authorize=_allow, stats=h.stats)
+            proxies[path] = (proxy, *(await _serve(proxy)))
+        for name in names:
+            direct = await _load(f"http://127.0.0.1:{ports[name]}/v1/models", concurrency, seconds)
+            for path, (_, _, _, port) in proxies.items():
+                url = f"http://127.0.0.1:{port}/proxy/services/main/{name}/v1/models"
+                proxied = await _load(url, concurrency, seconds)
+                ratio = round(proxied["rps"] / direct["rps"], 3) if direct["rps"] else None
+                results.append(
+                    {
+                        "service": name,
+                        "path": path,
+                        "direct_rps": direct["rps"],
+                        "proxy_rps": proxied["rps"],
+                        "ratio": ratio,
+                        "errors": proxied["errors"] + direct["errors"],
+                        "goal_met": ratio is not None and ratio >= GOAL,
+                    }
+                )
     finally:
-        server.should_exit = True
-        await serving
-        await proxy.aclose()
+        for proxy, server, task, _ in proxies.values():
+            server.should_exit = True
+            await task
+            await proxy.aclose()
         await close_harness(h)
         stop_agent_env(env)
     return {
         "concurrency": concurrency,
         "seconds": seconds,
-        "direct_rps": direct["rps"],
-        "proxy_rps": proxied["rps"],
-        "proxy_errors": proxied["errors"],
-        "ratio": round(proxied["rps"] / direct["rps"], 3) if direct["rps"] else None,
-        "goal_ratio": 0.7,
-        "load_generator": "wrk" if shutil.which("wrk") else "bench/load.py (httpx)",
+        "load_generator": "wrk -t2" if shutil.which("wrk") else "bench/load.py (httpx)",
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "goal_ratio": GOAL,
+        "results": results,
+        "proxy_ceiling_rps": {
+            path: max(r["proxy_rps"] for r in results if r["path"] == path)
+            for path in ("tunnel", "loopback")
+        },
     }
-
-
-async def _deny(project: str, token: str | None) -> bool:
-    return False
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--services", default=",".join(SERVICES))
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main(args.concurrency, args.seconds)), indent=2))
+    chosen = [s for s in args.services.split(",") if s]
+    unknown = sorted(set(chosen) - set(SERVICES))
+    if unknown:
+        parser.error(f"unknown services {unknown}: choose from {sorted(SERVICES)}")
+    print(json.dumps(uvloop.run(main(args.concurrency, args.seconds, chosen)), indent=2))
