@@ -106,12 +106,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _wrk(url: str, concurrency: int, seconds: float) -> dict[str, float]:
+async def _wrk(url: str, concurrency: int, seconds: float, token: str | None) -> dict[str, float]:
+    auth = ["-H", f"Authorization: Bearer {token}"] if token else []
     proc = await asyncio.create_subprocess_exec(
         "wrk",
         "-t2",
         f"-c{concurrency}",
         f"-d{max(1, round(seconds))}s",
+        *auth,
         url,
         stdout=asyncio.subprocess.PIPE,
     )
@@ -129,9 +131,11 @@ async def _wrk(url: str, concurrency: int, seconds: float) -> dict[str, float]:
     return {"rps": rps, "errors": errors}
 
 
-async def _load(url: str, concurrency: int, seconds: float) -> dict[str, float]:
+async def _load(
+    url: str, concurrency: int, seconds: float, token: str | None = None
+) -> dict[str, float]:
     if shutil.which("wrk"):
-        return await _wrk(url, concurrency, seconds)
+        return await _wrk(url, concurrency, seconds, token)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(ROOT / "bench" / "load.py"),
@@ -140,6 +144,7 @@ async def _load(url: str, concurrency: int, seconds: float) -> dict[str, float]:
         str(concurrency),
         "--seconds",
         str(seconds),
+        *(["--token", token] if token else []),
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()
@@ -158,8 +163,7 @@ async def _start_services(h: Harness, tmp: Path, names: list[str]) -> dict[str, 
         command = f"{sys.executable} {script} {port} {arg}".strip()
         runs.append(
             h.submit(
-                f"type: service\nname: {name}\nport: {port}\nauth: false\n"
-                f"commands: ['{command}']\n"
+                f"type: service\nname: {name}\nport: {port}\nauth: false\ncommands: ['{command}']\n"
             )
         )
 

@@ -8,9 +8,13 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
   store records it; p50/p95/max in ms (goal p50 ≤ 1 s);
 - ``throughput``: one commit adding M tasks (``echo``), time until every run is ``done``,
   and runs/s; with the reconcile's own stage timings (commit → every run row written),
-  the rest being the runs and jobs workers and the agent.
+  the rest being the runs and jobs workers and the agent;
+- ``proxy``: requests/s through the service proxy beside direct requests/s to the same
+  service, and their ratio (goal ≥ 0.7) — `bench/proxy_server.py` (the real
+  `dockyard server`) and `bench/proxy.py` (the proxy alone, both of its paths, three kinds
+  of service), each run in its own process and embedded here.
 
-    .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500]
+    .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500] [--proxy-seconds 5]
 """
 
 from __future__ import annotations
@@ -173,9 +177,32 @@ async def main(commits: int, tasks: int) -> dict[str, Any]:
     }
 
 
+def proxy_figures(seconds: float) -> dict[str, Any]:
+    """The proxy benches' JSON, each from its own process (0 seconds: skipped)."""
+    if seconds <= 0:
+        return {}
+    here = Path(__file__).resolve().parent
+    figures: dict[str, Any] = {}
+    for name in ("proxy_server", "proxy"):
+        done = subprocess.run(
+            [sys.executable, str(here / f"{name}.py"), "--seconds", str(seconds)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            figures[name] = {"error": done.stderr.strip().splitlines()[-1:]}
+        else:
+            figures[name] = json.loads(done.stdout)
+    return figures
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=20)
     parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--proxy-seconds", type=float, default=5.0)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main(args.commits, args.tasks)), indent=2))
+    result = asyncio.run(main(args.commits, args.tasks))
+    result["proxy"] = proxy_figures(args.proxy_seconds)
+    print(json.dumps(result, indent=2))
