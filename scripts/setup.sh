@@ -17,6 +17,7 @@ if [ "$dev" = 1 ]; then
   command -v chromium >/dev/null || need+=(chromium)
   command -v ip >/dev/null || need+=(iproute2)
   [ -x /bin/busybox ] || need+=(busybox-static)  # the Docker test image is made from it
+  command -v wrk >/dev/null || need+=(wrk)  # bench/proxy*.py: a load generator in C
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
