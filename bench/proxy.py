@@ -152,6 +152,18 @@ async def _load(
     return result
 
 
+def compared(direct: dict[str, float], proxied: dict[str, float]) -> dict[str, Any]:
+    """One row of figures: both rates, their ratio against the goal, the errors."""
+    ratio = round(proxied["rps"] / direct["rps"], 3) if direct["rps"] else None
+    return {
+        "direct_rps": direct["rps"],
+        "proxy_rps": proxied["rps"],
+        "ratio": ratio,
+        "errors": proxied["errors"] + direct["errors"],
+        "goal_met": ratio is not None and ratio >= GOAL,
+    }
+
+
 async def _start_services(h: Harness, tmp: Path, names: list[str]) -> dict[str, int]:
     ports: dict[str, int] = {}
     runs = []
@@ -217,18 +229,7 @@ async def main(concurrency: int, seconds: float, names: list[str]) -> dict[str, 
             for path, (_, _, _, port) in proxies.items():
                 url = f"http://127.0.0.1:{port}/proxy/services/main/{name}/v1/models"
                 proxied = await _load(url, concurrency, seconds)
-                ratio = round(proxied["rps"] / direct["rps"], 3) if direct["rps"] else None
-                results.append(
-                    {
-                        "service": name,
-                        "path": path,
-                        "direct_rps": direct["rps"],
-                        "proxy_rps": proxied["rps"],
-                        "ratio": ratio,
-                        "errors": proxied["errors"] + direct["errors"],
-                        "goal_met": ratio is not None and ratio >= GOAL,
-                    }
-                )
+                results.append({"service": name, "path": path} | compared(direct, proxied))
     finally:
         for proxy, server, task, _ in proxies.values():
             server.should_exit = True

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 
-from proxy import APP, GOAL, _free_port, _load  # noqa: E402
+from proxy import APP, GOAL, _free_port, _load, compared  # noqa: E402
 
 from agent.local import stop_local_agent  # noqa: E402
 
@@ -107,17 +107,7 @@ def main(concurrency: int, seconds: float) -> dict[str, Any]:
             )
             url = f"http://127.0.0.1:{port}/proxy/services/main/{name}/v1/models"
             proxied = asyncio.run(_load(url, concurrency, seconds, token=token))
-            ratio = round(proxied["rps"] / direct["rps"], 3) if direct["rps"] else None
-            results.append(
-                {
-                    "service": name,
-                    "direct_rps": direct["rps"],
-                    "proxy_rps": proxied["rps"],
-                    "ratio": ratio,
-                    "errors": proxied["errors"] + direct["errors"],
-                    "goal_met": ratio is not None and ratio >= GOAL,
-                }
-            )
+            results.append({"service": name} | compared(direct, proxied))
     finally:
         server.terminate()
         server.wait(timeout=30)
