@@ -66,9 +66,10 @@ def _add_openapi_route(app: FastAPI) -> None:
 
 
 def _lifespan(
-    controller: Controller, start: bool
+    controller: Controller, start: bool, proxy: ASGIApp | None
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Start the controller when serving begins, stop it (jobs keep running) at shutdown."""
+    """Start the controller when serving begins, stop it (jobs keep running) at shutdown,
+    and close the proxy's upstream connections."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -79,6 +80,9 @@ def _lifespan(
         finally:
             if start:
                 await controller.stop()
+            close = getattr(proxy, "aclose", None)
+            if close is not None:
+                await close()
 
     return lifespan
 
@@ -108,7 +112,7 @@ def create_app(
         title="Dockyard",
         version=SERVER_VERSION,
         description="GitOps for GPU workloads: the REST API of the Dockyard server.",
-        lifespan=_lifespan(controller, start_controller),
+        lifespan=_lifespan(controller, start_controller, proxy),
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
