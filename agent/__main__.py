@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocol import agent_version
+from agent.server.peers import allowed_uids
 from agent.server.serving import (
     DEFAULT_HTTP_PORT,
     AgentConfig,
@@ -42,6 +43,13 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
     serve_parser.add_argument("--no-docker", action="store_true", help="process executor only")
     serve_parser.add_argument("--docker-url", default=None, help="default: DOCKER_HOST or socket")
     serve_parser.add_argument("--log-level", default="INFO")
+    serve_parser.add_argument(
+        "--allow-user",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="may call the API besides the agent's own user and root (repeatable)",
+    )
     if with_services:
         ssh_cli.add_arguments(serve_parser)
     return parser
@@ -62,7 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         http_port=args.http_port,
         docker=not args.no_docker,
         docker_url=args.docker_url,
+        allow_users=tuple(args.allow_user),
     )
+    try:
+        allowed_uids(config.allow_users)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     try:
         _run(serve(config, extra_services(args)))
     except AgentLockedError as error:

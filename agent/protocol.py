@@ -99,6 +99,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_REQUEST = "invalid_request"
     EXECUTOR_UNAVAILABLE = "executor_unavailable"
     JOB_ACTIVE = "job_active"
+    FORBIDDEN = "forbidden"  # the caller's local user may not use this agent (server.peers)
     INTERNAL = "internal"
 
 

@@ -34,6 +34,7 @@ from agent.server.executors.docker import DockerExecutor
 from agent.server.executors.process import ProcessExecutor
 from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpus, to_capacity
 from agent.server.jobs import JobManager
+from agent.server.peers import allowed_uids
 from agent.server.store import JobStore, write_atomically
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class AgentConfig:
     docker: bool = True  # offer the docker executor when an engine answers
     docker_url: str | None = None  # None: DOCKER_HOST or the default socket
     tool_runner: ToolRunner = run_tool
+    allow_users: tuple[str, ...] = ()  # API callers besides the agent's user and root
 
 
 @dataclass
@@ -111,7 +113,11 @@ async def start_agent(
         await manager.start()
         sock = _bind(config.http_port)
         server = _Server(
-            uvicorn.Config(create_app(manager, probe), log_level="warning", lifespan="off")
+            uvicorn.Config(
+                create_app(manager, probe, allowed=allowed_uids(config.allow_users)),
+                log_level="warning",
+                lifespan="off",
+            )
         )
         server_task = asyncio.create_task(server.serve(sockets=[sock]))
         try:

@@ -38,6 +38,9 @@ def agent_command(settings: ProgramSettings) -> str:
         AGENT_DATA_DIR,
         "--http-port",
         str(settings.agent_http_port),
+        # systemd runs the agent as root; the server logs in as the image's user.
+        "--allow-user",
+        settings.ssh_user,
     ]
     if settings.agent_ssh_port is not None:
         args += [

@@ -111,6 +111,7 @@ def test_user_data_installs_agent_and_authorizes_server() -> None:
     unit = doc["write_files"][0]
     assert unit["path"] == "/etc/systemd/system/dockyard-agent.service"
     assert "-m agent serve --data-dir /var/lib/dockyard --http-port 10999" in unit["content"]
+    assert "--allow-user ubuntu" in unit["content"], "the login user may call the root agent"
     commands = [" ".join(c) for c in doc["runcmd"]]
     assert any("pip install --quiet dockyard==0.1.0" in c for c in commands)
     assert "systemctl enable --now dockyard-agent.service" in commands
