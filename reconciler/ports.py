@@ -8,6 +8,7 @@ and hands it to the web app; tests of the web layer may hand a small fake instea
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 Trigger = Literal["timer", "webhook", "cli", "api", "startup"]
@@ -43,16 +44,30 @@ class Controller(Protocol):
         """Queue a reconcile of `project` (coalescing with a queued one); return its id."""
 
     async def plan_unmanaged(
-        self, project: str, *, text: str, path: str, user: str
+        self,
+        project: str,
+        *,
+        text: str,
+        path: str,
+        user: str,
+        file_archives: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         """Plan one configuration posted by the CLI (`dockyard apply -f`), with offers.
 
+        `file_archives` (`[{id, path}]`, uploaded by the CLI) are part of a run's spec.
         Returns the plan JSON (the shape documented in docs/plan.md) plus `offers`.
         Raises `schemas.ConfigError` for an invalid configuration.
         """
 
     async def apply_unmanaged(
-        self, project: str, *, text: str, path: str, user: str, force: bool
+        self,
+        project: str,
+        *,
+        text: str,
+        path: str,
+        user: str,
+        force: bool,
+        file_archives: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         """Apply one configuration as an unmanaged (`cli:<user>`) resource; return its plan."""
 

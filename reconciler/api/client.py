@@ -16,6 +16,7 @@ server that cannot be reached becomes `ServerUnreachableError`.
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from reconciler.api import models as wire
-from reconciler.api.errors import raise_for_answer, unreachable
+from reconciler.api.errors import NotFoundError, raise_for_answer, unreachable
 from schemas import AnyConfig
 
 M = TypeVar("M", bound=BaseModel)
@@ -140,18 +141,54 @@ class Client:
         data = config.model_dump(mode="json", by_alias=True, exclude_unset=True)
         return {"configuration": data, "path": path}
 
-    def get_plan(self, config: str | AnyConfig, path: str = ".dstack.yml") -> dict[str, Any]:
-        """The plan of applying one configuration (YAML text or a `schemas` model)."""
-        plan: dict[str, Any] = self.post("runs/get_plan", self._config_body(config, path))
+    def get_plan(
+        self,
+        config: str | AnyConfig,
+        path: str = ".dstack.yml",
+        *,
+        file_archives: list[dict[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        """The plan of applying one configuration (YAML text or a `schemas` model), with
+        the archives (`upload_archive`) its job brings: `[{"id", "path"}]`."""
+        body = {**self._config_body(config, path), "file_archives": file_archives or []}
+        plan: dict[str, Any] = self.post("runs/get_plan", body)
         return plan
 
     def apply(
-        self, config: str | AnyConfig, path: str = ".dstack.yml", *, force: bool = False
+        self,
+        config: str | AnyConfig,
+        path: str = ".dstack.yml",
+        *,
+        force: bool = False,
+        file_archives: list[dict[str, str]] | None = None,
     ) -> dict[str, Any]:
         """Apply one configuration as an unmanaged resource; returns the plan applied."""
-        body = {**self._config_body(config, path), "force": force}
+        body = {
+            **self._config_body(config, path),
+            "force": force,
+            "file_archives": file_archives or [],
+        }
         plan: dict[str, Any] = self.post("runs/apply", body)
         return plan
+
+    def upload_archive(self, data: bytes) -> str:
+        """Store a tar.gz on the server (once: by its sha256) and return its id."""
+        digest = hashlib.sha256(data).hexdigest()
+        try:
+            self.post("/api/files/get_archive_by_hash", {"hash": digest})
+            return digest
+        except NotFoundError:
+            pass
+        try:
+            answer = self._http.post(
+                "/api/files/upload_archive",
+                content=data,
+                headers={"content-type": "application/octet-stream"},
+            )
+        except httpx.HTTPError as exc:
+            raise unreachable(self.url, exc) from None
+        raise_for_answer(answer)
+        return str(answer.json()["id"])
 
     def list_runs(self, *, all: bool = False, limit: int = 100) -> list[wire.Run]:
         return self._many(wire.Run, "runs/list", {"all": all, "limit": limit})

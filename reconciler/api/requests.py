@@ -60,12 +60,25 @@ class RemoveMembersRequest(Body):
     usernames: list[str] = Field(min_length=1, max_length=1000)
 
 
+class FileArchiveRef(Body):
+    """An uploaded archive (`/api/files/upload_archive`) and where it lands in the job."""
+
+    id: str = Field(pattern=r"^[0-9a-f]{64}$")
+    path: str = Field(min_length=1, max_length=1000)
+
+
+class ArchiveByHashRequest(Body):
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class ConfigurationRequest(Body):
-    """One configuration posted by the CLI: its YAML text (or a parsed dict) and its path."""
+    """One configuration posted by the CLI: its YAML text (or a parsed dict) and its path,
+    and the archives of its local `repos`/`files` the CLI uploaded."""
 
     text: str | None = Field(default=None, max_length=1_000_000)
     configuration: dict[str, Any] | None = None
     path: str = Field(default=".dstack.yml", max_length=1000)
+    file_archives: list[FileArchiveRef] = Field(default_factory=list, max_length=100)
 
 
 class ApplyRequest(ConfigurationRequest):

@@ -2,7 +2,9 @@
 
 As dstack's `apply`: shows the plan with the offers table and prices, asks ("Submit the run
 X?"), `-y` skips the question, `-f -` reads stdin (and then needs `-y`). "Detected no
-changes" with `-y` and no `--force` exits 0 without applying. For a run, attached mode
+changes" with `-y` and no `--force` exits 0 without applying. A run's local `repos` and
+`files` are packed and uploaded first (`uploading`), so the job finds them in its working
+dir, and changed code is a change of the run. For a run, attached mode
 (the default) waits with a spinner while it is provisioned and pulled, then streams its
 logs and forwards its ports until the run ends or Ctrl-C, which detaches without stopping
 the run; `-d` returns right after submitting.
@@ -19,17 +21,19 @@ import typer
 from reconciler.api import Client
 from reconciler.cli.console import ProjectOption, YesOption, err, open_client, out
 from reconciler.cli.planview import action_of, is_noop, question, show_plan
+from reconciler.cli.uploading import upload_local
 from reconciler.cli.waiting import follow_run, wait_fleet
 from reconciler.errors import UsageError
-from schemas import ConfigError
+from schemas import ConfigError, parse_config
 
 RUN_KINDS = ("task", "service", "dev-environment")
+STDIN_PATH = "stdin.dstack.yml"
 
 
 def read_config(path: str) -> tuple[str, str]:
     """(text, path as sent to the server); `-` reads stdin."""
     if path == "-":
-        return sys.stdin.read(), "stdin.dstack.yml"
+        return sys.stdin.read(), STDIN_PATH
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"{path}: no such configuration file")
@@ -41,10 +45,20 @@ def print_problems(exc: ConfigError) -> None:
         err().print(f"[red]error:[/red] {problem.format()}")
 
 
+def _archives(client: Client, text: str, path: str) -> list[dict[str, str]]:
+    """Upload what a run's local `repos`/`files` bring (see `uploading`)."""
+    config = parse_config(text, path)
+    if str(config.type) not in RUN_KINDS:
+        return []
+    config_dir = Path.cwd() if path == STDIN_PATH else Path(path).resolve().parent
+    return upload_local(client, config.normalized(), config_dir)
+
+
 def _apply(
     client: Client, text: str, path: str, *, yes: bool, force: bool
 ) -> dict[str, object] | None:
-    plan = client.get_plan(text, path)
+    archives = _archives(client, text, path)
+    plan = client.get_plan(text, path, file_archives=archives)
     show_plan({**plan, "path": path}, client.project, client.me().username)
     if is_noop(plan) and not force:
         out().print("Detected no changes.")
@@ -52,7 +66,7 @@ def _apply(
     if not yes and not typer.confirm(question(plan), default=False):
         out().print("Cancelled.")
         return None
-    return client.apply(text, path, force=force)
+    return client.apply(text, path, force=force, file_archives=archives)
 
 
 def register(app: typer.Typer) -> None:

@@ -78,6 +78,33 @@ def uploads_of(spec: Mapping[str, Any], config_path: str) -> Uploads:
     return Uploads(tuple(items), tuple(skipped))
 
 
+def local_uploads_of(spec: Mapping[str, Any]) -> Uploads:
+    """What `dockyard apply` packs from the user's machine for a job of `spec`.
+
+    Sources are local paths as written (relative to the configuration file's directory,
+    absolute, or `~`); the CLI resolves and packs them, uploads the archives, and the run
+    carries them (`file_archives`). URL repos are left to the job (not cloned yet).
+    """
+    items: list[Upload] = []
+    skipped: list[str] = []
+    for index, repo in enumerate(spec.get("repos") or ()):
+        if not isinstance(repo, Mapping):
+            continue
+        if repo.get("url"):
+            skipped.append(f"repos[{index}]: cloning {repo['url']} is not supported yet")
+            continue
+        items.append(Upload("repo", str(repo.get("local_path") or "."), _target(repo, ".")))
+    for item in spec.get("files") or ():
+        if isinstance(item, Mapping) and item.get("local_path"):
+            local = str(item["local_path"])
+            items.append(Upload("file", local, _target(item, local)))
+    return Uploads(tuple(items), tuple(skipped))
+
+
+def _target(item: Mapping[str, Any], default: str) -> str:
+    return str(item.get("path") or default)
+
+
 def _in_repo(base: str, local_path: str, where: str) -> str:
     if not local_path or local_path.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", local_path):
         raise PermanentError(

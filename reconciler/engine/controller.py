@@ -17,7 +17,7 @@ import importlib
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclasses_replace
 from pathlib import Path
@@ -174,20 +174,42 @@ class EngineController:
     # -- unmanaged (CLI) -------------------------------------------------------------------
 
     async def plan_unmanaged(
-        self, project: str, *, text: str, path: str, user: str
+        self,
+        project: str,
+        *,
+        text: str,
+        path: str,
+        user: str,
+        file_archives: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         def plan() -> dict[str, Any]:
-            action = unmanaged.plan_one(self.store, project, text=text, path=path, user=user)
+            action = unmanaged.plan_one(
+                self.store, project, text=text, path=path, user=user, file_archives=file_archives
+            )
             offers = unmanaged.offers_for(self.store, project, action)
             return {**action_to_dict(action), "offers": offers}
 
         return await asyncio.to_thread(plan)
 
     async def apply_unmanaged(
-        self, project: str, *, text: str, path: str, user: str, force: bool
+        self,
+        project: str,
+        *,
+        text: str,
+        path: str,
+        user: str,
+        force: bool,
+        file_archives: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         plan, hints = await asyncio.to_thread(
-            unmanaged.apply_one, self.store, project, text=text, path=path, user=user, force=force
+            unmanaged.apply_one,
+            self.store,
+            project,
+            text=text,
+            path=path,
+            user=user,
+            force=force,
+            file_archives=file_archives,
         )
         for kind in sorted(hints):
             self.hint(kind)

@@ -15,6 +15,9 @@ thread.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -48,7 +51,28 @@ from schemas import parse_config
 _KINDS = {kind.value: kind for kind in Kind}
 
 
-def plan_one(store: Store, project: str, *, text: str, path: str, user: str) -> Action:
+def with_archives(
+    spec: dict[str, Any], spec_hash: str, archives: Sequence[Mapping[str, str]]
+) -> tuple[dict[str, Any], str]:
+    """A run's spec and hash with the archives the CLI uploaded for it: other code (or
+    other files) is another spec, so applying it again re-runs the task, as dstack's
+    `repo_code_hash` does."""
+    if not archives:
+        return spec, spec_hash
+    refs = [{"id": str(a["id"]), "path": str(a["path"])} for a in archives]
+    mixed = hashlib.sha256((spec_hash + json.dumps(refs, sort_keys=True)).encode()).hexdigest()
+    return {**spec, "file_archives": refs}, mixed
+
+
+def plan_one(
+    store: Store,
+    project: str,
+    *,
+    text: str,
+    path: str,
+    user: str,
+    file_archives: Sequence[Mapping[str, str]] = (),
+) -> Action:
     """Pure planning of one posted config against what `project` has (raises ConfigError)."""
     model = parse_config(text, path)
     kind = _KINDS.get(str(model.type))
@@ -56,14 +80,17 @@ def plan_one(store: Store, project: str, *, text: str, path: str, user: str) -> 
         raise UsageError(f"{path}: a {model.type} is not a resource Dockyard can apply")
     if not model.name:
         raise UsageError(f"{path}: set `name:` so the resource can be found again")
+    spec, spec_hash = model.normalized(), model.spec_hash()
+    if kind.is_run:
+        spec, spec_hash = with_archives(spec, spec_hash, file_archives)
     resource = DesiredResource(
         kind=kind,
         name=str(model.name),
         project=project,
         path=path,
         line=1,
-        spec=model.normalized(),
-        spec_hash=model.spec_hash(),
+        spec=spec,
+        spec_hash=spec_hash,
         model=model,
     )
     live = store.load_observed(project).by_key().get(resource.key)
@@ -115,10 +142,17 @@ def offers_for(store: Store, project: str, action: Action) -> list[dict[str, Any
 
 
 def apply_one(
-    store: Store, project: str, *, text: str, path: str, user: str, force: bool
+    store: Store,
+    project: str,
+    *,
+    text: str,
+    path: str,
+    user: str,
+    force: bool,
+    file_archives: Sequence[Mapping[str, str]] = (),
 ) -> tuple[dict[str, Any], set[WorkKind]]:
     """Plan and apply one posted config as `cli:<user>`; the plan JSON and kinds to hint."""
-    action = plan_one(store, project, text=text, path=path, user=user)
+    action = plan_one(store, project, text=text, path=path, user=user, file_archives=file_archives)
     if action.action is ActionKind.BLOCKED:
         raise UsageError(action.reason)
     if force and action.action is ActionKind.NOOP and action.kind.is_run:

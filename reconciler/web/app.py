@@ -33,6 +33,7 @@ from reconciler.web.metrics import Metrics
 from reconciler.web.pages import build_pages_router
 from reconciler.web.routes_capacity import build_capacity_router
 from reconciler.web.routes_core import SERVER_VERSION, build_core_router
+from reconciler.web.routes_files import build_files_router
 from reconciler.web.routes_logs import build_logs_router
 from reconciler.web.routes_pr import build_pr_router
 from reconciler.web.routes_project import build_deliveries_router, build_project_router
@@ -136,6 +137,7 @@ def create_app(
         build_deliveries_router(),
         build_webhooks_router(),
         build_forward_router(open_tunnel),
+        build_files_router(),
         build_pr_router(),
         build_pages_router(),
     ):

@@ -21,6 +21,7 @@ from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError
 from reconciler.web.queries_runs import find_run, get_run, list_runs
+from reconciler.web.routes_files import blob_store
 
 
 def _now(context: WebContext) -> datetime:
@@ -34,6 +35,18 @@ def config_text(body: req.ConfigurationRequest) -> str:
     if body.configuration is not None:
         return json.dumps(body.configuration)
     raise InvalidError("post the configuration as 'text' (YAML) or 'configuration' (an object)")
+
+
+def file_archives(body: req.ConfigurationRequest, context: WebContext) -> list[dict[str, str]]:
+    """The posted archive references, each checked to be uploaded."""
+    store = blob_store(context)
+    for ref in body.file_archives:
+        if not store.has(ref.id):
+            raise InvalidError(
+                f"file_archives: archive {ref.id} was not uploaded: upload it first "
+                "(/api/files/upload_archive)"
+            )
+    return [{"id": ref.id, "path": ref.path} for ref in body.file_archives]
 
 
 def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
@@ -50,6 +63,7 @@ def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
             text=config_text(body),
             path=body.path,
             user=access.principal.username,
+            file_archives=file_archives(body, context),
         )
 
     @router.post(f"{prefix}/apply", tags=[tag], operation_id=f"{tag}_apply")
@@ -64,6 +78,7 @@ def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
             path=body.path,
             user=access.principal.username,
             force=body.force,
+            file_archives=file_archives(body, context),
         )
 
 

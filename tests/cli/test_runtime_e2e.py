@@ -141,3 +141,29 @@ def test_attach_forwards_a_port_to_the_jobs_http_server(real_cli: Cli, tmp_path:
         real_cli("stop", "web", "-y", "-x")
         out, err = attach.communicate(timeout=60)
     assert f"Forwarded localhost:{local}" in out, err
+
+
+def test_apply_brings_the_local_repo_and_files(real_cli: Cli, tmp_path: Path) -> None:
+    _fleet(real_cli, tmp_path)
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "app.txt").write_text("app-v1\n")
+    (repo / "debug.log").write_text("ignored\n")
+    (tmp_path / "extra.txt").write_text("extra-file\n")
+    task = repo / "bring.dstack.yml"
+    task.write_text(
+        "type: task\nname: bring\nrepos: [.]\nfiles:\n  - ../extra.txt:conf/extra.txt\n"
+        "commands:\n  - cat app.txt conf/extra.txt\n  - test -e debug.log || echo no-log\n"
+    )
+    first = real_cli("apply", "-f", str(task), "-y")
+    assert first.exit_code == 0, first.stdout
+    assert "app-v1" in first.stdout and "extra-file" in first.stdout
+    assert "no-log" in first.stdout, "what .gitignore ignores stays home"
+    again = real_cli("apply", "-f", str(task), "-y")
+    assert "Detected no changes" in again.stdout, "the same tree is the same archive"
+    (repo / "app.txt").write_text("app-v2\n")
+    changed = real_cli("apply", "-f", str(task), "-y")
+    assert changed.exit_code == 0, changed.stdout
+    assert "app-v2" in changed.stdout, "changed code re-runs the task"

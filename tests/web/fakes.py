@@ -62,7 +62,7 @@ class FakeController:
         return row.id
 
     async def plan_unmanaged(
-        self, project: str, *, text: str, path: str, user: str
+        self, project: str, *, text: str, path: str, user: str, **_: Any
     ) -> dict[str, Any]:
         config = parse_config(text, path)
         return {
@@ -72,7 +72,7 @@ class FakeController:
         }
 
     async def apply_unmanaged(
-        self, project: str, *, text: str, path: str, user: str, force: bool
+        self, project: str, *, text: str, path: str, user: str, force: bool, **_: Any
     ) -> dict[str, Any]:
         config = parse_config(text, path)
         plan = await self.plan_unmanaged(project, text=text, path=path, user=user)

@@ -22,6 +22,8 @@ ANY_USER = {
     "/api/projects/list",
     "/api/projects/create",
     "/openapi.json",
+    "/api/files/upload_archive",  # content-addressed blobs, named only by their hash
+    "/api/files/get_archive_by_hash",
 }
 
 

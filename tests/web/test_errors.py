@@ -16,7 +16,7 @@ BAD = {"text": "type: task\nname: x\ncommandz: []\n", "path": "bad.dstack.yml"}
 
 
 class Broken(FakeController):
-    async def plan_unmanaged(self, project: str, *, text: str, path: str, user: str) -> Any:
+    async def plan_unmanaged(self, project: str, **kwargs: Any) -> Any:
         raise RuntimeError("password=secret-xyz")
 
     async def apply_unmanaged(self, project: str, **kwargs: Any) -> Any:

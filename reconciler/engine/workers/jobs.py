@@ -23,6 +23,7 @@ from sqlalchemy import update as sql_update
 from agent.client import AgentError
 from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.tunnel import AgentUnreachable
+from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Run
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.store import Store
@@ -287,7 +288,8 @@ class JobsProcessor:
             )
         executor = ExecutorKind.DOCKER.value if image else ExecutorKind.PROCESS.value
         ips = self._cluster_ips(ctx, slot)
-        uploads = job_archives(self.store, ctx, self._archives)
+        blobs = BlobStore(self.config.data_dir / "files")
+        uploads = job_archives(self.store, ctx, self._archives, blobs)
         gpus = [int(i) for i in ctx.runtime.get("gpus") or ()]
         body = render_agent_job(
             job_id=ctx.job.id,

@@ -1,0 +1,57 @@
+"""Content-addressed files of the server: the archives `dockyard apply` uploads.
+
+`<data_dir>/files/<sha256>`, written once (atomically, 0600) and named by the hash of
+their bytes, so the same working tree uploaded twice is stored once and a run's spec can
+name its archives by hash (`file_archives`). The web routes (`routes_files`) put and look
+up; the jobs worker reads them into the job's archives (`workers.job_uploads`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+class BlobStore:
+    """See the module docstring."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @staticmethod
+    def valid(digest: str) -> bool:
+        return bool(_DIGEST.match(digest))
+
+    def _path(self, digest: str) -> Path:
+        if not self.valid(digest):
+            raise ValueError(f"not a sha256 hex digest: {digest[:80]!r}")
+        return self.root / digest
+
+    def put(self, data: bytes) -> str:
+        """Store `data` (if not stored yet); its sha256 hex digest."""
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._path(digest)
+        if path.exists():
+            return digest
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".upload-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return digest
+
+    def has(self, digest: str) -> bool:
+        return self.valid(digest) and self._path(digest).is_file()
+
+    def get(self, digest: str) -> bytes:
+        """The stored bytes; `FileNotFoundError` when there are none."""
+        return self._path(digest).read_bytes()
