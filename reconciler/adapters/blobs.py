@@ -3,7 +3,8 @@
 `<data_dir>/files/<sha256>`, written once (atomically, 0600) and named by the hash of
 their bytes, so the same working tree uploaded twice is stored once and a run's spec can
 name its archives by hash (`file_archives`). The web routes (`routes_files`) put and look
-up; the jobs worker reads them into the job's archives (`workers.job_uploads`).
+up, and now and then `sweep` what no run names any more; the jobs worker reads them into
+the job's archives (`workers.job_uploads`).
 """
 
 from __future__ import annotations
@@ -55,3 +56,20 @@ class BlobStore:
     def get(self, digest: str) -> bytes:
         """The stored bytes; `FileNotFoundError` when there are none."""
         return self._path(digest).read_bytes()
+
+    def sweep(self, keep: set[str], *, now: float, grace: float) -> int:
+        """Delete stored files not in `keep` and older than `grace` seconds (an archive
+        just uploaded for an apply not made yet stays); how many were deleted."""
+        if not self.root.is_dir():
+            return 0
+        deleted = 0
+        for path in self.root.iterdir():
+            if not self.valid(path.name) or path.name in keep:
+                continue
+            try:
+                if now - path.stat().st_mtime >= grace:
+                    path.unlink()
+                    deleted += 1
+            except FileNotFoundError:  # another server process swept it first
+                continue
+        return deleted

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
+from pathlib import Path
 
+from reconciler.adapters.blobs import BlobStore
 from reconciler.web.routes_files import MAX_ARCHIVE_BYTES
 from tests.web.serving import Running
 
@@ -32,3 +36,26 @@ def test_upload_lookup_and_refusals(server: Running) -> None:
         assert unknown.status_code == 400 and "was not uploaded" in unknown.text
     with server.client() as anonymous:
         assert anonymous.post("/api/files/upload_archive", content=data).status_code == 401
+
+
+def test_an_upload_now_and_then_sweeps_archives_no_run_names(server: Running) -> None:
+    files = server.settings.data_dir / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    old = files / ("a" * 64)
+    old.write_bytes(b"old")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    with server.client(server.admin_token) as http:
+        assert http.post("/api/files/upload_archive", content=b"new").status_code == 200
+    assert not old.exists(), "an old archive no run names is deleted"
+    assert (files / hashlib.sha256(b"new").hexdigest()).exists(), "the new one stays"
+
+
+def test_sweep_keeps_named_and_recent_archives(tmp_path: Path) -> None:
+    blobs = BlobStore(tmp_path / "files")
+    named, recent, stale = blobs.put(b"named"), blobs.put(b"recent"), blobs.put(b"stale")
+    for digest in (named, stale):
+        os.utime(blobs.root / digest, (1000.0, 1000.0))
+    os.utime(blobs.root / recent, (90_000.0, 90_000.0))
+    assert blobs.sweep({named}, now=100_000.0, grace=86_400.0) == 1
+    assert blobs.has(named) and blobs.has(recent) and not blobs.has(stale)
