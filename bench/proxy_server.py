@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -74,6 +76,31 @@ def _wait_answering(url: str, token: str, within: float) -> None:
     raise SystemExit(f"bench: {url} did not answer 200 within {within:.0f} s")
 
 
+def _stop_services(port: int, data: Path, service_ports: list[int]) -> None:
+    """Stop the runs (jobs outlive the server and its agent by design) and wait until
+    their ports are closed."""
+    token_file = data / "admin-token"
+    if not token_file.exists():
+        return
+    headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+    body = {"runs_names": ["fastapi", "model"], "abort": True}
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.post(
+            f"http://127.0.0.1:{port}/api/project/main/runs/stop",
+            json=body,
+            headers=headers,
+            timeout=10,
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(_listening(p) for p in service_ports):
+        time.sleep(0.2)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def main(concurrency: int, seconds: float) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="dockyard-bench-server-"))
     ports = {"fastapi": _free_port(), "model": _free_port()}
@@ -109,6 +136,7 @@ def main(concurrency: int, seconds: float) -> dict[str, Any]:
             proxied = asyncio.run(_load(url, concurrency, seconds, token=token))
             results.append({"service": name} | compared(direct, proxied))
     finally:
+        _stop_services(port, data, list(ports.values()))
         server.terminate()
         server.wait(timeout=30)
         stop_local_agent(data)
