@@ -75,6 +75,8 @@ class Conclusion:
     error: str | None
     warnings: tuple[str, ...] = ()
     """Things a person should know that did not fail the pass (e.g. a run no fleet fits)."""
+    results: tuple[ActionResult, ...] = ()
+    """What applying each action did, when the pass got to applying."""
 
 
 def conclude(
@@ -93,8 +95,9 @@ def conclude(
         return Conclusion(ReconcileStatus.ABORTED, last_applied, error)
     failures = [f"{r.key}: {r.message}" for r in results if r.failed]
     if failures:
-        return Conclusion(ReconcileStatus.FAILED, last_applied, _summarize(failures))
-    return Conclusion(ReconcileStatus.SUCCEEDED, attempted, None)
+        error = _summarize(failures)
+        return Conclusion(ReconcileStatus.FAILED, last_applied, error, results=tuple(results))
+    return Conclusion(ReconcileStatus.SUCCEEDED, attempted, None, results=tuple(results))
 
 
 def _summarize(lines: Sequence[str], limit: int = 5) -> str:

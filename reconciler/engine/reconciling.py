@@ -259,6 +259,13 @@ class Reconciler:
             "status": conclusion.status.value,
             "error": conclusion.error,
             "warnings": list(conclusion.warnings),
+            # Per action, so the reconcile page is exact however many failed; unchanged
+            # actions (`skipped`) are left out, the plan already says they are noops.
+            "actions": [
+                {"key": r.key, "action": r.action, "result": r.result, "message": r.message}
+                for r in conclusion.results
+                if r.result != "skipped"
+            ],
         }
         await asyncio.to_thread(
             self._store.finish_reconcile,

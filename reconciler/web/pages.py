@@ -33,21 +33,32 @@ _SETTLED = {"noop": "unchanged", "retain": "retained", "blocked": "blocked"}
 
 
 def action_outcomes(
-    status: str, error: str | None, actions: Sequence[Mapping[str, Any]]
+    status: str,
+    error: str | None,
+    actions: Sequence[Mapping[str, Any]],
+    results: Sequence[Mapping[str, Any]] = (),
 ) -> list[tuple[str, str]]:
-    """(outcome, detail) per action, from the reconcile's status and error line.
+    """(outcome, detail) per action.
 
-    A reconcile that failed while applying names each failed action in its error
-    (`project/kind/name: message`); the other actions of that pass were applied. Any other
-    failure or an abort applied nothing.
+    From the per-action `results` the reconcile recorded (its outcome's `actions`) where
+    there are some; for older rows, from the status and error line: a reconcile that
+    failed while applying names the failed actions in its error (`project/kind/name:
+    message`, the first five), the others of that pass were applied. Any other failure or
+    an abort applied nothing.
     """
+    recorded = {str(r.get("key")): r for r in results if isinstance(r, Mapping)}
     keys = [f"{a.get('project')}/{a.get('kind')}/{a.get('name')}:" for a in actions]
     failed = {key for key in keys if error and key in error}
     rows: list[tuple[str, str]] = []
     for action, key in zip(actions, keys, strict=True):
         kind = str(action.get("action"))
+        result = recorded.get(key[:-1])
         if kind in _SETTLED:
             rows.append((_SETTLED[kind], ""))
+        elif result is not None and result.get("result") == "failed":
+            rows.append(("failed", str(result.get("message") or "")))
+        elif result is not None:
+            rows.append(("applied", ""))
         elif status in ("queued", "running"):
             rows.append(("pending", ""))
         elif status == "succeeded" or (status == "failed" and failed and key not in failed):
@@ -67,7 +78,8 @@ def render_page(row: Reconcile, project: str) -> str:
     plan: Mapping[str, Any] = row.plan or {}
     actions = [a for a in plan.get("actions") or [] if isinstance(a, Mapping)]
     errors = [e for e in plan.get("errors") or [] if isinstance(e, Mapping)]
-    outcomes = action_outcomes(row.status, row.error, actions)
+    recorded = (row.outcome or {}).get("actions") if isinstance(row.outcome, Mapping) else None
+    outcomes = action_outcomes(row.status, row.error, actions, recorded or ())
     summary = ", ".join(f"{n} {k}" for k, n in (plan.get("summary") or {}).items() if n)
     e = html.escape
     values = {

@@ -57,6 +57,12 @@ async def test_a_commit_creates_runs_and_the_implicit_local_fleet(rig: Rig) -> N
     resources = {(r.kind, r.name): r for r in rig.store.list_resources("main")}
     assert resources[("task", "alpha")].origin == f"git:a.dstack.yml@{commit}"
     assert row.plan["summary"]["create"] == 3
+    recorded = {(a["key"], a["result"]) for a in row.outcome["actions"]}
+    assert recorded == {
+        ("main/fleet/local", "applied"),
+        ("main/task/alpha", "applied"),
+        ("main/service/web", "applied"),
+    }, "each applied action is recorded with its result"
 
 
 async def test_the_same_commit_again_changes_nothing(rig: Rig) -> None:

@@ -96,3 +96,20 @@ def test_outcomes_follow_the_reconcile_status() -> None:
     assert action_outcomes("running", None, actions) == [("pending", ""), ("unchanged", "")]
     assert action_outcomes("aborted", "preview failed", actions)[0] == ("not-applied", "aborted")
     assert action_outcomes("succeeded", None, actions)[0] == ("applied", "")
+
+
+def test_recorded_results_name_every_failure_beyond_the_error_line() -> None:
+    actions = [
+        {"action": "create", "kind": "task", "name": f"t{i}", "project": "main"} for i in range(7)
+    ]
+    results = [
+        {"key": f"main/task/t{i}", "action": "create", "result": "failed", "message": f"bad {i}"}
+        for i in range(6)
+    ] + [{"key": "main/task/t6", "action": "create", "result": "applied", "message": ""}]
+    # The error line names the first five failures only ("… and 1 more").
+    error = "; ".join(f"main/task/t{i}: bad {i}" for i in range(5)) + "; and 1 more"
+    outcomes = action_outcomes("failed", error, actions, results)
+    assert outcomes[5] == ("failed", "bad 5"), "the sixth failure is exact, not guessed"
+    assert outcomes[6] == ("applied", "")
+    guessed = action_outcomes("failed", error, actions)
+    assert guessed[5] == ("applied", ""), "without results the error line is all there is"
