@@ -90,6 +90,19 @@ class RunsListRequest(Body):
     limit: int = Field(default=100, ge=1, le=1000)
 
 
+class GlobalRunsListRequest(Body):
+    """dstack's `/api/runs/list` body: filters and the `prev_*` cursor of the last page."""
+
+    project_name: str | None = None
+    repo_id: str | None = None  # accepted for dstack's clients; runs here have no repo id
+    username: str | None = None
+    only_active: bool = False
+    prev_submitted_at: datetime | None = None
+    prev_run_id: str | None = None
+    limit: int = Field(default=100, ge=1, le=100)
+    ascending: bool = False
+
+
 class RunGetRequest(Body):
     run_name: str = Field(min_length=1, max_length=200)
 

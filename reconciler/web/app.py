@@ -37,7 +37,7 @@ from reconciler.web.routes_files import build_files_router
 from reconciler.web.routes_logs import build_logs_router
 from reconciler.web.routes_pr import build_pr_router
 from reconciler.web.routes_project import build_deliveries_router, build_project_router
-from reconciler.web.routes_runs import build_runs_router
+from reconciler.web.routes_runs import build_global_runs_router, build_runs_router
 from reconciler.web.webhooks import build_webhooks_router
 
 
@@ -131,6 +131,7 @@ def create_app(
         _build_ops_router(),
         build_core_router(),
         build_runs_router(),
+        build_global_runs_router(),
         build_capacity_router(),
         build_logs_router(),
         build_project_router(),

@@ -17,9 +17,10 @@ from fastapi import APIRouter, Depends
 
 from reconciler.api import models as wire
 from reconciler.api import requests as req
-from reconciler.web.auth import ProjectAccess, project_access
+from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError
+from reconciler.web.queries_pages import list_runs_paged
 from reconciler.web.queries_runs import find_run, get_run, list_runs
 from reconciler.web.routes_files import blob_store
 
@@ -134,5 +135,20 @@ def build_runs_router() -> APIRouter:
         for name in body.runs_names:
             await context.controller.delete_resource(access.project_name, "run", name)
         return {"deleted": body.runs_names}
+
+    return router
+
+
+def build_global_runs_router() -> APIRouter:
+    """`/api/runs/list`: dstack's list across the caller's projects, paged by `prev_*`."""
+    router = APIRouter(prefix="/api/runs")
+
+    @router.post("/list", response_model=list[wire.Run], tags=["runs"])
+    async def list_all(
+        body: req.GlobalRunsListRequest,
+        principal: Principal = Depends(require_user),
+        context: WebContext = Depends(get_context),
+    ) -> list[wire.Run]:
+        return await context.db.read(list_runs_paged, principal, body, _now(context))
 
     return router

@@ -24,6 +24,7 @@ ANY_USER = {
     "/openapi.json",
     "/api/files/upload_archive",  # content-addressed blobs, named only by their hash
     "/api/files/get_archive_by_hash",
+    "/api/runs/list",  # across the caller's own projects only (tests/web/test_runs_paging.py)
 }
 
 
