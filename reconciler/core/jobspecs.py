@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.core.cloning import clone_commands
 from reconciler.core.inactivity import inactivity_limit
 from reconciler.core.scheduling import Range, Requirements
 from reconciler.core.uploads import repo_dir
@@ -273,7 +274,7 @@ def render_agent_job(
     }
     for name in path_env:
         env.pop(name, None)
-    commands = shell_commands(spec)
+    commands = [*clone_commands(spec), *shell_commands(spec)]
     entrypoint = spec.get("entrypoint")
     return {
         "id": job_id,

@@ -11,7 +11,7 @@ are paths of the config repo at that commit, relative to the config file's direc
 
 `uploads_of` says what to pack (`Upload`); the engine builds the archives from git objects
 (`reconciler.adapters.gitsource.archives`). Local paths that leave the repo are config
-errors; URL repos are not cloned (yet): `skipped` says so.
+errors; URL repos are fetched by the job itself (`reconciler.core.cloning`).
 """
 
 from __future__ import annotations
@@ -60,12 +60,10 @@ def uploads_of(spec: Mapping[str, Any], config_path: str) -> Uploads:
     """What a job of `spec` (from the config file at `config_path`) brings from the repo."""
     base = posixpath.dirname(config_path)
     items: list[Upload] = []
-    skipped: list[str] = []
     for index, repo in enumerate(spec.get("repos") or ()):
         if not isinstance(repo, Mapping):
             continue
-        if repo.get("url"):
-            skipped.append(f"repos[{index}]: cloning {repo['url']} is not supported yet")
+        if repo.get("url"):  # the job fetches it itself (`reconciler.core.cloning`)
             continue
         source = _in_repo(base, str(repo.get("local_path") or "."), f"repos[{index}].local_path")
         items.append(Upload("repo", source, str(repo.get("path") or ".")))
@@ -75,7 +73,7 @@ def uploads_of(spec: Mapping[str, Any], config_path: str) -> Uploads:
         where = f"files[{index}].local_path"
         source = _in_repo(base, str(item.get("local_path") or ""), where)
         items.append(Upload("file", source, str(item.get("path") or item.get("local_path"))))
-    return Uploads(tuple(items), tuple(skipped))
+    return Uploads(tuple(items))
 
 
 def local_uploads_of(spec: Mapping[str, Any]) -> Uploads:
@@ -83,22 +81,20 @@ def local_uploads_of(spec: Mapping[str, Any]) -> Uploads:
 
     Sources are local paths as written (relative to the configuration file's directory,
     absolute, or `~`); the CLI resolves and packs them, uploads the archives, and the run
-    carries them (`file_archives`). URL repos are left to the job (not cloned yet).
+    carries them (`file_archives`). URL repos are left to the job (`cloning`).
     """
     items: list[Upload] = []
-    skipped: list[str] = []
-    for index, repo in enumerate(spec.get("repos") or ()):
+    for repo in spec.get("repos") or ():
         if not isinstance(repo, Mapping):
             continue
-        if repo.get("url"):
-            skipped.append(f"repos[{index}]: cloning {repo['url']} is not supported yet")
+        if repo.get("url"):  # the job fetches it itself (`reconciler.core.cloning`)
             continue
         items.append(Upload("repo", str(repo.get("local_path") or "."), _target(repo, ".")))
     for item in spec.get("files") or ():
         if isinstance(item, Mapping) and item.get("local_path"):
             local = str(item["local_path"])
             items.append(Upload("file", local, _target(item, local)))
-    return Uploads(tuple(items), tuple(skipped))
+    return Uploads(tuple(items))
 
 
 def _target(item: Mapping[str, Any], default: str) -> str:

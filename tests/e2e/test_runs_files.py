@@ -124,3 +124,22 @@ async def test_too_much_to_upload_fails_the_job_before_the_agent(
         assert "more than the 32 MiB a job may bring" in job.status_message
     finally:
         await close_harness(h)
+
+
+async def test_a_url_repo_is_fetched_by_the_job(h: Harness, tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    _git(remote, "init", "-q", "-b", "main")
+    _git(remote, "config", "user.email", "t@example.com")
+    _git(remote, "config", "user.name", "t")
+    (remote / "README").write_text("from the url repo\n")
+    _git(remote, "add", "-A")
+    _git(remote, "commit", "-q", "-m", "x")
+    text = (
+        f"type: task\nname: fetch\nrepos:\n  - url: file://{remote}\n    path: src\n"
+        "commands: ['cat src/README']\n"
+    )
+    run = h.submit(text)
+    await h.until(lambda: _status(h, run) in ("done", "failed"))
+    assert _status(h, run) == "done", h.log_text(run) + h.describe()
+    assert h.log_text(run).strip() == "from the url repo"

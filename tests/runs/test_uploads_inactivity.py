@@ -13,6 +13,7 @@ import pytest
 
 from agent.protocol import JobSpec
 from reconciler.adapters.gitsource.archives import GitArchives
+from reconciler.core.cloning import clone_commands
 from reconciler.core.inactivity import Activity, inactivity_limit, inactivity_verdict
 from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job
 from reconciler.core.uploads import Upload, git_origin, repo_dir, uploads_of
@@ -63,10 +64,12 @@ def test_paths_outside_the_repo_are_refused(files: str, needle: str) -> None:
         uploads_of(spec, "jobs/x.dstack.yml")
 
 
-def test_url_repos_are_skipped_with_a_reason() -> None:
+def test_url_repos_are_fetched_by_the_job_not_uploaded() -> None:
     spec = _spec("type: task\ncommands: [x]\nrepos: ['https://github.com/o/r.git']\n")
     uploads = uploads_of(spec, "x.dstack.yml")
-    assert uploads.items == () and "not supported yet" in uploads.skipped[0]
+    assert uploads.items == () and uploads.skipped == ()
+    (command,) = clone_commands(spec)
+    assert "fetch -q --depth 1 origin HEAD" in command and "https://github.com/o/r.git" in command
 
 
 def test_repo_dir_follows_the_repos_path() -> None:

@@ -1,0 +1,73 @@
+"""URL repos: the commands a job runs to fetch them, run here by POSIX sh and real git."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reconciler.core.cloning import clone_commands
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> tuple[str, str]:
+    """A repo with `main` (v2) and `dev`; returns (file:// URL, the v1 commit)."""
+    repo = tmp_path / "remote"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    _git(repo, "config", "uploadpack.allowAnySHA1InWant", "true")
+    (repo / "README").write_text("v1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "v1")
+    first = _git(repo, "rev-parse", "HEAD")
+    (repo / "README").write_text("v2\n")
+    _git(repo, "commit", "-q", "-am", "v2")
+    _git(repo, "checkout", "-q", "-b", "dev")
+    (repo / "README").write_text("dev\n")
+    _git(repo, "commit", "-q", "-am", "dev")
+    _git(repo, "checkout", "-q", "main")
+    return f"file://{repo}", first
+
+
+def _run(workdir: Path, repos: list[dict[str, str]]) -> subprocess.CompletedProcess[str]:
+    script = " && ".join([*clone_commands({"repos": repos}), "echo fetched"])
+    workdir.mkdir(exist_ok=True)
+    return subprocess.run(["sh", "-c", script], cwd=workdir, capture_output=True, text=True)
+
+
+def test_head_branch_and_hash_are_fetched_beside_uploaded_files(
+    tmp_path: Path, remote: tuple[str, str]
+) -> None:
+    url, first = remote
+    work = tmp_path / "job"
+    work.mkdir()
+    (work / "uploaded.txt").write_text("from files\n")  # the job dir is not empty
+    done = _run(work, [{"url": url}])
+    assert done.returncode == 0, done.stderr
+    assert (work / "README").read_text() == "v2\n" and (work / "uploaded.txt").exists()
+    assert _run(tmp_path / "b", [{"url": url, "branch": "dev", "path": "src"}]).returncode == 0
+    assert (tmp_path / "b" / "src" / "README").read_text() == "dev\n"
+    assert _git(tmp_path / "b" / "src", "rev-parse", "--abbrev-ref", "HEAD") == "dev"
+    assert _run(tmp_path / "c", [{"url": url, "hash": first}]).returncode == 0
+    assert (tmp_path / "c" / "README").read_text() == "v1\n"
+
+
+def test_if_exists_error_fails_and_skip_keeps(tmp_path: Path, remote: tuple[str, str]) -> None:
+    url, _ = remote
+    work = tmp_path / "job"
+    work.mkdir()
+    assert _run(work, [{"url": url}]).returncode == 0
+    again = _run(work, [{"url": url}])
+    assert again.returncode != 0 and "already a git repo" in again.stderr
+    kept = _run(work, [{"url": url, "if_exists": "skip"}])
+    assert kept.returncode == 0 and "fetched" in kept.stdout
