@@ -222,6 +222,7 @@ class JobSpec(_Request):
     ports: list[PortRequest] = []
     volumes: list[VolumeMount] = []
     gpus: list[int] = []  # host GPU indices, allocated by the server's scheduler
+    gpu_vendor: GpuVendor = GpuVendor.NVIDIA  # how `gpus` reach the job (devices, env)
     cpus: Annotated[float, Field(gt=0)] | None = None
     memory_mib: Annotated[int, Field(gt=0)] | None = None
     shm_size_mib: Annotated[int, Field(gt=0)] | None = None

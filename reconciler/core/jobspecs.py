@@ -255,10 +255,12 @@ def render_agent_job(
     working_dir: str | None,
     labels: Mapping[str, str],
     archives: Sequence[Mapping[str, str]] = (),
+    gpu_vendor: str = "nvidia",
 ) -> dict[str, Any]:
     """The body of the agent's `POST /jobs` for one job (see `agent.protocol.JobSpec`).
 
-    `archives` (`{path, data}`) are the job's `repos`/`files`. The paths in `DSTACK_*`
+    `archives` (`{path, data}`) are the job's `repos`/`files`; `gpu_vendor` (the host's,
+    `nvidia` or `amd`) says how the agent hands the `gpus` to the job. The paths in `DSTACK_*`
     go to `path_env`, which the agent resolves against the job's actual working dir (the
     image's, or the job's own directory, when the spec has none).
     """
@@ -288,6 +290,7 @@ def render_agent_job(
         "working_dir": workdir or None,
         "ports": [{"container_port": p} for p in container_ports(spec)],
         "gpus": list(gpus),
+        "gpu_vendor": gpu_vendor,
         "shm_size_mib": _shm_mib(spec),
         "user": spec.get("user"),
         "privileged": bool(spec.get("privileged") or spec.get("docker")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from docker.types import DeviceRequest
@@ -10,9 +12,11 @@ from agent.protocol import JobSpec, PortMapping
 from agent.server.executors.containers import (
     CONTAINER_INIT,
     CONTAINER_LOG,
+    amd_device_groups,
     to_container_kwargs,
     to_port_mappings,
 )
+from agent.server.executors.process import job_environment
 
 
 def spec(**fields: Any) -> JobSpec:
@@ -108,3 +112,32 @@ def test_gpus_limits_user_volumes() -> None:
 
 def test_no_gpus_no_device_request() -> None:
     assert "device_requests" not in to_container_kwargs(spec(commands=["x"]), "/l")
+
+
+def test_amd_gpus_get_rocm_devices_groups_and_visibility() -> None:
+    job = spec(commands=["x"], gpus=[2, 3], gpu_vendor="amd")
+    kwargs = to_container_kwargs(job, "/l", gpu_groups=[44, 993, 44])
+    assert kwargs["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    assert kwargs["group_add"] == ["44", "993"]
+    assert kwargs["environment"]["HIP_VISIBLE_DEVICES"] == "2,3"
+    assert kwargs["environment"]["ROCR_VISIBLE_DEVICES"] == "2,3"
+    assert "device_requests" not in kwargs, "no NVIDIA runtime request for AMD GPUs"
+
+
+def test_amd_device_groups_are_the_owners_of_the_device_files(tmp_path: Path) -> None:
+    (tmp_path / "dri").mkdir()
+    for name in ("kfd", "dri/renderD128", "dri/card0"):
+        (tmp_path / name).write_text("")
+    if os.geteuid() == 0:  # a group other than the test's own, to tell them apart
+        os.chown(tmp_path / "kfd", -1, 44)
+    job = spec(commands=["x"], gpus=[0], gpu_vendor="amd")
+    groups = amd_device_groups(job, dev=tmp_path)
+    assert groups == sorted({(tmp_path / n).stat().st_gid for n in ("kfd", "dri/renderD128")})
+    assert amd_device_groups(spec(commands=["x"], gpus=[0]), dev=tmp_path) == [], "NVIDIA"
+
+
+def test_process_jobs_see_their_vendors_visibility_variable() -> None:
+    amd = job_environment(spec(executor="process", gpus=[1], gpu_vendor="amd"), {})
+    assert amd["HIP_VISIBLE_DEVICES"] == "1" and "CUDA_VISIBLE_DEVICES" not in amd
+    nvidia = job_environment(spec(executor="process", gpus=[0, 1]), {})
+    assert nvidia["CUDA_VISIBLE_DEVICES"] == "0,1" and "HIP_VISIBLE_DEVICES" not in nvidia

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.protocol import GpuVendor, JobSpec
 from reconciler.core.jobspecs import (
     ClusterInfo,
     JobSlot,
@@ -102,6 +103,25 @@ def test_render_agent_job_for_multinode_rank() -> None:
     assert env["DSTACK_NODES_IPS"] == "10.0.0.1\n10.0.0.2"
     assert env["DSTACK_GPUS_NUM"] == "4"
     assert body["gpus"] == [0, 1]
+    assert body["gpu_vendor"] == "nvidia"
+    JobSpec.model_validate(body)  # what the agent accepts
+
+
+def test_render_agent_job_says_when_the_gpus_are_amd() -> None:
+    slot = JobSlot(0, 0, None, 1, {"type": "task", "commands": ["rocm-smi"]})
+    body = render_agent_job(
+        job_id="a",
+        run_name="mi300",
+        slot=slot,
+        gpus=[0],
+        cluster=ClusterInfo((), 1),
+        secrets={},
+        executor="docker",
+        working_dir=None,
+        labels={},
+        gpu_vendor="amd",
+    )
+    assert JobSpec.model_validate(body).gpu_vendor == GpuVendor.AMD
 
 
 def test_dev_environment_stays_up_and_service_ports() -> None:

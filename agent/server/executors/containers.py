@@ -1,4 +1,5 @@
-"""A ``JobSpec`` as Docker container arguments, and the mapped ports back (pure).
+"""A ``JobSpec`` as Docker container arguments, and the mapped ports back (pure, but for
+``amd_device_groups``, which reads the device files' owners).
 
 Commands are joined as dstack joins them, ``" && ".join(commands)``, and run by
 ``[shell, "-c", joined]`` under a small PID 1 (``CONTAINER_INIT``, the same shell) that
@@ -11,16 +12,21 @@ logs (``dockerlogs.LogFollower``).
 
 Network: ``host`` for a job that has the whole instance; ``bridge`` with each requested
 port published on 127.0.0.1 (a fixed ``host_port``, or a free one the engine picks) when
-the instance is shared. GPUs: an NVIDIA device request on exactly the allocated indices.
+the instance is shared. GPUs: for NVIDIA a device request on exactly the allocated
+indices; for AMD the ROCm devices (`/dev/kfd`, `/dev/dri`) with the host groups that own
+them (`gpu_groups`, numeric: the image may not know the names) and the allocated indices
+in `HIP_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from docker.types import DeviceRequest, LogConfig
 
-from agent.protocol import JobSpec, NetworkMode, PortMapping
+from agent.protocol import GpuVendor, JobSpec, NetworkMode, PortMapping
 from agent.server.executors.proctable import MARKER_ENV
 
 LABEL_JOB_ID = "dockyard.job-id"
@@ -46,6 +52,7 @@ done
 exit "$status"
 """
 # ``local`` keeps bytes as written; the engine keeps up to 400 MB while the agent is away
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")  # ROCm's compute and render devices
 LOG_OPTIONS = {"max-size": "100m", "max-file": "4"}
 
 
@@ -58,7 +65,9 @@ def is_logging_to_file(spec: JobSpec) -> bool:
     return spec.entrypoint is None and bool(spec.commands)
 
 
-def to_container_kwargs(spec: JobSpec, log_path: str) -> dict[str, Any]:
+def to_container_kwargs(
+    spec: JobSpec, log_path: str, gpu_groups: Sequence[int] = ()
+) -> dict[str, Any]:
     """Keyword arguments of ``docker.DockerClient.containers.create`` for ``spec``."""
     kwargs: dict[str, Any] = {
         "image": spec.image,
@@ -96,13 +105,7 @@ def to_container_kwargs(spec: JobSpec, log_path: str) -> dict[str, Any]:
             for port in spec.ports
         }
     if spec.gpus:
-        kwargs["device_requests"] = [
-            DeviceRequest(
-                driver="nvidia",
-                device_ids=[str(index) for index in spec.gpus],
-                capabilities=[["gpu"]],
-            )
-        ]
+        _add_gpus(kwargs, spec, gpu_groups)
     if spec.shm_size_mib:
         kwargs["shm_size"] = f"{spec.shm_size_mib}m"
     if spec.cpus:
@@ -110,6 +113,32 @@ def to_container_kwargs(spec: JobSpec, log_path: str) -> dict[str, Any]:
     if spec.memory_mib:
         kwargs["mem_limit"] = f"{spec.memory_mib}m"
     return kwargs
+
+
+def amd_device_groups(spec: JobSpec, dev: Path = Path("/dev")) -> list[int]:
+    """The host groups owning ROCm's devices (`video`, `render`), for an AMD job: the
+    container joins them by number. Reads the device files: called by the executor."""
+    if not spec.gpus or spec.gpu_vendor != GpuVendor.AMD:
+        return []
+    paths = [dev / "kfd", *sorted((dev / "dri").glob("renderD*"))]
+    return sorted({path.stat().st_gid for path in paths if path.exists()})
+
+
+def _add_gpus(kwargs: dict[str, Any], spec: JobSpec, gpu_groups: Sequence[int]) -> None:
+    if spec.gpu_vendor == GpuVendor.AMD:
+        visible = ",".join(str(index) for index in spec.gpus)
+        kwargs["environment"].update(HIP_VISIBLE_DEVICES=visible, ROCR_VISIBLE_DEVICES=visible)
+        kwargs["devices"] = [f"{device}:{device}:rwm" for device in AMD_DEVICES]
+        if gpu_groups:
+            kwargs["group_add"] = [str(gid) for gid in sorted(set(gpu_groups))]
+        return
+    kwargs["device_requests"] = [
+        DeviceRequest(
+            driver="nvidia",
+            device_ids=[str(index) for index in spec.gpus],
+            capabilities=[["gpu"]],
+        )
+    ]
 
 
 def to_port_mappings(spec: JobSpec, attrs: dict[str, Any]) -> list[PortMapping]:

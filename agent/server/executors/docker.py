@@ -32,6 +32,7 @@ from agent.server.errors import EngineUnavailableError
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
 from agent.server.executors.containers import (
     LABEL_JOB_ID,
+    amd_device_groups,
     container_name,
     is_logging_to_file,
     to_container_kwargs,
@@ -102,7 +103,7 @@ class DockerExecutor:
         def create() -> tuple[str, dict[str, Any]]:
             client = self._client()
             _remove_stale(client, spec.id)
-            kwargs = to_container_kwargs(spec, str(files.log))
+            kwargs = to_container_kwargs(spec, str(files.log), amd_device_groups(spec))
             work_dir = _work_dir(client, spec) if spec.archives or spec.path_env else "/"
             kwargs["environment"].update(resolve_path_env(spec.path_env, work_dir))
             payload = container_tar(spec, files.root, work_dir) if spec.archives else None

@@ -30,7 +30,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from agent.protocol import ExecutorKind, JobReason, JobSpec, PortMapping
+from agent.protocol import ExecutorKind, GpuVendor, JobReason, JobSpec, PortMapping
 from agent.server.archives import place_archives, resolve_path_env
 from agent.server.executors import proctable
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
@@ -62,11 +62,19 @@ def join_commands(commands: list[str]) -> str:
     return " && ".join(commands)
 
 
+def gpu_environment(spec: JobSpec) -> dict[str, str]:
+    """Which GPUs the job may use, as its vendor's runtime reads it (empty: none)."""
+    visible = ",".join(str(index) for index in spec.gpus)
+    if spec.gpu_vendor == GpuVendor.AMD:
+        return {"HIP_VISIBLE_DEVICES": visible, "ROCR_VISIBLE_DEVICES": visible}
+    return {"CUDA_VISIBLE_DEVICES": visible}
+
+
 def job_environment(spec: JobSpec, base: dict[str, str]) -> dict[str, str]:
     """The environment of a process job: the agent's, the job's, then Dockyard's markers."""
     env = {key: value for key, value in base.items() if not key.startswith(_PASSED_OVER_ENV)}
     env.update(spec.env)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in spec.gpus)
+    env.update(gpu_environment(spec))
     env["DOCKYARD_RUN_NAME"] = spec.run_name
     env[proctable.MARKER_ENV] = spec.id
     return env

@@ -291,7 +291,9 @@ class JobsProcessor:
         blobs = BlobStore(self.config.data_dir / "files")
         uploads = job_archives(self.store, ctx, self._archives, blobs)
         gpus = [int(i) for i in ctx.runtime.get("gpus") or ()]
+        vendors = {str(g.get("vendor")) for g in info.get("gpus") or () if isinstance(g, Mapping)}
         body = render_agent_job(
+            gpu_vendor="amd" if vendors == {"amd"} else "nvidia",
             job_id=ctx.job.id,
             run_name=ctx.run.run_name,
             slot=slot,
