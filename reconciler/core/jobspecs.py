@@ -290,7 +290,6 @@ def render_agent_job(
         "working_dir": workdir or None,
         "ports": [{"container_port": p} for p in container_ports(spec)],
         "gpus": list(gpus),
-        "gpu_vendor": gpu_vendor,
         "shm_size_mib": _shm_mib(spec),
         "user": spec.get("user"),
         "privileged": bool(spec.get("privileged") or spec.get("docker")),
@@ -299,6 +298,9 @@ def render_agent_job(
         "archives": [dict(archive) for archive in archives],
         "path_env": path_env,
         "watch_connections": inactivity_limit(spec) is not None,
+        # Only when not the default: an agent of the same version started before this field
+        # existed still takes every NVIDIA or CPU job.
+        **({"gpu_vendor": gpu_vendor} if gpu_vendor != "nvidia" else {}),
     }
 
 
