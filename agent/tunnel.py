@@ -16,12 +16,15 @@ worker polling many hosts is never stuck on one. `AgentUnreachable` is a transpo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import asyncssh
+
+from agent.channels import ChannelStream
 
 
 class UnreachableKind(enum.StrEnum):
@@ -110,6 +113,9 @@ class SSHOptions:
     keepalive_interval: float = 15.0  # a keepalive request after this much silence
     keepalive_count_max: int = 3  # unanswered keepalives before the connection is dropped
 
+
+_WINDOW = 8 * 1024 * 1024  # a channel's receive window: a large response is not throttled
+_PACKET = 65536
 
 # AES-GCM first: one AEAD call per packet through OpenSSL (AES-NI) against asyncssh's
 # default chacha20-poly1305, which costs several; a tunnel carries ~1.7x the requests/s.
@@ -273,10 +279,27 @@ class TunnelPool:
     ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
         """A ``direct-tcpip`` channel to host:port as seen from the remote end."""
         conn = await self.connection(target)
-        try:
+        with self._opening(target, host, port):
             reader, writer = await conn.open_connection(
-                host, port, encoding=None, window=8 * 1024 * 1024, max_pktsize=65536
+                host, port, encoding=None, window=_WINDOW, max_pktsize=_PACKET
             )
+        return reader, writer
+
+    async def open_channel(self, target: SSHTarget, host: str, port: int) -> ChannelStream:
+        """Like `open_stream`, as one `ChannelStream` (reader and writer, the proxy's)."""
+        conn = await self.connection(target)
+        with self._opening(target, host, port):
+            _, stream = await conn.create_connection(
+                ChannelStream, host, port, encoding=None, window=_WINDOW, max_pktsize=_PACKET
+            )
+        assert isinstance(stream, ChannelStream)  # the factory's own instance
+        return stream
+
+    @contextlib.contextmanager
+    def _opening(self, target: SSHTarget, host: str, port: int) -> Iterator[None]:
+        """Channel-open failures as `AgentUnreachable`; a dead connection is dropped."""
+        try:
+            yield
         except asyncssh.ChannelOpenError as exc:
             raise AgentUnreachable(
                 str(target), UnreachableKind.channel_refused, f"{host}:{port}: {exc.reason}"
@@ -290,7 +313,6 @@ class TunnelPool:
                 _describe(exc),
                 unreachable_since=entry.unreachable_since,
             ) from exc
-        return reader, writer
 
     def drop(self, target: SSHTarget) -> None:
         """Close the connection to `target` (the next caller reconnects)."""

@@ -122,7 +122,8 @@ class ServiceProxy:
         """A byte stream to the replica's port: loopback TCP or an SSH channel."""
         if upstream.direct:
             return await asyncio.open_connection("127.0.0.1", upstream.port)
-        return await self._pool.open_stream(upstream.target, "127.0.0.1", upstream.port)
+        stream = await self._pool.open_channel(upstream.target, "127.0.0.1", upstream.port)
+        return stream, stream
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):

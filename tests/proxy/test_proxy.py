@@ -157,3 +157,18 @@ async def test_websocket_bridged(setup: tuple) -> None:  # type: ignore[type-arg
             assert await ws.recv() == "AGAIN"
     finally:
         server.should_exit = True
+
+
+async def test_bodies_larger_than_the_channel_window_pass_both_ways(setup: tuple) -> None:  # type: ignore[type-arg]
+    proxy, _routes, _, _ = setup
+    payload = b"0123456789abcdef" * (12 * 2**20 // 16)  # 12 MiB: more than the 8 MiB window
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=proxy), base_url="http://server", timeout=60
+    ) as client:
+        echoed = await client.post(
+            "/proxy/services/main/svc/big",
+            content=payload,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    assert echoed.status_code == 200
+    assert echoed.json()["body"] == payload.decode()
