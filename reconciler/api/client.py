@@ -193,6 +193,25 @@ class Client:
     def list_runs(self, *, all: bool = False, limit: int = 100) -> list[wire.Run]:
         return self._many(wire.Run, "runs/list", {"all": all, "limit": limit})
 
+    def iter_runs(
+        self,
+        *,
+        project: str | None = None,
+        only_active: bool = False,
+        page_size: int = 100,
+    ) -> Iterator[wire.Run]:
+        """Every run of the caller's projects (or of `project`), newest first, fetched a
+        page at a time from dstack's `/api/runs/list` (its `prev_*` cursor)."""
+        cursor: dict[str, Any] = {}
+        while True:
+            body = {"project_name": project, "only_active": only_active, "limit": page_size}
+            page = self._many(wire.Run, "/api/runs/list", {**body, **cursor})
+            yield from page
+            if len(page) < page_size:
+                return
+            last = page[-1]
+            cursor = {"prev_submitted_at": last.submitted_at.isoformat(), "prev_run_id": last.id}
+
     def get_run(self, name: str) -> wire.Run:
         return self._one(wire.Run, "runs/get", {"run_name": name})
 

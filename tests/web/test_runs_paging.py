@@ -56,3 +56,15 @@ def test_a_member_sees_only_its_projects(server: Running) -> None:
         assert answer.status_code == 200 and answer.json() == []
         too_many = outsider.post("/api/runs/list", json={"limit": 101})
         assert too_many.status_code == 422
+
+
+def test_the_python_api_iterates_every_page(server: Running) -> None:
+    from reconciler.api import Client
+
+    with server.client(server.admin_token) as http:
+        for i in range(5):
+            assert http.post("/api/project/main/runs/apply", json=_task(f"api-{i}")).is_success
+    with Client(server.url, server.admin_token) as dockyard:
+        names = [run.run_spec["run_name"] for run in dockyard.iter_runs(page_size=2)]
+        assert sorted(names) == [f"api-{i}" for i in range(5)] and len(set(names)) == 5
+        assert list(dockyard.iter_runs(project="main", only_active=True, page_size=3))
