@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
 from reconciler.adapters.db.store import Store
-from reconciler.core.elastic import ElasticFleet, elastic_fleet
+from reconciler.core.elastic import ElasticFleet, elastic_fleet, fleet_kind
 from reconciler.core.scheduling import Candidate
 from reconciler.domain.statuses import InstanceStatus, JobStatus
 
@@ -121,11 +121,20 @@ def elastic_fleets(
     store: Store, project_id: str, candidates: Sequence[Candidate], *, job_id: str
 ) -> list[ElasticFleet]:
     """Every fleet of the project as growth sees it; `job_id`'s own demand is left out
-    (the choice adds it back, for whichever fleet it picks)."""
-    instances = _live_instances(store, project_id=project_id)
-    demands = [d for d in waiting_jobs(store, project_id) if d.job_id != job_id]
+    (the choice adds it back, for whichever fleet it picks).
+
+    The waiting jobs are read only when some fleet can grow at all: on a project of local
+    and SSH fleets, hundreds of jobs waiting for busy capacity would otherwise each read
+    all the others at every poll."""
+    fleets = store.list_fleets(project_id)
+    elastic = any(
+        fleet_kind(f.spec if isinstance(f.spec, Mapping) else {}) == "cloud" for f in fleets
+    )
+    instances = _live_instances(store, project_id=project_id) if elastic else []
+    waiting = waiting_jobs(store, project_id) if elastic else []
+    demands = [d for d in waiting if d.job_id != job_id]
     views = []
-    for fleet in store.list_fleets(project_id):
+    for fleet in fleets:
         state = FleetState(
             tuple(i for i in instances if i.fleet_id == fleet.id),
             tuple(d for d in demands if d.fleet_id == fleet.id),
