@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from reconciler.adapters.db.models import Run
-from tests.e2e.runs_harness import (
-    Harness,
-)
+from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -131,3 +131,28 @@ async def test_dev_environment_stopped_outside_is_started_again(h: Harness) -> N
         Run, run.id, status="terminating", termination_reason="stopped_by_user", due_at=None
     )
     await h.until(lambda: _status(h, run) == "terminated")
+
+
+async def test_a_job_waiting_for_room_is_woken_when_blocks_come_back(
+    tmp_path: Path, agent_env: AgentEnv
+) -> None:
+    # The backoff is an hour: the second task can only run if the first one's end wakes it.
+    h = await make_harness(tmp_path, agent_env, total_blocks=1, wait_backoff=3600.0)
+    try:
+        gate = tmp_path / "go"
+        first = h.submit(
+            f"type: task\nname: first\ncommands:\n  - while [ ! -e {gate} ]; do sleep 0.1; done\n"
+        )
+        await h.until(lambda: _status(h, first) == "running")
+        second = h.submit("type: task\nname: second\ncommands: ['echo second ran']\n")
+
+        def sleeping() -> bool:
+            jobs = h.jobs_of(second.id)
+            return bool(jobs) and jobs[0].due_at is not None and "busy" in jobs[0].status_message
+
+        await h.until(sleeping)
+        gate.write_text("go")
+        await h.until(lambda: _status(h, second) == "done")
+        assert "second ran" in h.log_text(second)
+    finally:
+        await close_harness(h)

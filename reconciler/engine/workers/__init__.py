@@ -58,6 +58,8 @@ class WorkerTimings:
     """How long an agent may be unreachable before its jobs fail `instance_unreachable`."""
     instance_check_interval: float = 14.0
     fleet_check_interval: float = 15.0
+    wait_backoff: float = 10.0
+    """How long a job no instance has room for sleeps; room made wakes it at once."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ from reconciler.engine.workers.placing import (
     return_capacity,
     return_capacity_statement,
     take_capacity,
+    wake_waiting_statement,
 )
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
@@ -134,6 +135,9 @@ class JobsProcessor:
             if held and RELEASE in update:
                 instance_id, blocks = update[RELEASE]
                 session.execute(return_capacity_statement(instance_id, blocks, self.store.now()))
+                session.execute(wake_waiting_statement(ctx.project.id, max(1, blocks) + 1))
+        if held and RELEASE in update:
+            self._hint("jobs")
         if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
             self.store.leases.make_due(Fleet, update[WAKE_FLEET])
             self._hint("fleets")
@@ -226,13 +230,21 @@ class JobsProcessor:
             update: Update = {"status_message": growth.message, "runtime": runtime}
             if growth.grows or runtime != ctx.runtime:
                 update[WAKE_FLEET] = growth.fleet_id
-            return update, self.config.wait_poll
+            return self._changed(ctx, update), self.config.wait_backoff
         if no_fit.wait:
             runtime = _not_awaiting(ctx.runtime)
-            return {"status_message": no_fit.message, "runtime": runtime}, self.config.wait_poll
+            update = {"status_message": no_fit.message, "runtime": runtime}
+            return self._changed(ctx, update), self.config.wait_backoff
         reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
         message = failure_message(no_fit.message, growth)
         return finish(reason, self.store.now(), message, runtime=_not_awaiting(ctx.runtime)), None
+
+    @staticmethod
+    def _changed(ctx: JobContext, update: Update) -> Update:
+        """`update` without what the job already has: a waiting job that learns nothing
+        new writes nothing (hundreds of them would otherwise queue on the one writer)."""
+        current = {"status_message": ctx.job.status_message, "runtime": ctx.runtime}
+        return {k: v for k, v in update.items() if k not in current or current[k] != v}
 
     # -- provisioning: submit to the agent ----------------------------------------------------
 
@@ -377,7 +389,11 @@ def project_secrets(store: Store, data_dir: Path) -> Callable[[str], Mapping[str
 
 def make_process(deps: WorkerDeps) -> Process:
     """The jobs worker callback (see `reconciler.engine.workers`)."""
-    config = JobsConfig(data_dir=deps.data_dir, unreachable_grace=deps.timings.unreachable_grace)
+    config = JobsConfig(
+        data_dir=deps.data_dir,
+        unreachable_grace=deps.timings.unreachable_grace,
+        wait_backoff=deps.timings.wait_backoff,
+    )
     processor = JobsProcessor(
         store=deps.store,
         agents=deps.agents,

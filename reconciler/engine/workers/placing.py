@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Update, case, update
+from sqlalchemy import Update, case, select, update
 
-from reconciler.adapters.db.models import Fleet, Instance
+from reconciler.adapters.db.models import Fleet, Instance, Job, Run
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import host_ports_of
 from reconciler.core.scheduling import Candidate, Gpu
@@ -125,6 +125,34 @@ def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> U
         .where(Instance.id == instance_id)
         .values(busy_blocks=remaining, status=status, last_job_processed_at=now)
     )
+
+
+def wake_waiting_statement(project_id: str, count: int) -> Update:
+    """Make the `count` oldest jobs of the project waiting for capacity due now.
+
+    Jobs that found no room sleep (`JobsConfig.wait_backoff`) instead of polling; blocks
+    given back, or an instance that became ready, wake the oldest of them, first come
+    first served, in the same transaction as the change that made room.
+    """
+    oldest = (
+        select(Job.id)
+        .join(Run, Run.id == Job.run_id)
+        .where(
+            Run.project_id == project_id,
+            Job.status == JobStatus.SUBMITTED.value,
+            Job.instance_id.is_(None),
+            Job.due_at.is_not(None),
+        )
+        .order_by(Job.submitted_at, Job.id)
+        .limit(count)
+    )
+    return update(Job).where(Job.id.in_(oldest)).values(due_at=None)
+
+
+def wake_waiting(store: Store, project_id: str, count: int) -> None:
+    """`wake_waiting_statement` in its own transaction (an instance became ready)."""
+    with store.writing() as session:
+        session.execute(wake_waiting_statement(project_id, count))
 
 
 def return_capacity(store: Store, instance_id: str, blocks: int) -> None:
