@@ -122,6 +122,7 @@ def build_server(
     proxy = build_proxy(settings, controller, store, db, stats)
     app = create_app(
         proxy=proxy,
+        request_stats=stats,
         open_tunnel=build_tunnel_opener(controller),
         settings=settings,
         db=db,

@@ -29,7 +29,7 @@ from reconciler.web.database import Database
 from reconciler.web.errors import ErrorShield, install_error_handlers
 from reconciler.web.forwarding import OpenTunnel, build_forward_router
 from reconciler.web.gate import TokenGate
-from reconciler.web.metrics import Metrics
+from reconciler.web.metrics import Metrics, RequestTotals
 from reconciler.web.pages import build_pages_router
 from reconciler.web.routes_capacity import build_capacity_router
 from reconciler.web.routes_core import SERVER_VERSION, build_core_router
@@ -96,6 +96,7 @@ def create_app(
     secrets: SecretBox,
     clock: Clock,
     proxy: ASGIApp | None = None,
+    request_stats: RequestTotals | None = None,
     open_tunnel: OpenTunnel | None = None,
     start_controller: bool = True,
     pull_requests: PullRequestBot | None = None,
@@ -104,7 +105,7 @@ def create_app(
         settings=settings,
         db=db,
         controller=controller,
-        metrics=Metrics(db.engine),
+        metrics=Metrics(db.engine, services=request_stats),
         secrets=secrets,
         clock=clock,
     )

@@ -11,10 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
@@ -22,6 +27,12 @@ from sqlalchemy.orm import Session
 from reconciler.adapters.db.models import Fleet, Gateway, Instance, Job, Reconcile, Run, Volume
 
 _FINISHED_RUN = ("terminated", "failed", "done")
+
+
+class RequestTotals(Protocol):
+    def totals(self) -> dict[tuple[str, str, str], tuple[int, float]]: ...
+
+
 _FINISHED_JOB = ("terminated", "aborted", "failed", "done")
 
 
@@ -126,11 +137,38 @@ def _gauge(name: str, doc: str, label: str, values: dict[str, int] | dict[str, f
     return family
 
 
+class ServiceCollector(Collector):
+    """The proxy's per-service totals (`RequestStats.totals`) at every scrape."""
+
+    def __init__(self, read: Callable[[], dict[tuple[str, str, str], tuple[int, float]]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["project", "run", "code"]
+        requests = CounterMetricFamily(
+            "dockyard_service_requests",
+            "Requests through the service proxy, by service and status class",
+            labels=labels,
+        )
+        duration = SummaryMetricFamily(
+            "dockyard_service_request_duration_seconds",
+            "Time from a request's arrival to the end of its response, by service",
+            labels=labels,
+        )
+        for key, (count, seconds) in sorted(self._read().items()):
+            requests.add_metric(list(key), count)
+            duration.add_metric(list(key), count_value=count, sum_value=seconds)
+        yield requests
+        yield duration
+
+
 class Metrics:
     """The registry of one app and the counters the web layer updates."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, services: RequestTotals | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        if services is not None:
+            self.registry.register(ServiceCollector(services.totals))
         self.webhook_deliveries = Counter(
             "dockyard_webhook_deliveries",
             "Webhook deliveries received, by provider and outcome",

@@ -146,20 +146,29 @@ class ServiceProxy:
         if route is None:
             await _respond(send, scope, 404, f"service {run_name!r} not found in {project!r}")
             return
+        started = self._clock()
+        status = 0  # the client went away before an answer
+        try:
+            status = await self._serve(scope, receive, send, route)
+        finally:
+            if scope["type"] == "http":
+                self._stats.observe(project, run_name, status, self._clock() - started)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, route: ServiceRoute) -> int:
+        """Answer a request for a known service; the HTTP status sent."""
+        project, run_name = route.project, route.run_name
         if route.auth and not await self._authorize(project, _bearer(scope)):
-            await _respond(send, scope, 401, "a project member's bearer token is required")
-            return
+            return await _respond(send, scope, 401, "a project member's bearer token is required")
         if not route.upstreams:
-            route = await self._wait_ready(project, run_name)
-        if route is None or not route.upstreams:
-            await _respond(send, scope, 503, f"service {run_name!r} has no ready replica")
-            return
+            route = await self._wait_ready(project, run_name) or route
+        if not route.upstreams:
+            return await _respond(send, scope, 503, f"service {run_name!r} has no ready replica")
         self._stats.record(project, run_name)
         path = _upstream_path(scope, project, run_name, strip_prefix=route.strip_prefix)
         if scope["type"] == "websocket":
             await self._websocket(scope, receive, send, route, path)
-        else:
-            await self._http(scope, receive, send, route, path)
+            return 101
+        return await self._http(scope, receive, send, route, path)
 
     async def _wait_ready(self, project: str, run_name: str) -> ServiceRoute | None:
         """Hold a request while the service has no ready replica (a replica restarting
@@ -182,11 +191,10 @@ class ServiceProxy:
 
     async def _http(
         self, scope: Scope, receive: Receive, send: Send, route: ServiceRoute, path: str
-    ) -> None:
+    ) -> int:
         body = await _read_body(receive)
         if body is None:
-            await _respond(send, scope, 413, "request body too large")
-            return
+            return await _respond(send, scope, 413, "request body too large")
         method: str = scope["method"]
         query: bytes = scope.get("query_string", b"")
         target = path.encode("latin-1") + (b"?" + query if query else b"")
@@ -215,20 +223,18 @@ class ServiceProxy:
                     last_error = f"replica {upstream.job_id}: {exc}"
                     continue
                 except UpstreamTimeoutError:
-                    await _respond(send, scope, 504, "the replica did not answer in time")
-                    return
+                    return await _respond(send, scope, 504, "the replica did not answer in time")
                 except UpstreamFailedError as exc:
-                    await _respond(send, scope, 502, f"bad gateway: {exc}")
-                    return
+                    return await _respond(send, scope, 502, f"bad gateway: {exc}")
                 await _stream_response(send, response)
-                return
+                return response.status
             if self._clock() >= deadline:
                 break
             # Every known replica refused: a rollout or restart is under way. Wait for the
             # route to show a replica not yet tried.
             await asyncio.sleep(0.1)
             current = await self._routes.route(current.project, current.run_name)
-        await _respond(send, scope, 502, f"bad gateway: {last_error}")
+        return await _respond(send, scope, 502, f"bad gateway: {last_error}")
 
     async def _websocket(
         self, scope: Scope, receive: Receive, send: Send, route: ServiceRoute, path: str
@@ -327,10 +333,11 @@ async def _stream_response(send: Send, response: UpstreamResponse) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _respond(send: Send, scope: Scope, status: int, message: str) -> None:
+async def _respond(send: Send, scope: Scope, status: int, message: str) -> int:
+    """Answer with `status` and a JSON `detail` (close a WebSocket); returns `status`."""
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008 if status in (401, 403) else 1011})
-        return
+        return status
     body = ('{"detail": ' + _json_str(message) + "}").encode()
     headers: Iterable[tuple[bytes, bytes]] = [
         (b"content-type", b"application/json"),
@@ -340,6 +347,7 @@ async def _respond(send: Send, scope: Scope, status: int, message: str) -> None:
         headers = [*headers, (b"www-authenticate", b"Bearer")]
     await send({"type": "http.response.start", "status": status, "headers": list(headers)})
     await send({"type": "http.response.body", "body": body})
+    return status
 
 
 async def _redirect(send: Send, location: str) -> None:

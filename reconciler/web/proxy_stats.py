@@ -1,7 +1,10 @@
-"""Request counters of the service proxy, read by the autoscaler.
+"""Request counters of the service proxy, read by the autoscaler and by `/metrics`.
 
 The proxy records one timestamp per request and service; the runs worker asks for the
-rate over the service's scaling window. Both read the same clock (the one given here),
+rate over the service's scaling window. When a request ends the proxy also `observe`s its
+status and duration: running totals per service and status class (`2xx`…`5xx`) that
+`reconciler.web.metrics` exports as `dockyard_service_requests_total` and
+`dockyard_service_request_duration_seconds`. Both read the same clock (the one given here),
 so the rate never mixes wall time with monotonic time. Kept in memory per server
 process: with several server replicas each one scales on the traffic it sees
 (documented in docs/reconcile.md).
@@ -23,12 +26,24 @@ class RequestStats:
         self._horizon = horizon
         self._clock = clock
         self._seen: dict[tuple[str, str], deque[float]] = {}
+        self._totals: dict[tuple[str, str, str], list[float]] = {}  # [count, seconds]
 
     def record(self, project: str, run_name: str) -> None:
         now = self._clock()
         times = self._seen.setdefault((project, run_name), deque())
         times.append(now)
         self._trim(times, now)
+
+    def observe(self, project: str, run_name: str, status: int, seconds: float) -> None:
+        """One finished request: its status (0: the client went away) and duration."""
+        code = f"{status // 100}xx" if status else "aborted"
+        total = self._totals.setdefault((project, run_name, code), [0, 0.0])
+        total[0] += 1
+        total[1] += seconds
+
+    def totals(self) -> dict[tuple[str, str, str], tuple[int, float]]:
+        """(project, run, status class) → (requests, seconds), since the process started."""
+        return {key: (int(count), seconds) for key, (count, seconds) in self._totals.items()}
 
     def rps(self, project: str, run_name: str, *, window: float) -> float:
         """Requests per second over the last `window` seconds."""

@@ -126,6 +126,9 @@ async def test_forwards_with_auth_and_strip_prefix(setup: tuple) -> None:  # typ
         assert redirect.headers["location"] == "/proxy/services/main/svc/"
         missing = await client.get("/proxy/services/main/nope/")
         assert missing.status_code == 404
+    totals = proxy._stats.totals()
+    assert totals[("main", "svc", "4xx")][0] == 1 and totals[("main", "svc", "2xx")][0] == 1
+    assert not any(run == "nope" for _, run, _ in totals), "unknown services are not counted"
 
 
 async def test_no_auth_keeps_prefix_and_skips_dead_replica(setup: tuple) -> None:  # type: ignore[type-arg]
