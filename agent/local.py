@@ -8,7 +8,8 @@ server's data dir, a generated host key, and the server's public key in its
 embedded server, ``direct-tcpip`` to its HTTP port.
 
 Idempotent: a state file (pid and ports) plus a healthcheck through the tunnel tell
-whether the running agent can be reused; a dead one is started again, a wrong version is
+whether the running agent can be reused; a dead one is started again, one of another version
+or another build of the code (`agent_build`: a checkout that moved without a version bump) is
 stopped and replaced. A file lock serialises concurrent callers (several server workers).
 
 Layout (``<server data dir>/local-agent/``): ``data/`` (the agent's), ``host_key``,
@@ -35,7 +36,7 @@ from pathlib import Path
 import asyncssh
 
 from agent.client import AgentClient, AgentError
-from agent.protocol import agent_version
+from agent.protocol import agent_build, agent_version
 from agent.ssh.server import ensure_host_key
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 
@@ -181,13 +182,16 @@ def _target(paths: LocalPaths, ssh_port: int, client_key: Path) -> SSHTarget:
     )
 
 
-async def _healthy(pool: TunnelPool, target: SSHTarget, http_port: int) -> bool:
+async def _healthy(
+    pool: TunnelPool, target: SSHTarget, http_port: int, *, build: str | None = None
+) -> bool:
+    """The agent answers with our version (and, given, our `build` of the code)."""
     async with AgentClient.over_tunnel(pool, target, http_port, timeout=5.0) as client:
         try:
             health = await client.healthcheck()
         except (AgentUnreachable, AgentError):
             return False
-    return health.version == agent_version()
+    return health.version == agent_version() and build in (None, health.build)
 
 
 def stop_local_agent(server_data_dir: Path, *, wait_for: float = 10.0) -> bool:
@@ -310,7 +314,7 @@ async def ensure_local_agent(
         pid, http_port, ssh_port = state.get("pid"), state.get("http_port"), state.get("ssh_port")
         if pid and http_port and ssh_port and _is_our_agent(pid):
             target = _target(paths, ssh_port, client_key)
-            if await _healthy(pool, target, http_port):
+            if await _healthy(pool, target, http_port, build=agent_build()):
                 return LocalAgent(target, http_port, ssh_port, pid, started=False)
             await asyncio.to_thread(stop_local_agent, server_data_dir)
             pool.drop(target)

@@ -21,7 +21,9 @@ failure of the user's commands, which the server maps to its own statuses.
 from __future__ import annotations
 
 import enum
+import hashlib
 from importlib import metadata
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +48,18 @@ def agent_version() -> str:
         return metadata.version("dockyard")
     except metadata.PackageNotFoundError:
         return "0.0.0"
+
+
+def agent_build() -> str:
+    """A fingerprint of the agent's code as installed (every `.py` of the package).
+
+    The server replaces a running local agent whose build differs from its own even when
+    the version string is the same (a checkout that moved, an editable install)."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class _Request(BaseModel):
@@ -117,6 +131,7 @@ class Healthcheck(_Answer):
     service: str = SERVICE_NAME
     version: str
     api_version: int = API_VERSION
+    build: str = ""  # `agent_build()`; empty from agents older than the field
 
 
 class GpuInfo(_Answer):

@@ -32,6 +32,7 @@ from agent.protocol import (
     JobSpec,
     JobState,
     StopRequest,
+    agent_build,
     agent_version,
 )
 from agent.server.errors import AgentError
@@ -59,11 +60,11 @@ def create_app(
 
 def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
     router = APIRouter()
-    version = agent_version()
+    version, build = agent_version(), agent_build()
 
     @router.get("/healthcheck")
     async def healthcheck() -> Healthcheck:
-        return Healthcheck(version=version)
+        return Healthcheck(version=version, build=build)
 
     @router.get("/host")
     async def host() -> HostInfo:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.protocol import JobReason, JobStatus
+from agent.protocol import JobReason, JobStatus, agent_build
 from agent.server.hostfacts import parse_ip_addresses, run_tool
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import AgentApi, _client, pid_alive, recorded_tools, wait_for
@@ -19,7 +19,12 @@ from tests.agent.conftest import AgentApi, _client, pid_alive, recorded_tools, w
 
 async def test_healthcheck_and_host(agent: AgentApi) -> None:
     health = (await agent.http.get("/healthcheck")).json()
-    assert health == {"service": "dockyard-agent", "version": "0.1.0", "api_version": 1}
+    assert health == {
+        "service": "dockyard-agent",
+        "version": "0.1.0",
+        "api_version": 1,
+        "build": agent_build(),
+    }
     host = (await agent.http.get("/host")).json()
     assert host["executors"] == ["process"]
     assert host["cpus"] >= 1 and host["memory_mib"] > 0 and host["disk_mib"] > 0

@@ -14,6 +14,7 @@ import pytest
 
 from agent.client import AgentClient
 from agent.local import ensure_client_key, ensure_local_agent, stop_local_agent
+from agent.protocol import agent_build
 from agent.tunnel import AgentUnreachable, TunnelPool
 
 
@@ -77,4 +78,20 @@ async def test_an_unrecorded_orphan_agent_is_replaced(server_dir: Path) -> None:
     await until_dead(orphan.pid)
     async with AgentClient.over_tunnel(pool, fresh.target, fresh.agent_port) as client:
         await client.check_version()
+    await pool.close()
+
+
+async def test_an_agent_of_another_build_is_replaced(
+    server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = ensure_client_key(server_dir / "keys" / "id_ed25519")
+    pool = TunnelPool()
+    first = await ensure_local_agent(server_dir, key, pool)
+    async with AgentClient.over_tunnel(pool, first.target, first.agent_port) as client:
+        assert (await client.healthcheck()).build == agent_build(), "it reports its build"
+    # The server's code moved (a pull without a version bump): the running agent is old.
+    monkeypatch.setattr("agent.local.agent_build", lambda: "another-build")
+    replaced = await ensure_local_agent(server_dir, key, pool)
+    assert replaced.started and replaced.pid != first.pid
+    await until_dead(first.pid)
     await pool.close()
