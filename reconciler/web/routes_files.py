@@ -26,6 +26,7 @@ from reconciler.api import requests as req
 from reconciler.web.auth import Principal, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError, NotFoundError
+from reconciler.web.webhooks import BodyTooLargeError, read_limited
 
 log = logging.getLogger(__name__)
 MAX_ARCHIVE_BYTES = 24 * 1024 * 1024
@@ -78,20 +79,17 @@ def build_files_router() -> APIRouter:
         _: Principal = Depends(require_user),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_ARCHIVE_BYTES:
-                raise InvalidError(
-                    f"archive larger than {MAX_ARCHIVE_BYTES // 2**20} MiB: bring less "
-                    "(`files` instead of the whole repo, or a .gitignore)"
-                )
-            chunks.append(chunk)
-        if size == 0:
+        try:
+            data = await read_limited(request, MAX_ARCHIVE_BYTES)
+        except BodyTooLargeError:
+            raise InvalidError(
+                f"archive larger than {MAX_ARCHIVE_BYTES // 2**20} MiB: bring less "
+                "(`files` instead of the whole repo, or a .gitignore)"
+            ) from None
+        if not data:
             raise InvalidError("post the archive's bytes as the request body")
         store = blob_store(context)
-        digest = store.put(b"".join(chunks))
+        digest = store.put(data)
         await _sweep_now_and_then(store, context)
         return {"id": digest, "blob_hash": digest}
 

@@ -66,7 +66,10 @@ class _Parse:
     head_done: bool = False
     complete: bool = False
     keep_alive: bool = False
-    parser: httptools.HttpResponseParser | None = None
+    parser: httptools.HttpResponseParser = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name, value))
@@ -80,7 +83,7 @@ class _Parse:
     def on_message_complete(self) -> None:
         self.complete = True
         # llhttp resets its flags once the message is done: ask while it still knows.
-        self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
+        self.keep_alive = self.parser.should_keep_alive()
 
 
 class _Connection:
@@ -112,14 +115,13 @@ class UpstreamResponse:
         pool: UpstreamPool,
         key: Hashable,
         conn: _Connection,
-        parser: httptools.HttpResponseParser,
         state: _Parse,
         bodyless: bool,
     ) -> None:
-        self.status = parser.get_status_code()
+        self.status = state.parser.get_status_code()
         self.headers: Sequence[tuple[bytes, bytes]] = state.headers
         self._pool, self._key, self._conn = pool, key, conn
-        self._parser, self._state = parser, state
+        self._state = state
         self.first = b"".join(state.chunks)
         state.chunks.clear()
         self.complete = bodyless or state.complete
@@ -145,7 +147,7 @@ class UpstreamResponse:
                         self._conn.close()
                         return
                     raise UpstreamFailedError("the replica closed the connection mid-response")
-                self._parser.feed_data(data)
+                state.parser.feed_data(data)
                 if state.chunks:
                     piece = b"".join(state.chunks)
                     state.chunks.clear()
@@ -254,8 +256,7 @@ class UpstreamPool:
             conn.close()
             raise _UnansweredError(str(exc) or type(exc).__name__) from exc
         state = _Parse()
-        parser = httptools.HttpResponseParser(state)
-        state.parser = parser
+        parser = state.parser
         while not state.head_done:
             data = await self.read(conn)
             if not data:
@@ -273,7 +274,7 @@ class UpstreamPool:
         if 100 <= status < 200 and status != 101:
             conn.close()
             raise UpstreamFailedError(f"the replica sent an interim response ({status})")
-        return UpstreamResponse(self, key, conn, parser, state, bodyless=method == "HEAD")
+        return UpstreamResponse(self, key, conn, state, bodyless=method == "HEAD")
 
     def close(self) -> None:
         for idle in self._idle.values():

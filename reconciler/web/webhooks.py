@@ -13,6 +13,7 @@ watched branch queues a reconcile through `Controller.request_reconcile`; anythi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Request
@@ -114,17 +115,37 @@ def _too_large(context: WebContext, provider: str) -> JSONResponse:
     return _answer(413, "too_large", f"the body is over {limit} bytes")
 
 
-async def receive_github(request: Request, context: WebContext) -> JSONResponse:
+Verify = Callable[[str, bytes], bool]
+"""`verify(secret, body)`: whether the delivery proves it knows the webhook secret."""
+
+
+async def _verified_body(
+    request: Request, context: WebContext, provider: str, verify: Verify, proof: str
+) -> bytes | JSONResponse:
+    """The delivery's body, or the answer refusing it (too large, no secret, bad proof)."""
     try:
         body = await read_limited(request, context.settings.max_webhook_bytes)
     except BodyTooLargeError:
-        return _too_large(context, "github")
+        return _too_large(context, provider)
     secret = _secret(context)
     if secret is None:
-        return _rejected(context, "github", "the server has no webhook secret configured")
+        return _rejected(context, provider, "the server has no webhook secret configured")
+    if not verify(secret, body):
+        return _rejected(context, provider, f"missing or invalid {proof}")
+    return body
+
+
+async def receive_github(request: Request, context: WebContext) -> JSONResponse:
     signature = request.headers.get("x-hub-signature-256")
-    if not is_github_signature_valid(secret, body, signature):
-        return _rejected(context, "github", "missing or invalid X-Hub-Signature-256")
+    body = await _verified_body(
+        request,
+        context,
+        "github",
+        lambda secret, body: is_github_signature_valid(secret, body, signature),
+        "X-Hub-Signature-256",
+    )
+    if isinstance(body, JSONResponse):
+        return body
     event = request.headers.get("x-github-event", "")
     delivery_id = request.headers.get("x-github-delivery", "")[:200]
     if not delivery_id:
@@ -145,15 +166,16 @@ async def receive_github(request: Request, context: WebContext) -> JSONResponse:
 
 
 async def receive_gitlab(request: Request, context: WebContext) -> JSONResponse:
-    try:
-        body = await read_limited(request, context.settings.max_webhook_bytes)
-    except BodyTooLargeError:
-        return _too_large(context, "gitlab")
-    secret = _secret(context)
-    if secret is None:
-        return _rejected(context, "gitlab", "the server has no webhook secret configured")
-    if not is_gitlab_token_valid(secret, request.headers.get("x-gitlab-token")):
-        return _rejected(context, "gitlab", "missing or invalid X-Gitlab-Token")
+    token = request.headers.get("x-gitlab-token")
+    body = await _verified_body(
+        request,
+        context,
+        "gitlab",
+        lambda secret, _: is_gitlab_token_valid(secret, token),
+        "X-Gitlab-Token",
+    )
+    if isinstance(body, JSONResponse):
+        return body
     event = request.headers.get("x-gitlab-event", "")
     delivery_id = (
         request.headers.get("x-gitlab-event-uuid") or request.headers.get("idempotency-key") or ""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from reconciler.cli.uploading import pack
 from reconciler.core.uploads import Upload
 from reconciler.errors import UsageError
+from tests.pr.gitrepo import git
 
 
 def _names(data: bytes) -> dict[str, bytes]:
@@ -23,19 +23,15 @@ def _names(data: bytes) -> dict[str, bytes]:
         }
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-
-
 def test_a_work_tree_brings_what_git_would(tmp_path: Path) -> None:
     repo = tmp_path / "proj"
     (repo / "src").mkdir(parents=True)
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / ".gitignore").write_text("*.log\n")
     (repo / "src" / "app.py").write_text("print('hi')\n")
     (repo / "build.log").write_text("noise\n")
     (repo / "notes.txt").write_text("untracked but not ignored\n")
-    _git(repo, "add", "src/app.py", ".gitignore")
+    git(repo, "add", "src/app.py", ".gitignore")
 
     target, data = pack(Upload("repo", ".", "."), repo)
     assert target == "."

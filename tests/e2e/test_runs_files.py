@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from reconciler.adapters.db.models import Run
 from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.core.uploads import Upload
 from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness
+from tests.pr.gitrepo import git
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,29 +31,22 @@ commands:
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    )
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def config_repo(tmp_path: Path) -> tuple[Path, str]:
     """A config repo whose task sits in `jobs/`; returns (repo, first commit)."""
     repo = tmp_path / "configs"
     (repo / "jobs" / "data").mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "t@example.com")
-    _git(repo, "config", "user.name", "t")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
     (repo / "README.md").write_text("readme at the root\n")
     (repo / "jobs" / "data" / "input.txt").write_text("input v1\n")
     (repo / "jobs" / "train.dstack.yml").write_text(TASK.format(name="train"))
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "v1")
-    first = _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v1")
+    first = git(repo, "rev-parse", "HEAD")
     (repo / "jobs" / "data" / "input.txt").write_text("input v2\n")
-    _git(repo, "commit", "-q", "-am", "v2")
+    git(repo, "commit", "-q", "-am", "v2")
     (repo / "jobs" / "data" / "input.txt").write_text("uncommitted\n")  # never uploaded
     return repo, first
 
@@ -129,12 +122,12 @@ async def test_too_much_to_upload_fails_the_job_before_the_agent(
 async def test_a_url_repo_is_fetched_by_the_job(h: Harness, tmp_path: Path) -> None:
     remote = tmp_path / "remote"
     remote.mkdir()
-    _git(remote, "init", "-q", "-b", "main")
-    _git(remote, "config", "user.email", "t@example.com")
-    _git(remote, "config", "user.name", "t")
+    git(remote, "init", "-q", "-b", "main")
+    git(remote, "config", "user.email", "t@example.com")
+    git(remote, "config", "user.name", "t")
     (remote / "README").write_text("from the url repo\n")
-    _git(remote, "add", "-A")
-    _git(remote, "commit", "-q", "-m", "x")
+    git(remote, "add", "-A")
+    git(remote, "commit", "-q", "-m", "x")
     text = (
         f"type: task\nname: fetch\nrepos:\n  - url: file://{remote}\n    path: src\n"
         "commands: ['cat src/README']\n"

@@ -8,13 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.core.cloning import clone_commands
-
-
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    )
-    return done.stdout.strip()
+from tests.pr.gitrepo import git
 
 
 @pytest.fixture
@@ -22,20 +16,20 @@ def remote(tmp_path: Path) -> tuple[str, str]:
     """A repo with `main` (v2) and `dev`; returns (file:// URL, the v1 commit)."""
     repo = tmp_path / "remote"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "t@example.com")
-    _git(repo, "config", "user.name", "t")
-    _git(repo, "config", "uploadpack.allowAnySHA1InWant", "true")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    git(repo, "config", "uploadpack.allowAnySHA1InWant", "true")
     (repo / "README").write_text("v1\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "v1")
-    first = _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v1")
+    first = git(repo, "rev-parse", "HEAD")
     (repo / "README").write_text("v2\n")
-    _git(repo, "commit", "-q", "-am", "v2")
-    _git(repo, "checkout", "-q", "-b", "dev")
+    git(repo, "commit", "-q", "-am", "v2")
+    git(repo, "checkout", "-q", "-b", "dev")
     (repo / "README").write_text("dev\n")
-    _git(repo, "commit", "-q", "-am", "dev")
-    _git(repo, "checkout", "-q", "main")
+    git(repo, "commit", "-q", "-am", "dev")
+    git(repo, "checkout", "-q", "main")
     return f"file://{repo}", first
 
 
@@ -57,7 +51,7 @@ def test_head_branch_and_hash_are_fetched_beside_uploaded_files(
     assert (work / "README").read_text() == "v2\n" and (work / "uploaded.txt").exists()
     assert _run(tmp_path / "b", [{"url": url, "branch": "dev", "path": "src"}]).returncode == 0
     assert (tmp_path / "b" / "src" / "README").read_text() == "dev\n"
-    assert _git(tmp_path / "b" / "src", "rev-parse", "--abbrev-ref", "HEAD") == "dev"
+    assert git(tmp_path / "b" / "src", "rev-parse", "--abbrev-ref", "HEAD") == "dev"
     assert _run(tmp_path / "c", [{"url": url, "hash": first}]).returncode == 0
     assert (tmp_path / "c" / "README").read_text() == "v1\n"
 

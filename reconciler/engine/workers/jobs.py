@@ -80,6 +80,7 @@ class JobsProcessor:
     ) -> None:
         self.store = store
         self._archives = archives
+        self._blobs = BlobStore(config.data_dir / "files")  # what `dockyard apply` uploaded
         self.agents = agents
         self.config = config
         self._secrets = secrets
@@ -136,7 +137,7 @@ class JobsProcessor:
                 instance_id, blocks = update[RELEASE]
                 session.execute(return_capacity_statement(instance_id, blocks, self.store.now()))
                 session.execute(wake_waiting_statement(ctx.project.id, max(1, blocks) + 1))
-        if held and RELEASE in update:
+        if held and RELEASE in update:  # the woken jobs run now, not at the next poll
             self._hint("jobs")
         if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
             self.store.leases.make_due(Fleet, update[WAKE_FLEET])
@@ -300,8 +301,7 @@ class JobsProcessor:
             )
         executor = ExecutorKind.DOCKER.value if image else ExecutorKind.PROCESS.value
         ips = self._cluster_ips(ctx, slot)
-        blobs = BlobStore(self.config.data_dir / "files")
-        uploads = job_archives(self.store, ctx, self._archives, blobs)
+        uploads = job_archives(self.store, ctx, self._archives, self._blobs)
         gpus = [int(i) for i in ctx.runtime.get("gpus") or ()]
         vendors = {str(g.get("vendor")) for g in info.get("gpus") or () if isinstance(g, Mapping)}
         body = render_agent_job(
