@@ -1,0 +1,1 @@
+"""Security tests: each trust-boundary finding reproduced in its attack form and refused."""
