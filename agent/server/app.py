@@ -37,21 +37,16 @@ from agent.protocol import (
 )
 from agent.server.errors import AgentError
 from agent.server.jobs import JobManager
-from agent.server.peers import PeerGate
 
 log = logging.getLogger(__name__)
 
 HostProbe = Callable[[], Awaitable[HostInfo]]
 
 
-def create_app(
-    manager: JobManager, host_probe: HostProbe, *, allowed: frozenset[int] | None = None
-) -> FastAPI:
-    """The API; with `allowed`, only sockets owned by those uids are served (`peers`)."""
+def create_app(manager: JobManager, host_probe: HostProbe) -> FastAPI:
+    """The API; who may connect is decided per connection by `peers` (`serving`)."""
     app = FastAPI(title="dockyard-agent", version=agent_version(), docs_url=None, redoc_url=None)
     app.include_router(_routes(manager, host_probe), prefix=API_PREFIX)
-    if allowed is not None:
-        app.add_middleware(PeerGate, allowed=allowed)
     app.add_exception_handler(AgentError, _agent_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _unexpected)

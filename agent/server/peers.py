@@ -1,5 +1,5 @@
 """Who may call the agent's HTTP API: processes of the agent's own user, root, and the
-users named with `--allow-user`.
+users named with `--allow-user`; the kernel says who is calling, never a header.
 
 The API listens on 127.0.0.1 of its host, where any local account can open a connection;
 without this gate a shared GPU host's other users could submit jobs as the agent's user.
@@ -8,19 +8,24 @@ The Dockyard server always arrives through SSH: through the agent's embedded SSH
 session of the user who started the agent (or, on cloud VMs where systemd runs the agent
 as root, of the image's login user, which cloud-init passes as `--allow-user`).
 
-`PeerGate` is the ASGI middleware `agent.server.app.create_app` puts in front of every
-route: it finds the owner of the connecting socket in the kernel's TCP table
-(`/proc/net/tcp`, by the client's port and the agent's port) and answers 403 to anyone
-else. Where the table cannot be read (not Linux), the gate says so once and lets
-requests through, as before it existed. `socket_owner` is the pure parsing part.
+`gated_protocol` wraps uvicorn's HTTP protocol class: when a connection is made it looks
+up, once, the owner of the connecting socket in the kernel's TCP table (`/proc/net/tcp`):
+the row whose local address is the peer's and remote address the agent's, in state
+ESTABLISHED only (a TIME_WAIT row belongs to no process and shows uid 0). A connection
+of anyone else is answered 403 on every request. uvicorn runs with `proxy_headers=False`
+(`serving`), so `X-Forwarded-For` never changes who the peer is. Where the table cannot be
+read (not Linux), the gate says so once and lets connections through.
+`established_owner` is the pure parsing part.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import pwd
+import socket
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -28,24 +33,34 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 TCP_TABLE = Path("/proc/net/tcp")
-_LOOPBACK = "0100007F"  # 127.0.0.1 as the kernel prints it (little-endian hex)
+_ESTABLISHED = b"01"  # `st` of /proc/net/tcp (include/net/tcp_states.h)
 ASGIApp = Callable[..., Any]
+TableReader = Callable[[], bytes]
 
 
-def socket_owner(table: bytes, client_port: int, server_port: int) -> int | None:
-    """The uid owning the loopback socket client_port → server_port, from `/proc/net/tcp`.
+def _hex_address(host: str, port: int) -> bytes:
+    """An IPv4 address as /proc/net/tcp prints it: little-endian hex, then the port."""
+    packed = socket.inet_aton(host)
+    return f"{int.from_bytes(packed, 'little'):08X}:{port:04X}".encode()
 
-    Each line is `sl local rem st … uid timeout inode …`; the client's socket is the one
-    whose local address is 127.0.0.1:client_port and remote 127.0.0.1:server_port.
+
+def established_owner(table: bytes, client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid owning the ESTABLISHED socket `client` → `server`, from `/proc/net/tcp`.
+
+    Each line is `sl local rem st … uid timeout inode …`; the caller's socket is the one
+    whose local address is `client` and remote address `server`. Any other state (a closed
+    connection's TIME_WAIT row shows uid 0) answers None.
     """
-    needle = f"{_LOOPBACK}:{client_port:04X} {_LOOPBACK}:{server_port:04X}".encode()
+    needle = _hex_address(*client) + b" " + _hex_address(*server) + b" "
     at = table.find(needle)
-    if at < 0:
-        return None
-    end = table.find(b"\n", at)
-    fields = table[at : end if end >= 0 else len(table)].split()
-    # local, remote, st, tx:rx, tr:when, retrnsmt, uid
-    return int(fields[6]) if len(fields) > 6 else None
+    while at >= 0:
+        end = table.find(b"\n", at)
+        fields = table[at : end if end >= 0 else len(table)].split()
+        # local, remote, st, tx:rx, tr:when, retrnsmt, uid
+        if len(fields) > 6 and fields[2] == _ESTABLISHED:
+            return int(fields[6])
+        at = table.find(needle, at + 1)
+    return None
 
 
 def allowed_uids(extra_users: Iterable[str] = ()) -> frozenset[int]:
@@ -59,40 +74,19 @@ def allowed_uids(extra_users: Iterable[str] = ()) -> frozenset[int]:
     return frozenset(uids)
 
 
-class PeerGate:
-    """ASGI middleware; see the module docstring."""
+class PeerCheck:
+    """Decides, once per connection, whether its socket belongs to an allowed uid."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        allowed: frozenset[int],
-        read_table: Callable[[], bytes] | None = None,
-    ) -> None:
-        self.app = app
+    def __init__(self, allowed: frozenset[int], read_table: TableReader | None = None) -> None:
         self.allowed = allowed
         self._read = read_table or TCP_TABLE.read_bytes
         self._checks = True
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and self._checks and not self._permitted(scope):
-            body = json.dumps(
-                {
-                    "error": "forbidden",
-                    "message": "the agent's API serves only its own user: "
-                    "reach it through SSH as that user",
-                }
-            ).encode()
-            headers = [(b"content-type", b"application/json")]
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({"type": "http.response.start", "status": 403, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self.app(scope, receive, send)
-
-    def _permitted(self, scope: dict[str, Any]) -> bool:
-        client, server = scope.get("client"), scope.get("server")
-        if not client or not server:
+    def permits(self, transport: asyncio.BaseTransport) -> bool:
+        if not self._checks:
+            return True
+        client, server = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
+        if not (isinstance(client, tuple) and isinstance(server, tuple)):
             return False
         try:
             table = self._read()
@@ -100,5 +94,36 @@ class PeerGate:
             log.warning("agent API open to every local user: cannot read %s (%s)", TCP_TABLE, exc)
             self._checks = False
             return True
-        uid = socket_owner(table, int(client[1]), int(server[1]))
+        try:
+            uid = established_owner(table, (client[0], client[1]), (server[0], server[1]))
+        except OSError:  # not an IPv4 address: the agent listens on 127.0.0.1 only
+            return False
         return uid is not None and uid in self.allowed
+
+
+async def forbidden(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The ASGI app every request of a refused connection gets: 403 `forbidden`."""
+    if scope["type"] != "http":
+        return
+    body = json.dumps(
+        {
+            "error": "forbidden",
+            "message": "the agent's API serves only its own user: "
+            "reach it through SSH as that user",
+        }
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 403, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def gated_protocol(base: type[asyncio.Protocol], check: PeerCheck) -> type[asyncio.Protocol]:
+    """`base` (uvicorn's HTTP protocol) whose connections of other users get `forbidden`."""
+
+    class Gated(base):  # type: ignore[valid-type,misc]
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            if not check.permits(transport):
+                self.app = forbidden  # uvicorn reads `self.app` for each request
+
+    return Gated

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import uvicorn
+from fastapi import FastAPI
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from agent.protocol import ExecutorKind, HostInfo, agent_version
 from agent.server.app import create_app
@@ -34,7 +36,7 @@ from agent.server.executors.docker import DockerExecutor
 from agent.server.executors.process import ProcessExecutor
 from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpus, to_capacity
 from agent.server.jobs import JobManager
-from agent.server.peers import allowed_uids
+from agent.server.peers import PeerCheck, allowed_uids, gated_protocol
 from agent.server.store import JobStore, write_atomically
 
 log = logging.getLogger(__name__)
@@ -112,13 +114,7 @@ async def start_agent(
         )
         await manager.start()
         sock = _bind(config.http_port)
-        server = _Server(
-            uvicorn.Config(
-                create_app(manager, probe, allowed=allowed_uids(config.allow_users)),
-                log_level="warning",
-                lifespan="off",
-            )
-        )
+        server = _Server(_uvicorn_config(create_app(manager, probe), config))
         server_task = asyncio.create_task(server.serve(sockets=[sock]))
         try:
             context = AgentContext(config, manager, sock.getsockname()[1], executors)
@@ -144,6 +140,19 @@ async def serve(config: AgentConfig, services: Sequence[AgentService] = ()) -> N
             "agent serving on %s:%d, data dir %s", HTTP_HOST, context.http_port, config.data_dir
         )
         await context.stopping.wait()
+
+
+def _uvicorn_config(app: FastAPI, config: AgentConfig) -> uvicorn.Config:
+    """uvicorn for the API: no forwarding headers, each connection's user checked once."""
+    check = PeerCheck(allowed_uids(config.allow_users))
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        # the peer is the socket's, never what X-Forwarded-For says (`peers`)
+        proxy_headers=False,
+        http=gated_protocol(AutoHTTPProtocol, check),
+    )
 
 
 def _bind(port: int) -> socket.socket:

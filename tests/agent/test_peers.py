@@ -10,20 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from agent.server.peers import allowed_uids, socket_owner
+from agent.server.peers import allowed_uids, established_owner
 from tests.agent.conftest import AgentApi
 
 TABLE = b"""  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid
    0: 0100007F:2AF8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 11 1
    1: 0100007F:D431 0100007F:2AF8 01 00000000:00000000 00:00000000 00000000  1001        0 12 1
    2: 0100007F:2AF8 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 13 1
+   3: 0100007F:D432 0100007F:2AF8 06 00000000:00000000 03:00001770 00000000     0        0 0 3
 """
 
 
-def test_socket_owner_is_the_client_side_of_the_connection() -> None:
-    assert socket_owner(TABLE, 0xD431, 0x2AF8) == 1001
-    assert socket_owner(TABLE, 0x2AF8, 0xD431) == 0, "the agent's own end is another line"
-    assert socket_owner(TABLE, 0xD432, 0x2AF8) is None
+def test_the_owner_is_the_client_side_of_an_established_connection() -> None:
+    agent = ("127.0.0.1", 0x2AF8)
+    assert established_owner(TABLE, ("127.0.0.1", 0xD431), agent) == 1001
+    own_end = established_owner(TABLE, agent, ("127.0.0.1", 0xD431))
+    assert own_end == 0, "the agent's own end is another line"
+    assert established_owner(TABLE, ("127.0.0.1", 0xD433), agent) is None
+    time_wait = established_owner(TABLE, ("127.0.0.1", 0xD432), agent)
+    assert time_wait is None, "a TIME_WAIT row (uid 0) belongs to nobody"
 
 
 def test_allowed_users_are_resolved_or_refused() -> None:
