@@ -22,7 +22,7 @@ from pydantic_core import ErrorDetails
 
 from schemas.base import FieldConflict
 from schemas.configs import CONFIG_MODELS
-from schemas.problems import Problem
+from schemas.problems import Problem, excerpt
 
 Loc = tuple[str | int, ...]
 # Keys a model renames before validation: error `loc` name -> names the user may have written.
@@ -165,15 +165,15 @@ def _message(
         given = error.get("input")
         expected = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
         hint = _suggest(str(given), expected) if isinstance(given, str) else None
-        return f"{_sentence(msg)} (got {given!r})", hint
+        return f"{_sentence(msg)} (got {excerpt(given)})", hint
     if kind in ("model_type", "model_attributes_type"):
         class_name = str((error.get("ctx") or {}).get("class_name", ""))
         wanted = _EXPECTED.get(class_name, "a mapping")
-        return f"expected {wanted}, got {error.get('input')!r}", None
+        return f"expected {wanted}, got {excerpt(error.get('input'))}", None
     if kind == "string_pattern_mismatch":
         pattern = str((error.get("ctx") or {}).get("pattern", ""))
         if pattern in _PATTERNS:
-            return f"invalid name {error.get('input')!r}: {_PATTERNS[pattern]}", None
+            return f"invalid name {excerpt(error.get('input'))}: {_PATTERNS[pattern]}", None
     prefix = f"{'.'.join(str(p) for p in rest)}: " if rest else ""
     return f"{prefix}{_sentence(msg)}", None
 

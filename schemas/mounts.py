@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from schemas.base import FieldConflict, StrictModel
+from schemas.problems import excerpt
 
 _ENV_ITEM_RE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)(=.*$|$)")
 _PORT_RE = re.compile(r"^(?:(\d+|\*):)?(\d+)$")
@@ -31,7 +32,9 @@ def parse_env(value: Any) -> Any:
         if isinstance(item, int | float) and not isinstance(item, bool):
             item = str(item)
         if not isinstance(item, str) or not _ENV_ITEM_RE.match(item):
-            raise FieldConflict((index,), f"invalid env item {item!r}: use `NAME=value` or `NAME`")
+            raise FieldConflict(
+                (index,), f"invalid env item {excerpt(item)}: use `NAME=value` or `NAME`"
+            )
         key, sep, rest = item.partition("=")
         if key in env:
             raise FieldConflict((index,), f"duplicate environment variable: {key}")
@@ -60,7 +63,7 @@ def parse_port(value: Any) -> Any:
     if isinstance(value, str):
         match = _PORT_RE.match(value.strip())
         if not match:
-            raise ValueError(f"invalid port {value!r}: use `8080`, `80:8080` or `*:8080`")
+            raise ValueError(f"invalid port {excerpt(value)}: use `8080`, `80:8080` or `*:8080`")
         local, container = match.groups()
         if local is None:
             local = container
@@ -109,7 +112,7 @@ def parse_mount(value: Any) -> Any:
     if isinstance(value, str):
         parts = value.split(":")
         if len(parts) != 2:
-            raise ValueError(f"invalid mount point {value!r}: use `<volume>:<path>`")
+            raise ValueError(f"invalid mount point {excerpt(value)}: use `<volume>:<path>`")
         source, path = parts
         if "/" in source:
             return {"instance_path": source, "path": path}
@@ -171,7 +174,7 @@ class RepoSpec(StrictModel):
         else:
             parts = _split_drive(parts)
         if len(parts) > 2:
-            raise ValueError(f"invalid repo {value!r}: use `<path or url>[:<repo path>]`")
+            raise ValueError(f"invalid repo {excerpt(value)}: use `<path or url>[:<repo path>]`")
         spec: dict[str, str] = {"url" if is_url else "local_path": parts[0]}
         if len(parts) == 2:
             spec["path"] = parts[1]
@@ -208,7 +211,7 @@ class FilePathMapping(StrictModel):
             return value
         parts = _split_drive(value.split(":"))
         if len(parts) > 2:
-            raise ValueError(f"invalid file path mapping {value!r}: use `<local>[:<path>]`")
+            raise ValueError(f"invalid file path mapping {excerpt(value)}: use `<local>[:<path>]`")
         return {"local_path": parts[0], "path": parts[-1]}
 
     @field_validator("path")
@@ -232,10 +235,10 @@ def check_unix_user(value: str | None) -> str | None:
         return None
     parts = value.split(":")
     if len(parts) > 2:
-        raise ValueError(f"invalid user {value!r}: use `user[:group]`")
+        raise ValueError(f"invalid user {excerpt(value)}: use `user[:group]`")
     for part, what in zip(parts, ("user name or id", "group name or id"), strict=False):
         if not part:
-            raise ValueError(f"invalid user {value!r}: empty {what}")
+            raise ValueError(f"invalid user {excerpt(value)}: empty {what}")
         if part.lstrip("-").isdigit() and int(part) < 0:
-            raise ValueError(f"invalid user {value!r}: negative id")
+            raise ValueError(f"invalid user {excerpt(value)}: negative id")
     return value

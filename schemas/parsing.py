@@ -4,7 +4,9 @@ The single entry point for reading user configurations (reconciler loading, CLI
 `validate`/`apply`, the agent and stacks never parse YAML themselves). Fast path: load
 YAML with libyaml, dispatch on `type`, validate; only when something is wrong are the
 errors mapped back to lines and columns (`locating`). Never raises anything but
-`ConfigError` for bad input.
+`ConfigError` for bad input. Every file is measured first (`limits`: size, values after
+alias expansion, depth) so nothing is expanded past a bound, and at most
+`MAX_PROBLEMS` problems are reported.
 """
 
 from __future__ import annotations
@@ -17,17 +19,18 @@ from pydantic import ValidationError
 
 from schemas.base import ConfigModel
 from schemas.configs import CONFIG_MODELS, CONFIG_TYPES, AnyConfig
+from schemas.limits import DEFAULT_LIMITS, ConfigLimits, measure, size_problem
 from schemas.loading import Document, decode, load_document
 from schemas.locating import locate_errors
-from schemas.problems import ConfigError, Problem
+from schemas.problems import ConfigError, Problem, excerpt
 from schemas.volumes import VOLUME_MODELS
 
+MAX_PROBLEMS = 50
 
-def parse_config(text: str | bytes, path: str) -> AnyConfig:
+
+def parse_config(text: str | bytes, path: str, limits: ConfigLimits = DEFAULT_LIMITS) -> AnyConfig:
     """Parse and validate one configuration file; raise `ConfigError` with every problem."""
-    source, problems = decode(text, path)
-    if problems:
-        raise ConfigError(problems)
+    source = _bounded_source(text, path, limits)
     document = load_document(source, path)
     if document.problems and document.node is None:
         raise ConfigError(document.problems)
@@ -37,11 +40,39 @@ def parse_config(text: str | bytes, path: str) -> AnyConfig:
     try:
         config = model.model_validate(document.data)
     except ValidationError as exc:
-        located = locate_errors(exc.errors(), document.node, model, path)
-        raise ConfigError(_in_order([*document.problems, *located])) from None
+        errors = exc.errors(include_url=False)
+        located = locate_errors(errors[:MAX_PROBLEMS], document.node, model, path)
+        hidden = max(0, len(errors) - MAX_PROBLEMS)
+        raise ConfigError(_capped(_in_order([*document.problems, *located]), hidden)) from None
     if document.problems:
-        raise ConfigError(document.problems)
+        raise ConfigError(_capped(list(document.problems), 0))
     return cast(AnyConfig, config)
+
+
+def _bounded_source(text: str | bytes, path: str, limits: ConfigLimits) -> str:
+    """The decoded text, or `ConfigError` when it is over a limit (checked before loading)."""
+    size = len(text) if isinstance(text, bytes) or text.isascii() else len(text.encode())
+    too_big = size_problem(size, path, limits)
+    if too_big is not None:
+        raise ConfigError([too_big])
+    source, problems = decode(text, path)
+    if problems:
+        raise ConfigError(problems)
+    too_much = measure(source, path, limits)
+    if too_much is not None:
+        raise ConfigError([too_much])
+    return source
+
+
+def _capped(problems: list[Problem], hidden: int) -> list[Problem]:
+    """At most `MAX_PROBLEMS`, plus one line saying how many more there were."""
+    hidden += max(0, len(problems) - MAX_PROBLEMS)
+    if not hidden:
+        return problems
+    shown = problems[:MAX_PROBLEMS]
+    last = shown[-1]
+    more = Problem(last.path, last.line, last.column, "", f"... and {hidden} more problems")
+    return [*shown, more]
 
 
 def parse_data(data: dict[str, Any], path: str = "<data>") -> AnyConfig:
@@ -60,7 +91,9 @@ def select_model(document: Document, path: str) -> tuple[type[ConfigModel] | Non
         return None, _problem_at(node, path, "type", "missing required field `type`", _TYPE_HINT)
     if not isinstance(kind, str) or kind not in CONFIG_MODELS:
         hint = _close(kind, CONFIG_TYPES) or _TYPE_HINT
-        return None, _problem_at(_value(node, "type"), path, "type", f"unknown type {kind!r}", hint)
+        return None, _problem_at(
+            _value(node, "type"), path, "type", f"unknown type {excerpt(kind)}", hint
+        )
     model = CONFIG_MODELS[kind]
     if model is not None:
         return model, None
@@ -70,7 +103,9 @@ def select_model(document: Document, path: str) -> tuple[type[ConfigModel] | Non
     if not isinstance(backend, str) or backend not in VOLUME_MODELS:
         hint = _close(backend, VOLUME_MODELS) or "one of: " + ", ".join(VOLUME_MODELS)
         node_at = _value(node, "backend")
-        return None, _problem_at(node_at, path, "backend", f"no volumes on {backend!r}", hint)
+        return None, _problem_at(
+            node_at, path, "backend", f"no volumes on {excerpt(backend)}", hint
+        )
     return VOLUME_MODELS[backend], None
 
 
@@ -104,10 +139,13 @@ def _in_order(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line, p.column))
 
 
-def peek_kind(text: str | bytes) -> tuple[str | None, str | None]:
+def peek_kind(
+    text: str | bytes, limits: ConfigLimits = DEFAULT_LIMITS
+) -> tuple[str | None, str | None]:
     """Best-effort `(type, name)` of a document, even an invalid one (for reports)."""
-    source, problems = decode(text, "")
-    if problems:
+    try:
+        source = _bounded_source(text, "", limits)
+    except ConfigError:
         return None, None
     document = load_document(source, "")
     data = document.data

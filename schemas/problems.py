@@ -7,7 +7,26 @@ Lines and columns are 1-based and point at the offending key or value.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
+from typing import Any
+
+EXCERPT_CHARS = 80
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxtuple = _REPR.maxlist = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 4
+_REPR.maxstring = _REPR.maxother = EXCERPT_CHARS
+
+
+def excerpt(value: Any) -> str:
+    """A bounded `repr` for error messages: never formats a whole (alias-expanded) value.
+
+    Nested containers show their first items only and the text is cut to
+    `EXCERPT_CHARS`, so an error costs the same whatever the value's size.
+    """
+    text = _REPR.repr(value)
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 3] + "..."
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
 
 from schemas.base import EntityReference, StrictModel, to_entity_reference
+from schemas.problems import excerpt
 from schemas.scalars import Duration, IdleDuration, OffDuration, Tags
 
 Backend = Literal[
@@ -90,11 +91,13 @@ def check_cron(expression: str) -> None:
     """A five-field crontab expression (`minute hour day month day_of_week`), UTC."""
     fields = expression.split()
     if len(fields) != 5:
-        raise ValueError(f"invalid cron {expression!r}: expected 5 fields, got {len(fields)}")
+        raise ValueError(
+            f"invalid cron {excerpt(expression)}: expected 5 fields, got {len(fields)}"
+        )
     for text, (what, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
         for item in text.split(","):
             if not _cron_item_ok(item.lower(), low, high, names):
-                raise ValueError(f"invalid cron {expression!r}: bad {what} {item!r}")
+                raise ValueError(f"invalid cron {excerpt(expression)}: bad {what} {excerpt(item)}")
 
 
 def _cron_item_ok(item: str, low: int, high: int, names: tuple[str, ...]) -> bool:
@@ -202,7 +205,7 @@ def check_backend_options(value: list[VastAIOptions] | None) -> list[VastAIOptio
     seen: set[str] = set()
     for option in value or []:
         if option.type in seen:
-            raise ValueError(f"backend_options has two entries for backend {option.type!r}")
+            raise ValueError(f"backend_options has two entries for backend {excerpt(option.type)}")
         seen.add(option.type)
     return value
 

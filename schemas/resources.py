@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from schemas.base import StrictModel
+from schemas.problems import excerpt
 from schemas.scalars import IntRange, Memory, MemoryRange
 
 GpuVendor = Literal["nvidia", "amd", "google", "intel", "tenstorrent"]
@@ -38,17 +39,19 @@ def _parse_cpu(value: Any) -> Any:
         spec: dict[str, Any] = {}
         for token in value.replace(" ", "").split(":"):
             if not token:
-                raise ValueError(f"CPU spec contains an empty token: {value!r}")
+                raise ValueError(f"CPU spec contains an empty token: {excerpt(value)}")
             if ".." in token or token.isdigit():
                 if "count" in spec:
-                    raise ValueError(f"CPU spec has two counts: {value!r}")
+                    raise ValueError(f"CPU spec has two counts: {excerpt(value)}")
                 spec["count"] = token
             elif token.lower() in ("x86", "arm"):
                 if "arch" in spec:
-                    raise ValueError(f"CPU spec has two architectures: {value!r}")
+                    raise ValueError(f"CPU spec has two architectures: {excerpt(value)}")
                 spec["arch"] = token.lower()
             else:
-                raise ValueError(f"invalid CPU architecture in {value!r}: use `x86` or `arm`")
+                raise ValueError(
+                    f"invalid CPU architecture in {excerpt(value)}: use `x86` or `arm`"
+                )
         return spec
     if isinstance(value, dict) and value and set(value) <= {"min", "max"}:
         return {"count": value}
@@ -84,14 +87,14 @@ def _parse_gpu_token(spec: dict[str, Any], token: str, text: str) -> None:
     elif token[0].isalpha():
         names = token.split(",")
         if any(not name for name in names):
-            raise ValueError(f"GPU name cannot be empty: {text!r}")
+            raise ValueError(f"GPU name cannot be empty: {excerpt(text)}")
         kind, item = "name", names
     elif any(char.isalpha() for char in token):
         kind, item = "memory", token
     else:
         kind, item = "count", token
     if kind in spec:
-        raise ValueError(f"GPU spec has two {kind} tokens: {text!r}")
+        raise ValueError(f"GPU spec has two {kind} tokens: {excerpt(text)}")
     spec[kind] = item
 
 
@@ -102,7 +105,7 @@ def _parse_gpu(value: Any) -> Any:
         spec: dict[str, Any] = {}
         for token in value.replace(" ", "").split(":"):
             if not token:
-                raise ValueError(f"GPU spec contains an empty token: {value!r}")
+                raise ValueError(f"GPU spec contains an empty token: {excerpt(value)}")
             _parse_gpu_token(spec, token, value)
         return spec
     return value
@@ -115,12 +118,14 @@ def _parse_compute_capability(value: Any) -> Any:
         value = value.strip().split(".")
     if isinstance(value, list | tuple):
         if len(value) != 2:
-            raise ValueError(f"invalid compute capability {value!r}: use e.g. `8.0`")
+            raise ValueError(f"invalid compute capability {excerpt(value)}: use e.g. `8.0`")
         try:
             return (int(value[0]), int(value[1]))
         except (TypeError, ValueError):
-            raise ValueError(f"invalid compute capability {value!r}: use e.g. `8.0`") from None
-    raise ValueError(f"invalid compute capability {value!r}: use e.g. `8.0`")
+            raise ValueError(
+                f"invalid compute capability {excerpt(value)}: use e.g. `8.0`"
+            ) from None
+    raise ValueError(f"invalid compute capability {excerpt(value)}: use e.g. `8.0`")
 
 
 ComputeCapability = Annotated[

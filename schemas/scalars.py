@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from schemas.base import StrictModel
+from schemas.problems import excerpt
 
 _DURATION_RE = re.compile(r"(?P<amount>\d+) *(?P<unit>[smhdw])$")
 _UNIT_SECONDS: Mapping[str, int] = MappingProxyType(
@@ -30,7 +31,7 @@ _TAG_VALUE_RE = re.compile(r"^[a-zA-Z0-9 .:/=_\-+@]{0,256}$")
 def parse_duration(value: Any) -> int:
     """`90`, `"90"`, `"5m"`, `"2h"`, `"1d"`, `"1w"` -> seconds."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a duration like `30s`, `5m`, `2h`, got {value!r}")
+        raise ValueError(f"expected a duration like `30s`, `5m`, `2h`, got {excerpt(value)}")
     if isinstance(value, int | float):
         return int(value)
     if isinstance(value, str):
@@ -41,7 +42,7 @@ def parse_duration(value: Any) -> int:
         match = _DURATION_RE.match(value)
         if match:
             return int(match.group("amount")) * _UNIT_SECONDS[match.group("unit")]
-    raise ValueError(f"cannot parse the duration {value!r}: use seconds or `<n>s|m|h|d|w`")
+    raise ValueError(f"cannot parse the duration {excerpt(value)}: use seconds or `<n>s|m|h|d|w`")
 
 
 def parse_off_duration(value: Any) -> Literal["off"] | int | None:
@@ -68,7 +69,7 @@ def parse_idle_duration(value: Any) -> int | None:
 def parse_memory(value: Any) -> Any:
     """Memory in GB: `24`, `24.5`, `"24GB"`, `"512MB"`, `"1TB"` -> float GB."""
     if isinstance(value, bool):
-        raise ValueError(f"invalid memory size: {value!r}")
+        raise ValueError(f"invalid memory size: {excerpt(value)}")
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
@@ -83,7 +84,7 @@ def parse_memory(value: Any) -> Any:
             return float(text)
         except ValueError:
             pass
-        raise ValueError(f"invalid memory size {value!r}: use e.g. `24GB`, `512MB`, `1TB`")
+        raise ValueError(f"invalid memory size {excerpt(value)}: use e.g. `24GB`, `512MB`, `1TB`")
     return value
 
 
@@ -104,7 +105,7 @@ def split_range(value: Any) -> Any:
     if isinstance(value, str) and ".." in value:
         parts = value.replace(" ", "").split("..")
         if len(parts) != 2:
-            raise ValueError(f"invalid range {value!r}: use `N`, `A..B`, `A..` or `..B`")
+            raise ValueError(f"invalid range {excerpt(value)}: use `N`, `A..B`, `A..` or `..B`")
         return {"min": parts[0] or None, "max": parts[1] or None}
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         return {"min": value, "max": value}
@@ -162,9 +163,9 @@ def check_tags(value: Any) -> Any:
         return value
     for key, item in value.items():
         if not isinstance(key, str) or not _TAG_KEY_RE.match(key):
-            raise ValueError(f"invalid tag key {key!r}: 1-60 of letters, digits, `_`, `-`")
+            raise ValueError(f"invalid tag key {excerpt(key)}: 1-60 of letters, digits, `_`, `-`")
         if isinstance(item, str) and not _TAG_VALUE_RE.match(item):
-            raise ValueError(f"invalid tag value {item!r} for key {key!r}")
+            raise ValueError(f"invalid tag value {excerpt(item)} for key {excerpt(key)}")
     return value
 
 

@@ -15,6 +15,7 @@ from pydantic import BeforeValidator, Tag, field_validator, model_validator
 from schemas.base import EntityReference, FieldConflict, fill_field, to_entity_reference
 from schemas.defaulting import with_server_defaults
 from schemas.mounts import PortMapping, parse_port
+from schemas.problems import excerpt
 from schemas.runs import (
     BaseRunConfiguration,
     check_commands_or_image,
@@ -48,7 +49,7 @@ def parse_service_port(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return {"local_port": 80, "container_port": value}
     if isinstance(value, str) and not _PORT_PAIR_RE.match(value):
-        raise ValueError(f"invalid port {value!r}: use `8000` or `80:8000`")
+        raise ValueError(f"invalid port {excerpt(value)}: use `8000` or `80:8000`")
     return parse_port(value)
 
 
@@ -154,7 +155,7 @@ class ServiceConfiguration(BaseRunConfiguration):
         counts = Counter(limit.prefix for limit in value)
         for index, limit in enumerate(value):
             if counts[limit.prefix] > 1:
-                raise FieldConflict((index, "prefix"), f"prefix {limit.prefix!r} used twice")
+                raise FieldConflict((index, "prefix"), f"prefix {excerpt(limit.prefix)} used twice")
         return value
 
     @field_validator("probes")
