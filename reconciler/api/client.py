@@ -19,14 +19,16 @@ import base64
 import hashlib
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from reconciler.api import models as wire
 from reconciler.api.errors import NotFoundError, raise_for_answer, unreachable
-from schemas import AnyConfig
+
+if TYPE_CHECKING:  # the config models load only when a caller passes one (fast CLI start)
+    from schemas import AnyConfig
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,67 +1,52 @@
-"""Entry point of the `dockyard` command: builds the typer app from the command modules.
+"""Entry point of the `dockyard` command: the typer app over the lazily loaded commands.
 
-Each command module exposes `register(app)`; add new modules to `_COMMAND_MODULES`.
+The commands are listed in `reconciler.cli.commands.COMMANDS`; each module is imported only
+when its command runs, so `dockyard --help` and `dockyard ps` start fast (bench/cli.py).
 `run()` is the console script: it turns every `DockyardError` and `schemas.ConfigError`
 into one clear line and a non-zero exit, so no traceback reaches the user.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import typer
-from rich.console import Console
 
+from reconciler.cli.commands import LazyGroup
 from reconciler.errors import DockyardError, UsageError
-
-_COMMAND_MODULES: tuple[str, ...] = (
-    "db",
-    "plan",
-    "server",
-    "apply",
-    "ps",
-    "run",
-    "logs",
-    "stop",
-    "resources",
-    "event",
-    "reconcile",
-    "delivery",
-    "project",
-    "secret",
-    "validate",
-    "schema",
-    "offer",
-    "attach",
-    "pr",
-)
 
 
 def build_app() -> typer.Typer:
     app = typer.Typer(
         name="dockyard",
-        help="GitOps for GPU workloads: dstack configurations reconciled from Git.",
+        cls=LazyGroup,
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
     )
-    for module_name in _COMMAND_MODULES:
-        module = importlib.import_module(f"reconciler.cli.{module_name}")
-        module.register(app)
+
+    @app.callback()
+    def dockyard() -> None:
+        """GitOps for GPU workloads: dstack configurations reconciled from Git."""
+
     return app
 
 
+def _print_error(exc: DockyardError) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+
+
 def run() -> None:
-    err = Console(stderr=True)
     try:
         app = build_app()
         app(standalone_mode=True)
     except UsageError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        _print_error(exc)
         sys.exit(2)
     except DockyardError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        _print_error(exc)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
