@@ -8,12 +8,14 @@ message is the server's `detail` line. Transport failures become `ServerUnreacha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from reconciler.errors import DockyardError, TransientError
-from schemas import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from schemas import ConfigError
 
 
 class ApiError(DockyardError):
@@ -58,6 +60,8 @@ def _detail(answer: httpx.Response) -> tuple[str, Any]:
 
 
 def _config_error(problems: list[Any]) -> ConfigError:
+    from schemas import ConfigError, Problem  # only here: the CLI starts without the models
+
     return ConfigError(
         [
             Problem(
