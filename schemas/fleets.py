@@ -183,7 +183,9 @@ class FleetConfiguration(ProvisioningParams, ConfigModel):
         return self
 
 
-_BACKEND_ONLY = (*ProvisioningParams.model_fields, "resources")
+_BACKEND_ONLY = (*(f for f in ProvisioningParams.model_fields if f != "spot_policy"), "resources")
+"""Refused on an SSH fleet. `spot_policy` is accepted and ignored (dstack 0.22.5 does the
+same; `schemas.caveats` warns)."""
 
 
 def check_internal_ips(ssh_config: SSHParams) -> None:

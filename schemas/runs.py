@@ -44,7 +44,7 @@ class BaseRunConfiguration(ProfileParams, ConfigModel):
     entrypoint: str | None = None
     """Docker entrypoint."""
     working_dir: str | None = None
-    """Absolute working directory in the container (default: the image's)."""
+    """Working directory in the container (default: the image's); relative: legacy, /workflow/…"""
     home_dir: str = "/root"
     """Deprecated."""
     registry_auth: RegistryAuth | None = None
@@ -92,14 +92,6 @@ class BaseRunConfiguration(ProfileParams, ConfigModel):
         if value is None or value in ("sh", "bash") or PurePosixPath(value).is_absolute():
             return value
         raise ValueError("use `sh`, `bash`, or an absolute path")
-
-    @field_validator("working_dir")
-    @classmethod
-    def _absolute_working_dir(cls, value: str | None) -> str | None:
-        """dstack's CLI rule: absolute POSIX path, or starting with `~`."""
-        if value is None or value.startswith("~") or PurePosixPath(value).is_absolute():
-            return value
-        raise ValueError(f"working_dir must be absolute: {value!r}")
 
     @field_validator("repos")
     @classmethod

@@ -3,6 +3,8 @@
 Directories are scanned for `*.dstack.yml`, `*.dstack.yaml` and `.dstack.yml`; files
 named explicitly are checked whatever their name. People get `file:line:col: field:
 message` with the offending line and a caret; `--json` prints one object per file.
+Valid files may carry warnings (`schemas.caveats`: legacy or ignored fields), printed as
+`file:line:col: warning: field: message`; warnings never change the exit code.
 Exit 0 when every file is valid, 1 when any is invalid, 2 on usage errors.
 """
 
@@ -17,6 +19,7 @@ from typing import Annotated
 import typer
 
 from schemas import ConfigError, Problem, is_config_path, parse_config, peek_kind
+from schemas.caveats import config_warnings
 
 _SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
 
@@ -28,6 +31,7 @@ class FileReport:
     type: str | None
     name: str | None
     problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -39,16 +43,8 @@ class FileReport:
             "valid": self.valid,
             "type": self.type,
             "name": self.name,
-            "errors": [
-                {
-                    "line": p.line,
-                    "column": p.column,
-                    "field": p.field,
-                    "message": p.message,
-                    "hint": p.hint,
-                }
-                for p in self.problems
-            ],
+            "errors": [p.to_json() for p in self.problems],
+            "warnings": [p.to_json() for p in self.warnings],
         }
 
 
@@ -115,7 +111,8 @@ def check_file(path: Path) -> FileReport:
     except ConfigError as exc:
         kind, name = peek_kind(data)
         return FileReport(shown, text, kind, name, exc.problems)
-    return FileReport(shown, text, config.type, config.name, ())
+    warnings = config_warnings(config, data, shown)
+    return FileReport(shown, text, config.type, config.name, (), warnings)
 
 
 def render_reports(reports: list[FileReport]) -> str:
@@ -125,18 +122,26 @@ def render_reports(reports: list[FileReport]) -> str:
         if report.valid:
             label = f"{report.type} {report.name}" if report.name else f"{report.type}"
             out.append(f"{report.path}: ok ({label})")
-            continue
         lines = report.text.splitlines()
         for problem in report.problems:
-            out.append(problem.format().removesuffix(f" ({problem.hint})"))
-            out.extend(_excerpt(lines, problem))
-            if problem.hint:
-                out.append(f"    hint: {problem.hint}")
+            out.extend(_described(problem, lines, ""))
+        for warning in report.warnings:
+            out.extend(_described(warning, lines, "warning: "))
     invalid = [r for r in reports if not r.valid]
     count = sum(len(r.problems) for r in invalid)
     summary = f"{len(reports)} file(s) checked, {len(invalid)} invalid"
-    out.append(f"{summary} ({count} problem(s))" if invalid else summary)
+    summary = f"{summary} ({count} problem(s))" if invalid else summary
+    warned = sum(len(r.warnings) for r in reports)
+    out.append(f"{summary}, {warned} warning(s)" if warned else summary)
     return "\n".join(out) + "\n"
+
+
+def _described(problem: Problem, lines: list[str], label: str) -> list[str]:
+    """`file:line:col: [warning: ]field: message`, the line with a caret, the hint."""
+    where = f"{problem.path}:{problem.line}:{problem.column}: "
+    text = problem.format().removesuffix(f" ({problem.hint})")
+    described = [where + label + text.removeprefix(where), *_excerpt(lines, problem)]
+    return [*described, f"    hint: {problem.hint}"] if problem.hint else described
 
 
 def _excerpt(lines: list[str], problem: Problem) -> list[str]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from schemas.caveats import resolve_working_dir
+
 _IDE_SCHEMES = {"vscode": "vscode", "cursor": "cursor", "windsurf": "windsurf"}
 DEFAULT_WORKING_DIR = "/workflow"
 
@@ -21,7 +23,11 @@ def ide_link(spec: Mapping[str, Any], run_name: str, working_dir: str | None = N
     scheme = _IDE_SCHEMES.get(str(spec.get("ide") or ""))
     if scheme is None:
         return None
-    path = working_dir or str(spec.get("working_dir") or DEFAULT_WORKING_DIR)
+    path = (
+        working_dir
+        or resolve_working_dir(str(spec.get("working_dir") or "") or None)
+        or DEFAULT_WORKING_DIR
+    )
     if not path.startswith("/"):
         path = "/" + path
     return f"{scheme}://vscode-remote/ssh-remote+{run_name}{path}"

@@ -21,6 +21,7 @@ from reconciler.core.inactivity import inactivity_limit
 from reconciler.core.scheduling import Range, Requirements
 from reconciler.core.uploads import repo_dir
 from reconciler.errors import PermanentError
+from schemas.caveats import resolve_working_dir
 
 _SECRET_RE = re.compile(r"\$\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 DEFAULT_STOP_DURATION = 300
@@ -265,7 +266,7 @@ def render_agent_job(
     image's, or the job's own directory, when the spec has none).
     """
     spec = slot.spec
-    workdir = working_dir or str(spec.get("working_dir") or "")
+    workdir = working_dir or resolve_working_dir(str(spec.get("working_dir") or "")) or ""
     env = {k: interpolate_secrets(v, secrets) for k, v in env_of(spec).items()}
     env.update(dstack_env(run_name=run_name, slot=slot, cluster=cluster, working_dir=workdir))
     base = workdir or "."

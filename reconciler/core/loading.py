@@ -25,7 +25,8 @@ from reconciler.core.policy import RepoPolicy
 from reconciler.domain.desired import IMPLICIT_PATH, DesiredResource, DesiredState
 from reconciler.domain.issues import ConfigIssue
 from reconciler.domain.kinds import Kind
-from schemas import ConfigError
+from schemas import ConfigError, Problem
+from schemas.caveats import config_warnings
 
 ConfigParser = Callable[[bytes, str], Any]
 """`schemas.parse_config`: text and path → model with `type`, `name`, `normalized()`,
@@ -49,13 +50,16 @@ class Document:
     spec_hash: str | None = None
     model: Any = None
     issues: tuple[ConfigIssue, ...] = ()
+    warnings: tuple[ConfigIssue, ...] = ()
+    """`schemas.caveats` warnings of a valid file (legacy or ignored fields)."""
 
     def at(self, path: str) -> Document:
         """The same content found under another path."""
         if path == self.path:
             return self
         issues = tuple(replace(issue, path=path) for issue in self.issues)
-        return replace(self, path=path, issues=issues)
+        warnings = tuple(replace(warning, path=path) for warning in self.warnings)
+        return replace(self, path=path, issues=issues, warnings=warnings)
 
 
 def parse_document(text: bytes, path: str, parse: ConfigParser) -> Document:
@@ -63,11 +67,9 @@ def parse_document(text: bytes, path: str, parse: ConfigParser) -> Document:
     try:
         model = parse(text, path)
     except ConfigError as exc:
-        issues = tuple(
-            ConfigIssue(path, p.line, p.column, p.field or None, _with_hint(p.message, p.hint))
-            for p in exc.problems
-        )
+        issues = tuple(_issue(path, p) for p in exc.problems)
         return Document(path=path, issues=issues or (ConfigIssue(path, 1, 1, None, str(exc)),))
+    warnings = tuple(_issue(path, p) for p in config_warnings(model, text, path))
     kind = _KINDS.get(str(model.type))
     if kind is None:  # a preset: client-side only, nothing to deploy
         return Document(path=path, model=model)
@@ -81,7 +83,13 @@ def parse_document(text: bytes, path: str, parse: ConfigParser) -> Document:
         spec=model.normalized(),
         spec_hash=model.spec_hash(),
         model=model,
+        warnings=warnings,
     )
+
+
+def _issue(path: str, problem: Problem) -> ConfigIssue:
+    message = _with_hint(problem.message, problem.hint)
+    return ConfigIssue(path, problem.line, problem.column, problem.field or None, message)
 
 
 def _with_hint(message: str, hint: str | None) -> str:
@@ -101,8 +109,10 @@ def load_desired(
     resources: list[DesiredResource] = []
     seen: dict[tuple[Kind, str], DesiredResource] = {}
     docs = sorted(documents, key=lambda doc: doc.path)
+    warnings: list[ConfigIssue] = []
     for doc in docs:
         found += doc.issues
+        warnings += doc.warnings
         if doc.kind is None or doc.spec is None or doc.spec_hash is None:
             continue
         if not doc.name:
@@ -133,6 +143,7 @@ def load_desired(
         resources=tuple(resources),
         issues=tuple(found),
         config_files=len(docs),
+        warnings=tuple(warnings),
     )
 
 

@@ -50,6 +50,9 @@ class DesiredState:
     issues: tuple[ConfigIssue, ...] = ()
     config_files: int = 0
     """How many config files the snapshot held (0 = an empty snapshot)."""
+    warnings: tuple[ConfigIssue, ...] = ()
+    """What valid files should still tell their authors (legacy or ignored fields); a
+    plan shows them and they never stop it."""
 
     @property
     def ok(self) -> bool:

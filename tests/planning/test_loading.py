@@ -100,3 +100,20 @@ def test_presets_are_parsed_but_deploy_nothing() -> None:
     assert preset.kind is None
     desired = load_desired([preset], commit="c", policy=POLICY, parse=parse_config)
     assert [r for r in desired.resources if not r.implicit] == []
+
+
+def test_warnings_of_valid_files_are_collected_and_never_issues() -> None:
+    legacy = doc("t.dstack.yml", "type: task\nname: t1\ncommands: [x]\nworking_dir: src\n")
+    assert legacy.kind is Kind.TASK and legacy.issues == ()
+    (warning,) = legacy.warnings
+    assert (warning.path, warning.line, warning.column, warning.field) == (
+        "t.dstack.yml",
+        4,
+        1,
+        "working_dir",
+    )
+    assert "/workflow/src" in warning.message and "(use an absolute path)" in warning.message
+    assert legacy.at("moved.dstack.yml").warnings[0].path == "moved.dstack.yml"
+    desired = load_desired([legacy], commit="c1", policy=POLICY, parse=parse_config)
+    assert desired.ok
+    assert desired.warnings == legacy.warnings

@@ -16,3 +16,9 @@ def test_links_per_ide() -> None:
 def test_no_ide_no_link() -> None:
     assert ide_link({}, "dev") is None
     assert ide_link({"ide": "zed"}, "dev") is None
+
+
+def test_ide_link_resolves_a_relative_working_dir_under_workflow() -> None:
+    assert ide_link({"ide": "vscode", "working_dir": "src"}, "dev") == (
+        "vscode://vscode-remote/ssh-remote+dev/workflow/src"
+    )

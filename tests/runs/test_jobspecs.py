@@ -142,3 +142,20 @@ def test_dev_environment_stays_up_and_service_ports() -> None:
         8000,
         9000,
     ]
+
+
+def test_a_relative_working_dir_resolves_under_workflow_like_dstack() -> None:
+    slot = JobSlot(0, 0, None, 1, {"type": "task", "commands": ["ls"], "working_dir": "src"})
+    body = render_agent_job(
+        job_id="j1",
+        run_name="train",
+        slot=slot,
+        gpus=[],
+        cluster=ClusterInfo(("10.0.0.1",), 0),
+        secrets={},
+        executor="process",
+        working_dir=None,
+        labels={},
+    )
+    assert body["working_dir"] == "/workflow/src"
+    assert body["path_env"]["DSTACK_WORKING_DIR"] == "/workflow/src"

@@ -85,6 +85,7 @@ def test_json_output(tmp_path: Path) -> None:
         "type": "task",
         "name": "train",
         "errors": [],
+        "warnings": [],
     }
 
 
@@ -107,3 +108,64 @@ def test_schema_write_then_check(tmp_path: Path) -> None:
     code, output = run("schema", "--type", "task")
     assert code == 0
     assert json.loads(output)["title"] == "TaskConfiguration"
+
+
+LEGACY = """type: task
+name: legacy
+commands: [python train.py]
+working_dir: src
+"""
+
+SSH_SPOT = """type: fleet
+name: hosts
+spot_policy: spot
+ssh_config:
+  user: ubuntu
+  identity_file: ~/.ssh/id_rsa
+  hosts: [10.0.0.1]
+"""
+
+
+def test_warnings_are_shown_and_do_not_fail(tmp_path: Path) -> None:
+    legacy = write(tmp_path, "legacy.dstack.yml", LEGACY)
+    fleet = write(tmp_path, "hosts.dstack.yml", SSH_SPOT)
+    code, output = run("validate", str(legacy), str(fleet))
+    assert code == 0, output
+    lines = output.splitlines()
+    assert f"{legacy}: ok (task legacy)" in lines
+    assert any(
+        line.startswith(f"{legacy}:4:1: warning: working_dir: a relative working_dir is legacy")
+        and line.endswith("it resolves to /workflow/src")
+        for line in lines
+    )
+    assert f"{fleet}: ok (fleet hosts)" in lines
+    assert any(
+        line.startswith(f"{fleet}:3:1: warning: spot_policy: ") and "ignored" in line
+        for line in lines
+    )
+    assert lines[-1] == "2 file(s) checked, 0 invalid, 2 warning(s)"
+
+
+def test_warnings_in_json(tmp_path: Path) -> None:
+    legacy = write(tmp_path, "legacy.dstack.yml", LEGACY)
+    code, output = run("validate", "--json", str(legacy))
+    assert code == 0
+    (report,) = json.loads(output)
+    assert report["valid"] is True and report["errors"] == []
+    assert report["warnings"] == [
+        {
+            "line": 4,
+            "column": 1,
+            "field": "working_dir",
+            "message": "a relative working_dir is legacy (dstack before 0.20): it resolves to "
+            "/workflow/src",
+            "hint": "use an absolute path",
+        }
+    ]
+
+
+def test_both_nodes_and_ssh_config_is_still_refused(tmp_path: Path) -> None:
+    both = write(tmp_path, "both.dstack.yml", SSH_SPOT.replace("spot_policy: spot", "nodes: 2"))
+    code, output = run("validate", str(both))
+    assert code == 1
+    assert "`nodes` and `ssh_config` are mutually exclusive" in output

@@ -351,7 +351,6 @@ def test_fleet_subtype_rules(body: str, field: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [
-        ("working_dir: relative/dir\n", "working_dir", "absolute"),
         ("retry: {duration: -5}\n", "retry.duration", "negative"),
     ],
 )
@@ -364,6 +363,11 @@ def test_cli_and_server_checks_on_runs(body: str, field: str, message: str) -> N
 
 def test_working_dir_may_start_with_tilde() -> None:
     assert task("working_dir: ~/work\n").working_dir == "~/work"
+
+
+def test_relative_working_dir_is_accepted_as_written() -> None:
+    """dstack 0.22.5 accepts it (legacy) and resolves it under /workflow at run time."""
+    assert task("working_dir: relative/dir\n").working_dir == "relative/dir"
 
 
 @pytest.mark.parametrize(
