@@ -9,6 +9,7 @@ Queries used (stable machine formats, not the human tables):
   newer releases; ``vram.size`` is ``{"value", "unit"}`` or a string such as ``"65536 MB"``.
 
 Unparseable lines are skipped: a GPU we cannot read is reported as absent, never guessed.
+Names and sizes are reported as dstack says them (``gpunames.py``): ``H200``, 141 GB.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 from typing import Any
 
 from agent.protocol import GpuInfo, GpuMetrics, GpuVendor
+from agent.server.gpunames import dstack_gpu_name, nominal_memory_mib
 
 NVIDIA_INFO_ARGS = (
     "nvidia-smi",
@@ -41,9 +43,7 @@ def parse_nvidia_info(text: str) -> list[GpuInfo]:
         number = _to_number(memory)
         if not index.isdigit() or number is None:
             continue
-        gpus.append(
-            GpuInfo(vendor=GpuVendor.NVIDIA, name=name, memory_mib=int(number), index=int(index))
-        )
+        gpus.append(_gpu(GpuVendor.NVIDIA, name, int(number), int(index)))
     return gpus
 
 
@@ -82,8 +82,14 @@ def parse_amd_info(text: str) -> list[GpuInfo]:
         memory = _to_mib(vram.get("size")) if isinstance(vram, dict) else None
         if not isinstance(index, int) or not isinstance(name, str) or memory is None:
             continue
-        gpus.append(GpuInfo(vendor=GpuVendor.AMD, name=name, memory_mib=memory, index=index))
+        gpus.append(_gpu(GpuVendor.AMD, name, memory, index))
     return gpus
+
+
+def _gpu(vendor: GpuVendor, tool_name: str, memory_mib: int, index: int) -> GpuInfo:
+    name = dstack_gpu_name(tool_name)
+    memory = nominal_memory_mib(name, memory_mib)
+    return GpuInfo(vendor=vendor, name=name, memory_mib=memory, index=index)
 
 
 def _csv_rows(text: str, width: int) -> list[list[str]]:
