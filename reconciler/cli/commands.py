@@ -55,7 +55,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry(
         "plan",
         "plan",
-        "Plan a commit of the config repo against what is deployed (or against --base).",
+        "Plan a commit of the config repo on the server (live state) or offline (--base).",
     ),
     CommandEntry(
         "validate",

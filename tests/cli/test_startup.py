@@ -64,7 +64,8 @@ def test_table_matches_what_each_module_registers(module: str) -> None:
     listed = {e.name: e.help for e in COMMANDS if e.module == module}
     assert set(registered) == set(listed)
     for name, command in registered.items():
-        assert (command.short_help or command.help or "").splitlines()[0] == listed[name]
+        shown = (command.short_help or command.help or "").splitlines()[0]
+        assert shown == listed[name], "keep COMMANDS in reconciler/cli/commands.py in step"
 
 
 def test_help_lists_every_command_and_each_command_has_help() -> None:
