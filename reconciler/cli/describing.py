@@ -28,7 +28,7 @@ def describe_resources(resources: Any, *, gpu_only: bool = False) -> str:
     gpus = [g for g in resources.get("gpus") or [] if isinstance(g, Mapping)]
     gpu = ""
     if gpus:
-        memory = gpus[0].get("memory_mib") or 0
+        memory = gpus[0].get("memory_mib") or float(gpus[0].get("memory_gb") or 0) * MIB_PER_GB
         parts = [str(gpus[0].get("name") or "gpu"), *([_gb(memory)] if memory else [])]
         gpu = ":".join([*parts, str(len(gpus))])
     if gpu_only:

@@ -1,0 +1,54 @@
+"""`dockyard fleet|volume|gateway` list with dstack's columns (a real server, fake runtime)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.conftest import Cli
+
+CLOUD = """type: fleet
+name: gpus
+nodes: 0..2
+spot_policy: spot
+max_price: 3
+resources:
+  gpu: A100:80GB:2
+"""
+SSH = """type: fleet
+name: hosts
+ssh_config:
+  user: ubuntu
+  identity_file: {key}
+  hosts: [10.0.0.1, 10.0.0.2]
+"""
+
+
+def _apply(cli: Cli, tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / f"{name}.dstack.yml"
+    path.write_text(text)
+    applied = cli("apply", "-f", str(path), "-y")
+    assert applied.exit_code == 0, applied.stderr + applied.stdout
+
+
+def test_fleet_columns_are_dstacks(cli: Cli, tmp_path: Path) -> None:
+    key = tmp_path / "id_ed25519"
+    key.write_text("not a real key\n")
+    _apply(cli, tmp_path, "gpus", CLOUD)
+    _apply(cli, tmp_path, "hosts", SSH.format(key=key))
+    lines = cli("fleet").stdout.splitlines()
+    assert lines[0].split() == [
+        "NAME", "NODES", "GPU", "SPOT", "BACKEND", "PRICE", "STATUS", "CREATED",
+    ]  # fmt: skip
+    (cloud,) = [line.split() for line in lines if line.startswith("gpus")]
+    assert cloud[:6] == ["gpus", "0..2", "A100:80GB:2", "spot", "*", "$0..3"]
+    assert cloud[-1] == "ago"
+    (ssh,) = [line.split() for line in lines if line.startswith("hosts")]
+    assert ssh[:3] == ["hosts", "2", "ssh"]
+    assert cli("fleet", "list").stdout == cli("fleet").stdout
+
+
+def test_volume_and_gateway_columns_are_dstacks(cli: Cli) -> None:
+    assert cli("volume").stdout.split() == ["NAME", "BACKEND", "STATUS", "CREATED"]
+    assert cli("gateway", "list").stdout.split() == [
+        "NAME", "BACKEND", "HOSTNAME", "DOMAIN", "DEFAULT", "STATUS",
+    ]  # fmt: skip
