@@ -43,7 +43,6 @@ from reconciler.engine.applying import (
     live_capacity,
     request_stop,
 )
-from reconciler.engine.workers.placing import load_candidates
 from reconciler.errors import UsageError
 from reconciler.ports import WorkKind
 from schemas import parse_config
@@ -120,7 +119,7 @@ def offers_for(store: Store, project: str, action: Action) -> list[dict[str, Any
         return []
     requirements = requirements_of(action.spec)
     offers = []
-    for cand in load_candidates(store, project_row.id):
+    for cand in store.placement_candidates(project_row.id):
         if static_mismatch(requirements, cand) is not None:
             continue
         offers.append(

@@ -17,13 +17,14 @@ from sqlalchemy import Engine
 from reconciler.adapters.db.connecting import create_db_engine
 from reconciler.adapters.db.history import HistoryStore
 from reconciler.adapters.db.inventory import InventoryStore
+from reconciler.adapters.db.jobsteps import JobStepsStore
 from reconciler.adapters.db.leasing import Leases
 from reconciler.adapters.db.migrating import upgrade_database
 from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
 
 
-class Store(InventoryStore, HistoryStore, WorkloadsStore):
+class Store(InventoryStore, HistoryStore, WorkloadsStore, JobStepsStore):
     """Projects, accounts, inventory, history and workloads; see docs/store.md."""
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:

@@ -373,7 +373,7 @@ def finish_leaving(deps: WorkerDeps, leaving: Sequence[Instance]) -> list[Instan
 
 def terminate_instances(deps: WorkerDeps, instances: Sequence[Instance], reason: str) -> None:
     """Mark instances `terminating`: one conditional UPDATE per instance, so one a job
-    took meanwhile (`placing.take_capacity` sets it busy) is never taken away; busy ones
+    took meanwhile (`Store.record_job_step` sets it busy) is never taken away; busy ones
     wait."""
     with deps.store.writing() as session:
         for instance in instances:

@@ -32,7 +32,6 @@ from reconciler.engine.outcomes import AGENT_RETRY_DELAY
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers.growing import LEAVING_REASON
-from reconciler.engine.workers.placing import wake_waiting
 
 CONFIG = WorkerConfig(kind="instances", concurrency=20, lease_seconds=30.0, min_interval=7.0)
 UNREACHABLE = "instance_unreachable"
@@ -106,9 +105,9 @@ class InstancesProcessor:
             values["status"] = "busy" if row.busy_blocks > 0 else InstanceStatus.IDLE.value
             await self._event(row, f"instance {row.name} ready ({values['status']})")
         if values and await self._write(row, token, **values):
-            if ready:  # room for the jobs that wait (they sleep, see `placing`)
+            if ready:  # room for the jobs that wait (they sleep, see `jobsteps`)
                 blocks = int(values.get("total_blocks") or row.total_blocks or 1)
-                await asyncio.to_thread(wake_waiting, self.deps.store, row.project_id, blocks)
+                await asyncio.to_thread(self.deps.store.wake_waiting_jobs, row.project_id, blocks)
             self.deps.hint("jobs")
         return self.deps.timings.instance_check_interval
 

@@ -24,7 +24,9 @@ REMOVE = "__remove_agent_job__"
 """Update key: the agent job id to remove from its host once the update is stored."""
 WAKE_FLEET = "__wake_fleet__"
 """Update key: the fleet to make due (and the fleets worker to hint) once it is stored."""
-MARKERS = (RELEASE, REMOVE, WAKE_FLEET)
+TAKE = "__take_blocks__"
+"""Update key: the placement's `jobsteps.Take`s, taken in the same transaction as the update."""
+MARKERS = (RELEASE, REMOVE, WAKE_FLEET, TAKE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,13 +18,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update as sql_update
-
 from agent.client import AgentError
 from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.blobs import BlobStore
-from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Run
+from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
+from reconciler.adapters.db.models import Instance, Job, Project, Run
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import Growth, choose_growth, failure_message
@@ -46,6 +45,7 @@ from reconciler.engine.workers.job_context import (
     MARKERS,
     RELEASE,
     REMOVE,
+    TAKE,
     WAKE_FLEET,
     JobContext,
     JobsConfig,
@@ -54,13 +54,6 @@ from reconciler.engine.workers.job_context import (
 )
 from reconciler.engine.workers.job_running import RunningJobs
 from reconciler.engine.workers.job_uploads import job_archives
-from reconciler.engine.workers.placing import (
-    load_candidates,
-    return_capacity,
-    return_capacity_statement,
-    take_capacity,
-    wake_waiting_statement,
-)
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
 
@@ -94,7 +87,7 @@ class JobsProcessor:
             return None
         status = JobStatus(ctx.job.status)
         if status is JobStatus.SUBMITTED:
-            update, due = await self._submitted(ctx)
+            update, due = await self._submitted(ctx, token)
         elif status is JobStatus.PROVISIONING:
             update, due = await self._provisioning(ctx)
         elif status in (JobStatus.PULLING, JobStatus.RUNNING):
@@ -124,36 +117,35 @@ class JobsProcessor:
     def write(self, ctx: JobContext, token: str, update: Update) -> bool:
         """Write fenced by the lease and by the status read: a stop requested meanwhile
         (status set to terminating by the runs worker or the API) is never overwritten.
-        Blocks marked by `release` go back in the same transaction. True if written."""
+        Capacity taken (`TAKE`) or given back (`RELEASE`), the status event and the run made
+        due commit in the same transaction (`Store.record_job_step`). True if written."""
         values = {k: v for k, v in update.items() if k not in MARKERS}
-        statement = (
-            sql_update(Job)
-            .where(Job.id == ctx.job.id, Job.lock_token == token, Job.status == ctx.job.status)
-            .values(**values)
+        changed = "status" in values and values["status"] != ctx.job.status
+        event = None
+        if changed:
+            reason = values.get("termination_reason")
+            message = f"job status {ctx.job.status} -> {values['status']}" + (
+                f" ({reason})" if reason else ""
+            )
+            event = (f"{ctx.run.run_name}/{ctx.job.replica_num}/{ctx.job.job_num}", message)
+        step = JobStep(
+            job_id=ctx.job.id,
+            token=token,
+            read_status=ctx.job.status,
+            project_id=ctx.project.id,
+            run_id=ctx.run.id,
+            values=values,
+            take=tuple(update.get(TAKE) or ()),
+            release=update.get(RELEASE),
+            wake_fleet=update.get(WAKE_FLEET),
+            event=event,
         )
-        with self.store.writing() as session:
-            held = bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
-            if held and RELEASE in update:
-                instance_id, blocks = update[RELEASE]
-                session.execute(return_capacity_statement(instance_id, blocks, self.store.now()))
-                session.execute(wake_waiting_statement(ctx.project.id, max(1, blocks) + 1))
+        held = self.store.record_job_step(step) is StepResult.WRITTEN
         if held and RELEASE in update:  # the woken jobs run now, not at the next poll
             self._hint("jobs")
         if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
-            self.store.leases.make_due(Fleet, update[WAKE_FLEET])
             self._hint("fleets")
-        if held and "status" in values and values["status"] != ctx.job.status:
-            reason = values.get("termination_reason")
-            self.store.append_event(
-                project_id=ctx.project.id,
-                target_type="job",
-                target_id=ctx.job.id,
-                target_name=f"{ctx.run.run_name}/{ctx.job.replica_num}/{ctx.job.job_num}",
-                message=f"job status {ctx.job.status} -> {values['status']}"
-                + (f" ({reason})" if reason else ""),
-            )
-            # The run reacts at once, not at its next poll.
-            self.store.leases.make_due(Run, ctx.run.id)
+        if held and changed:  # the run reacts at once, not at its next poll
             self._hint("runs")
         return held
 
@@ -168,7 +160,7 @@ class JobsProcessor:
 
     # -- submitted: choose an instance ------------------------------------------------------
 
-    async def _submitted(self, ctx: JobContext) -> tuple[Update, float | None]:
+    async def _submitted(self, ctx: JobContext, token: str) -> tuple[Update, float | None]:
         if ctx.job.instance_id is not None:  # placed with its cluster's master
             return {"status": JobStatus.PROVISIONING.value}, 0.0
         slot = ctx.slot
@@ -177,11 +169,17 @@ class JobsProcessor:
                 "status_message": "waiting for the master node to be placed"
             }, self.config.wait_poll
         async with self._placing:
-            return await asyncio.to_thread(self._place, ctx, slot)
+            update, due = await asyncio.to_thread(self._place, ctx, slot)
+            if TAKE not in update:
+                return update, due
+            # Capacity and the fenced job write in one transaction: an instance filled
+            # meanwhile or a lost lease writes nothing (placed again at once or never).
+            await asyncio.to_thread(self.write, ctx, token, update)
+            return {}, due
 
     def _place(self, ctx: JobContext, slot: JobSlot) -> tuple[Update, float | None]:
         req = requirements_of(slot.spec)
-        candidates = load_candidates(self.store, ctx.project.id)
+        candidates = self.store.placement_candidates(ctx.project.id)
         if slot.nodes > 1:
             result = place_cluster(req, slot.nodes, candidates)
         else:
@@ -189,21 +187,23 @@ class JobsProcessor:
             result = single if isinstance(single, NoFit) else (single,)
         if isinstance(result, NoFit):
             return self._no_fit(ctx, req, slot.nodes, result, candidates)
-        taken: list[Placement] = []
-        for placement in result:
-            if not take_capacity(self.store, placement.instance_id, placement.blocks):
-                for done in taken:
-                    return_capacity(self.store, done.instance_id, done.blocks)
-                return {"status_message": "instance taken meanwhile; placing again"}, 0.0
-            taken.append(placement)
+        return self._placed(ctx, slot, result), 0.0
+
+    def _placed(self, ctx: JobContext, slot: JobSlot, result: tuple[Placement, ...]) -> Update:
+        """The update placing the job (and its cluster siblings, rank by rank)."""
         siblings = [j for j in self.store.list_jobs(ctx.run.id) if j.status == "submitted"]
+        takes = [Take(result[0].instance_id, result[0].blocks)]
         for placement, rank in zip(result[1:], range(1, slot.nodes), strict=False):
-            for sibling in siblings:
-                if sibling.job_num == rank and sibling.replica_num == ctx.job.replica_num:
-                    runtime = {"gpus": list(placement.gpus), "blocks": placement.blocks}
-                    self.store.update(
-                        Job, sibling.id, instance_id=placement.instance_id, runtime=runtime
-                    )
+            sibling = next(
+                (
+                    j.id
+                    for j in siblings
+                    if j.job_num == rank and j.replica_num == ctx.job.replica_num
+                ),
+                None,
+            )
+            runtime = {"gpus": list(placement.gpus), "blocks": placement.blocks}
+            takes.append(Take(placement.instance_id, placement.blocks, sibling, runtime))
         master = result[0]
         runtime = _not_awaiting(ctx.runtime) | {"gpus": list(master.gpus), "blocks": master.blocks}
         return {
@@ -211,7 +211,8 @@ class JobsProcessor:
             "instance_id": master.instance_id,
             "runtime": runtime,
             "status_message": f"placed on {master.instance_name}",
-        }, 0.0
+            TAKE: tuple(takes),
+        }
 
     def _no_fit(
         self,

@@ -1,0 +1,280 @@
+"""The jobs worker's units of work: placement candidates, placing a job, recording a step.
+
+Called by `reconciler.engine.workers.jobs` (and the planner's previews for candidates).
+Each method is one transaction:
+
+- `placement_candidates(project_id)` reads every idle or busy instance of the project's
+  fleets with the GPUs and host ports its active jobs hold, as `scheduling.Candidate`s.
+- `record_job_step(step)` is the one write of a jobs-worker step: the job's values fenced
+  by its lease token and by the status it was read in; capacity taken for a placement
+  (a conditional UPDATE per instance, so two workers or two replicas never overfill one)
+  and the cluster siblings placed with it; blocks given back and the oldest waiting jobs
+  woken; the status-change event, and the run (and a fleet) made due. Capacity and the
+  fenced write commit together or not at all, so a lost lease cannot leak blocks.
+- `wake_waiting_jobs(project_id, count)` makes the oldest jobs waiting for room due now.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Update, case, select, update
+from sqlalchemy.orm import Session
+
+from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
+from reconciler.adapters.db.sessions import StoreBase
+from reconciler.core.jobspecs import host_ports_of
+from reconciler.core.scheduling import Candidate, Gpu
+from reconciler.domain.statuses import InstanceStatus, JobStatus
+
+ACTIVE_ON_INSTANCE = (
+    JobStatus.PROVISIONING.value,
+    JobStatus.PULLING.value,
+    JobStatus.RUNNING.value,
+    JobStatus.TERMINATING.value,
+)
+_PLACEABLE = (InstanceStatus.IDLE.value, InstanceStatus.BUSY.value)
+
+
+class StepResult(enum.Enum):
+    """What `record_job_step` did."""
+
+    WRITTEN = "written"
+    LEASE_LOST = "lease_lost"  # the lease or the status read no longer holds: nothing written
+    CAPACITY_TAKEN = "capacity_taken"  # an instance filled meanwhile: nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    """Blocks to take on an instance for a placement; `job_id` set for a cluster sibling
+    (placed with its master: its instance and runtime are written in the same step)."""
+
+    instance_id: str
+    blocks: int
+    job_id: str | None = None
+    runtime: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobStep:
+    """One fenced write of a job and what must happen with it in the same transaction."""
+
+    job_id: str
+    token: str
+    read_status: str
+    project_id: str
+    run_id: str
+    values: Mapping[str, Any]
+    take: tuple[Take, ...] = ()
+    release: tuple[str, int] | None = None  # (instance id, blocks) to give back
+    wake_fleet: str | None = None
+    event: tuple[str, str] | None = None  # (target name, message)
+
+
+class JobStepsStore(StoreBase):
+    """The `Store` part for the jobs worker; see the module docstring."""
+
+    def placement_candidates(self, project_id: str) -> list[Candidate]:
+        """Every idle or busy instance of the project's fleets, with the GPUs in use."""
+        with self.reading() as session:
+            fleets = {
+                f.id: f
+                for f in session.scalars(
+                    select(Fleet).where(Fleet.project_id == project_id, Fleet.deleted.is_(False))
+                )
+            }
+            instances = session.scalars(
+                select(Instance)
+                .where(Instance.project_id == project_id, Instance.status.in_(_PLACEABLE))
+                .order_by(Instance.fleet_id, Instance.instance_num, Instance.created_at)
+            ).all()
+            jobs = session.scalars(
+                select(Job).where(
+                    Job.instance_id.in_([i.id for i in instances]),
+                    Job.status.in_(ACTIVE_ON_INSTANCE),
+                )
+            ).all()
+        held: dict[str, tuple[set[int], set[int]]] = {i.id: (set(), set()) for i in instances}
+        for job in jobs:
+            gpus, ports = held[job.instance_id or ""]
+            runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
+            gpus.update(int(i) for i in runtime.get("gpus") or ())
+            data = job.job_spec if isinstance(job.job_spec, Mapping) else {}
+            ports.update(host_ports_of(data.get("spec") or {}))
+        candidates = []
+        for instance in instances:
+            fleet = fleets.get(instance.fleet_id or "")
+            if fleet is None:
+                continue
+            gpus, ports = held[instance.id]
+            candidate = to_candidate(instance, fleet, frozenset(gpus), frozenset(ports))
+            if candidate is not None:
+                candidates.append(candidate)
+        return candidates
+
+    def record_job_step(self, step: JobStep) -> StepResult:
+        """The step's writes in one transaction (see the module docstring)."""
+        now = self.now()
+        try:
+            with self.writing() as session:
+                for take in step.take:
+                    if not session.execute(_take_capacity(take)).rowcount:  # type: ignore[attr-defined]
+                        raise _AbortError(StepResult.CAPACITY_TAKEN)
+                    if take.job_id is not None:
+                        session.execute(
+                            update(Job)
+                            .where(Job.id == take.job_id)
+                            .values(instance_id=take.instance_id, runtime=dict(take.runtime))
+                        )
+                fenced = (
+                    update(Job)
+                    .where(
+                        Job.id == step.job_id,
+                        Job.lock_token == step.token,
+                        Job.status == step.read_status,
+                    )
+                    .values(**step.values)
+                )
+                if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
+                    raise _AbortError(StepResult.LEASE_LOST)
+                self._after_write(session, step, now)
+        except _AbortError as abort:
+            return abort.result
+        return StepResult.WRITTEN
+
+    def _after_write(self, session: Session, step: JobStep, now: datetime) -> None:
+        if step.release is not None:
+            instance_id, blocks = step.release
+            session.execute(return_capacity_statement(instance_id, blocks, now))
+            session.execute(wake_waiting_statement(step.project_id, max(1, blocks) + 1))
+        if step.wake_fleet is not None:
+            session.execute(update(Fleet).where(Fleet.id == step.wake_fleet).values(due_at=None))
+        if step.event is not None:
+            target_name, message = step.event
+            session.add(
+                Event(
+                    project_id=step.project_id,
+                    target_type="job",
+                    target_id=step.job_id,
+                    target_name=target_name,
+                    message=message,
+                    created_at=now,
+                )
+            )
+            session.execute(update(Run).where(Run.id == step.run_id).values(due_at=None))
+
+    def wake_waiting_jobs(self, project_id: str, count: int) -> None:
+        """Make the `count` oldest jobs of the project waiting for room due now (an
+        instance became ready)."""
+        with self.writing() as session:
+            session.execute(wake_waiting_statement(project_id, count))
+
+    def give_back_capacity(self, instance_id: str, blocks: int) -> None:
+        """Give `blocks` back on their own (tests and repairs; steps use `release`)."""
+        with self.writing() as session:
+            session.execute(return_capacity_statement(instance_id, blocks, self.now()))
+
+
+class _AbortError(Exception):
+    """Rolls a step's transaction back with the result to report."""
+
+    def __init__(self, result: StepResult) -> None:
+        super().__init__(result.value)
+        self.result = result
+
+
+def _gpus(host_info: Mapping[str, Any]) -> tuple[Gpu, ...]:
+    return tuple(
+        Gpu(
+            index=int(g.get("index", i)),
+            name=str(g.get("name", "")),
+            vendor=str(g.get("vendor", "")),
+            memory_gb=float(g.get("memory_mib", 0)) / 1024,
+        )
+        for i, g in enumerate(host_info.get("gpus") or ())
+    )
+
+
+def to_candidate(
+    instance: Instance,
+    fleet: Fleet,
+    busy_gpus: frozenset[int],
+    busy_ports: frozenset[int] = frozenset(),
+) -> Candidate | None:
+    """The instance as the scheduler sees it; None until its host facts are known."""
+    info = instance.host_info
+    if not isinstance(info, Mapping):
+        return None
+    spec = fleet.spec if isinstance(fleet.spec, Mapping) else {}
+    resources = instance.resources if isinstance(instance.resources, Mapping) else {}
+    return Candidate(
+        instance_id=instance.id,
+        instance_name=instance.name,
+        fleet_name=fleet.name,
+        cpus=int(info.get("cpus", 0)),
+        arch=str(info.get("arch", "x86_64")),
+        memory_gb=float(info.get("memory_mib", 0)) / 1024,
+        disk_gb=float(info.get("disk_mib", 0)) / 1024,
+        gpus=_gpus(info),
+        spot=bool(resources.get("spot", False)),
+        price=float(instance.price or 0.0),
+        total_blocks=instance.total_blocks,
+        busy_blocks=instance.busy_blocks,
+        busy_gpus=busy_gpus,
+        busy_ports=busy_ports,
+        cluster=spec.get("placement") == "cluster",
+    )
+
+
+def _take_capacity(take: Take) -> Update:
+    """Add the blocks to the instance's busy blocks if they still fit."""
+    return (
+        update(Instance)
+        .where(
+            Instance.id == take.instance_id,
+            Instance.busy_blocks + take.blocks <= Instance.total_blocks,
+            Instance.status.in_(_PLACEABLE),
+        )
+        .values(busy_blocks=Instance.busy_blocks + take.blocks, status=InstanceStatus.BUSY.value)
+    )
+
+
+def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> Update:
+    """The UPDATE giving `blocks` back; the instance is idle again when nothing holds it."""
+    left = Instance.busy_blocks - blocks
+    remaining = case((left > 0, left), else_=0)
+    status = case(
+        ((Instance.status == InstanceStatus.BUSY.value) & (left <= 0), InstanceStatus.IDLE.value),
+        else_=Instance.status,
+    )
+    return (
+        update(Instance)
+        .where(Instance.id == instance_id)
+        .values(busy_blocks=remaining, status=status, last_job_processed_at=now)
+    )
+
+
+def wake_waiting_statement(project_id: str, count: int) -> Update:
+    """Make the `count` oldest jobs of the project waiting for capacity due now.
+
+    Jobs that found no room sleep (`JobsConfig.wait_backoff`) instead of polling; blocks
+    given back, or an instance that became ready, wake the oldest of them, first come
+    first served, in the same transaction as the change that made room.
+    """
+    oldest = (
+        select(Job.id)
+        .join(Run, Run.id == Job.run_id)
+        .where(
+            Run.project_id == project_id,
+            Job.status == JobStatus.SUBMITTED.value,
+            Job.instance_id.is_(None),
+            Job.due_at.is_not(None),
+        )
+        .order_by(Job.submitted_at, Job.id)
+        .limit(count)
+    )
+    return update(Job).where(Job.id.in_(oldest)).values(due_at=None)

@@ -1,0 +1,135 @@
+"""The jobs worker's units of work on SQLite and PostgreSQL: placing a job takes the
+instance's blocks and writes the job in one transaction, so a fenced write that fails after
+placement leaks no blocks, and a full instance writes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
+from reconciler.adapters.db.models import Fleet, Instance, Job, Run
+from reconciler.adapters.db.store import Store
+
+HOST = {"cpus": 8, "arch": "x86_64", "memory_mib": 16384, "disk_mib": 100000, "gpus": []}
+
+
+def _rig(store: Store, *, total_blocks: int = 2) -> tuple[Instance, Job, str]:
+    project = store.get_or_create_project("main")
+    fleet = store.add(
+        Fleet(project_id=project.id, name="local", spec={}, status="active",
+              created_at=store.now())
+    )  # fmt: skip
+    instance = store.add(
+        Instance(
+            fleet_id=fleet.id, project_id=project.id, name="local-0", status="idle",
+            created_at=store.now(), host_info=HOST, total_blocks=total_blocks,
+        )
+    )  # fmt: skip
+    run = store.add(
+        Run(project_id=project.id, run_name="train", run_type="task", spec={},
+            spec_hash="h", status="submitted", submitted_at=store.now())
+    )  # fmt: skip
+    job = store.add(Job(run_id=run.id, status="submitted", job_spec={}, submitted_at=store.now()))
+    ((_, token),) = store.leases.claim_due(Job, owner="t", limit=1, lease_seconds=30)
+    return instance, job, token
+
+
+def _placing(job: Job, instance: Instance, token: str, blocks: int = 1) -> JobStep:
+    return JobStep(
+        job_id=job.id,
+        token=token,
+        read_status="submitted",
+        project_id=instance.project_id,
+        run_id=job.run_id,
+        values={"status": "provisioning", "instance_id": instance.id},
+        take=(Take(instance.id, blocks),),
+        event=("train/0/0", "job status submitted -> provisioning"),
+    )
+
+
+def test_a_fenced_write_failing_after_placement_leaks_no_blocks(store: Store) -> None:
+    instance, job, token = _rig(store)
+    assert store.record_job_step(_placing(job, instance, "stolen")) is StepResult.LEASE_LOST
+    kept = store.get(Instance, instance.id)
+    assert kept is not None and (kept.busy_blocks, kept.status) == (0, "idle")
+    unplaced = store.get(Job, job.id)
+    assert unplaced is not None and (unplaced.status, unplaced.instance_id) == ("submitted", None)
+    assert store.list_events(project_id=instance.project_id) == []
+
+    assert store.record_job_step(_placing(job, instance, token)) is StepResult.WRITTEN
+    taken = store.get(Instance, instance.id)
+    assert taken is not None and (taken.busy_blocks, taken.status) == (1, "busy")
+    placed = store.get(Job, job.id)
+    assert placed is not None and (placed.status, placed.instance_id) == (
+        "provisioning",
+        instance.id,
+    )
+    events = store.list_events(project_id=instance.project_id)
+    assert [e.message for e in events] == ["job status submitted -> provisioning"]
+    run = store.get(Run, job.run_id)
+    assert run is not None and run.due_at is None  # the run reacts at once
+
+
+def test_a_status_changed_meanwhile_leaks_no_blocks(store: Store) -> None:
+    instance, job, token = _rig(store)
+    store.update(Job, job.id, status="terminating")  # a stop requested meanwhile
+    assert store.record_job_step(_placing(job, instance, token)) is StepResult.LEASE_LOST
+    kept = store.get(Instance, instance.id)
+    assert kept is not None and kept.busy_blocks == 0
+
+
+def test_an_instance_filled_meanwhile_writes_nothing(store: Store) -> None:
+    instance, job, token = _rig(store, total_blocks=2)
+    store.update(Instance, instance.id, busy_blocks=2, status="busy")
+    step = _placing(job, instance, token)
+    assert store.record_job_step(step) is StepResult.CAPACITY_TAKEN
+    unplaced = store.get(Job, job.id)
+    assert unplaced is not None and unplaced.status == "submitted"
+    full = store.get(Instance, instance.id)
+    assert full is not None and full.busy_blocks == 2
+
+
+def test_a_cluster_placement_takes_all_or_nothing(store: Store) -> None:
+    first, job, token = _rig(store, total_blocks=1)
+    second = store.add(
+        Instance(
+            fleet_id=first.fleet_id, project_id=first.project_id, name="local-1",
+            status="busy", created_at=store.now(), host_info=HOST, total_blocks=1,
+            busy_blocks=1, instance_num=1,
+        )
+    )  # fmt: skip
+    sibling = store.add(
+        Job(run_id=job.run_id, status="submitted", job_spec={}, submitted_at=store.now(),
+            job_num=1)
+    )  # fmt: skip
+    step = _placing(job, first, token)
+    step = replace(step, take=(*step.take, Take(second.id, 1, sibling.id)))
+    assert store.record_job_step(step) is StepResult.CAPACITY_TAKEN
+    kept = store.get(Instance, first.id)
+    assert kept is not None and kept.busy_blocks == 0  # the first take was rolled back
+    alone = store.get(Job, sibling.id)
+    assert alone is not None and alone.instance_id is None
+
+
+def test_a_release_gives_blocks_back_and_wakes_the_oldest_waiting(store: Store) -> None:
+    instance, job, token = _rig(store)
+    assert store.record_job_step(_placing(job, instance, token)) is StepResult.WRITTEN
+    waiting = store.add(
+        Job(run_id=job.run_id, status="submitted", job_spec={}, submitted_at=store.now(),
+            replica_num=1, due_at=store.now())
+    )  # fmt: skip
+    ending = JobStep(
+        job_id=job.id,
+        token=token,
+        read_status="provisioning",
+        project_id=instance.project_id,
+        run_id=job.run_id,
+        values={"status": "done"},
+        release=(instance.id, 1),
+    )
+    assert store.record_job_step(ending) is StepResult.WRITTEN
+    idle = store.get(Instance, instance.id)
+    assert idle is not None and (idle.busy_blocks, idle.status) == (0, "idle")
+    woken = store.get(Job, waiting.id)
+    assert woken is not None and woken.due_at is None
+    assert len(store.list_events(project_id=instance.project_id)) == 1  # no event asked
