@@ -42,7 +42,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("fleet", "resources", "List, inspect and delete fleets."),
     CommandEntry("gateway", "resources", "List, inspect and delete gateways."),
     CommandEntry("logs", "logs", "Print a run's job logs."),
-    CommandEntry("offer", "offer", "List GPU offers from the catalog, cheapest first."),
+    CommandEntry(
+        "offer",
+        "offer",
+        "List GPU offers: the project's instances that fit, then its clouds' catalog offers.",
+    ),
     CommandEntry("project", "project", "Manage configured projects."),
     CommandEntry("ps", "ps", "List runs."),
     CommandEntry("run", "run", "Inspect runs."),

@@ -23,16 +23,22 @@ def _resources(offer: dict[str, Any]) -> str:
     """
     res = offer.get("resources")
     if isinstance(res, dict):
-        text = f"cpu={res.get('cpus')} mem={res.get('memory_gb')}GB disk={res.get('disk_gb')}GB"
+        text = f"cpu={res.get('cpus')} mem={_num(res.get('memory_gb'))}GB"
+        text += f" disk={_num(res.get('disk_gb'))}GB"
         gpus = res.get("gpus") or []
         if gpus:
             text += f" gpu={gpus[0]}:{len(gpus)}"
         return text
     gpu = offer.get("gpu") or {}
-    text = f"cpu={offer.get('cpus')} mem={offer.get('memory_gib')}GB"
+    text = f"cpu={offer.get('cpus')} mem={_num(offer.get('memory_gib'))}GB"
     if gpu.get("count"):
-        text += f" gpu={gpu.get('name')}:{gpu.get('memory_gib')}GB:{gpu.get('count')}"
+        text += f" gpu={gpu.get('name')}:{_num(gpu.get('memory_gib'))}GB:{gpu.get('count')}"
     return text + (" (spot)" if offer.get("spot") else "")
+
+
+def _num(value: Any) -> str:
+    """`1152`, `80`, `15.5` (no trailing `.0`)."""
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
 def _backend(offer: dict[str, Any]) -> str:

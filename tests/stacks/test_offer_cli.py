@@ -1,4 +1,4 @@
-"""`dockyard offer`: table, JSON and grouping over the built-in catalog."""
+"""`dockyard offer --catalog`: table, JSON and grouping over the built-in catalog."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ RUNNER = CliRunner()
 
 
 def _run(*args: str) -> tuple[int, str]:
-    result = RUNNER.invoke(build_app(), ["offer", *args], env={"COLUMNS": "200"})
+    result = RUNNER.invoke(build_app(), ["offer", "--catalog", *args], env={"COLUMNS": "200"})
     return result.exit_code, result.output
 
 
@@ -23,7 +23,7 @@ def test_table_cheapest_first() -> None:
     lines = [line for line in output.splitlines() if "A100" in line]
     assert "p4de.24xlarge" in lines[0] and "$27.447" in lines[0]
     assert "a2-ultragpu-8g" in lines[1]
-    assert "96xCPU, 1152GB, 8xA100 (80GB)" in lines[0]
+    assert "cpu=96 mem=1152GB gpu=A100:80GB:8" in lines[0]
 
 
 def test_json_output_matches_the_pure_search() -> None:
