@@ -60,7 +60,7 @@ class Client:
         cls, project: str | None = None, environ: Mapping[str, str] | None = None
     ) -> Client:
         """A client for `project` (or the default one) of the CLI config file."""
-        from reconciler.cli.config import resolve_project
+        from reconciler.api.config import resolve_project
 
         found = resolve_project(project, environ)
         return cls(found.url, found.token, found.name)

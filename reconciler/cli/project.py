@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from reconciler.api import Client
-from reconciler.cli.config import (
+from reconciler.api.config import (
     ProjectConfig,
     add_project,
     config_path,

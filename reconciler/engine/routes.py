@@ -22,7 +22,7 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import container_ports
 from reconciler.domain.statuses import JobStatus
 from reconciler.engine.agents import AgentDirectory
-from reconciler.web.proxy import ServiceRoute, Upstream
+from reconciler.engine.service_routes import ServiceRoute, Upstream
 
 
 class StoreRoutes:

@@ -18,16 +18,16 @@ import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
 import asyncssh
 
-from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
+from agent.tunnel import AgentUnreachable, TunnelPool
+from reconciler.engine.service_routes import RouteSource, ServiceRoute, Upstream
+from reconciler.engine.service_stats import RequestStats
 from reconciler.web.proxy_bridge import bridge_websocket
-from reconciler.web.proxy_stats import RequestStats
 from reconciler.web.upstream import (
     UpstreamFailedError,
     UpstreamPool,
@@ -56,33 +56,6 @@ _HOP_BY_HOP = frozenset(
 # Request headers the proxy writes itself (or must not pass: the body is already read).
 _REQUEST_OWN = _HOP_BY_HOP | {b"host", b"content-length", b"expect", b"x-forwarded-for"}
 MAX_BODY = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Upstream:
-    """One ready replica: the SSH endpoint of its host and the job's port there.
-
-    `direct`: the host is this one (the local fleet), so the port is dialled on loopback.
-    """
-
-    target: SSHTarget
-    port: int
-    job_id: str
-    direct: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceRoute:
-    project: str
-    run_name: str
-    auth: bool
-    strip_prefix: bool
-    upstreams: tuple[Upstream, ...]
-
-
-class RouteSource(Protocol):
-    async def route(self, project: str, run_name: str) -> ServiceRoute | None:
-        """The service's route, or None when no such running service exists."""
 
 
 Authorizer = Callable[[str, str | None], Awaitable[bool]]

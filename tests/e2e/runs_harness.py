@@ -23,13 +23,13 @@ from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Resourc
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.service_stats import RequestStats
 from reconciler.engine.worker import Lease, Worker
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps, WorkerTimings
 from reconciler.engine.workers import fleets as fleets_worker
 from reconciler.engine.workers import instances as instances_worker
 from reconciler.engine.workers import jobs as jobs_worker
 from reconciler.engine.workers import runs as runs_worker
-from reconciler.web.proxy_stats import RequestStats
 from schemas import parse_config
 from stacks.protocol import Engine, EngineName
 

@@ -16,8 +16,9 @@ from fastapi import FastAPI, Request, WebSocket
 
 from agent.ssh.server import SSHServerOptions, start_ssh_server
 from agent.tunnel import SSHTarget, TunnelPool
-from reconciler.web.proxy import ServiceProxy, ServiceRoute, Upstream
-from reconciler.web.proxy_stats import RequestStats
+from reconciler.engine.service_routes import ServiceRoute, Upstream
+from reconciler.engine.service_stats import RequestStats
+from reconciler.web.proxy import ServiceProxy
 
 TOKEN = "member-token"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.web.proxy_stats import RequestStats
+from reconciler.engine.service_stats import RequestStats
 
 
 def test_rate_over_window_and_horizon() -> None:

@@ -30,11 +30,11 @@ from reconciler.domain.statuses import (
     RunStatus,
     RunTerminationReason,
 )
+from reconciler.engine.service_stats import RequestStats
 from reconciler.engine.worker import Process, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers.run_jobs import job_reason_for, runtime_of, stop_jobs, submit_job
 from reconciler.ports import WorkKind
-from reconciler.web.proxy_stats import RequestStats
 
 RR = RunTerminationReason
 

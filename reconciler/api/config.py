@@ -1,4 +1,7 @@
-"""The CLI's config file, `~/.dockyard/config.yml` (`DOCKYARD_CONFIG` overrides the path).
+"""The client config file, `~/.dockyard/config.yml` (`DOCKYARD_CONFIG` overrides the path).
+
+Read by `Client.from_config` and by the CLI (`dockyard project`), written by both the CLI
+and the server's first start.
 
 Same layout as dstack's `~/.dstack/config.yml`:
 
