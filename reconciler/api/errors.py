@@ -2,8 +2,10 @@
 
 A 2xx passes. A 400 with `problems` is an invalid configuration: it is raised as
 `schemas.ConfigError` rebuilt from the server's problems (file:line:col). 401/403 become
-`AccessError`, 404 `NotFoundError`, 5xx `TransientError`, anything else `ApiError`; the
-message is the server's `detail` line. Transport failures become `ServerUnreachableError`.
+`AccessError`, 404 or dstack's code `resource_not_exists` `NotFoundError`, 5xx
+`TransientError`, anything else `ApiError`; the message is the server's `detail` line
+(dstack's `[{"msg", "code"}]` items, FastAPI's validation items, or a plain string).
+Transport failures become `ServerUnreachableError`.
 """
 
 from __future__ import annotations
@@ -42,21 +44,28 @@ def unreachable(url: str, exc: httpx.HTTPError) -> ServerUnreachableError:
     )
 
 
-def _detail(answer: httpx.Response) -> tuple[str, Any]:
+def _item(item: dict[str, Any]) -> str:
+    if "loc" in item:  # FastAPI's validation errors
+        return f"{'.'.join(str(p) for p in item.get('loc', ())[1:])}: {item.get('msg')}"
+    return str(item.get("msg", ""))
+
+
+def _detail(answer: httpx.Response) -> tuple[str, Any, str | None]:
+    """(message, problems, dstack's error code) of an error answer."""
     try:
         data = answer.json()
     except ValueError:
-        return answer.text.strip()[:300] or answer.reason_phrase, None
+        return answer.text.strip()[:300] or answer.reason_phrase, None, None
     if not isinstance(data, dict):
-        return str(data)[:300], None
+        return str(data)[:300], None, None
     detail = data.get("detail", data.get("reason", ""))
-    if isinstance(detail, list):  # FastAPI's validation errors
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in item.get('loc', ())[1:])}: {item.get('msg')}"
-            for item in detail
-            if isinstance(item, dict)
-        )
-    return str(detail) or answer.reason_phrase, data.get("problems")
+    code = None
+    if isinstance(detail, list):
+        items = [item for item in detail if isinstance(item, dict)]
+        codes = {item.get("code") for item in items}
+        code = codes.pop() if len(codes) == 1 else None
+        detail = "; ".join(_item(item) for item in items)
+    return str(detail) or answer.reason_phrase, data.get("problems"), code
 
 
 def _config_error(problems: list[Any]) -> ConfigError:
@@ -82,12 +91,12 @@ def raise_for_answer(answer: httpx.Response) -> None:
     status = answer.status_code
     if status < 400:
         return
-    message, problems = _detail(answer)
+    message, problems, code = _detail(answer)
     if status == 400 and isinstance(problems, list) and problems:
         raise _config_error(problems)
     if status in (401, 403):
         raise AccessError(message, status_code=status)
-    if status == 404:
+    if status == 404 or code == "resource_not_exists":
         raise NotFoundError(message, status_code=status)
     if status >= 500:
         raise TransientError(f"server error {status}: {message}")

@@ -30,26 +30,52 @@ class ServerInfo(Wire):
 
 
 class User(Wire):
+    """A user; `active` and `permissions` are dstack's (every user may create projects)."""
+
     id: str
     username: str
     global_role: str
     created_at: datetime
+    email: str | None = None
+    active: bool = True
+    permissions: dict[str, bool] = {"can_create_projects": True}
 
 
-class UserWithToken(Wire):
+class UserWithToken(User):
+    """A user with a plain token: ours as `{user, token}`, dstack's `UserWithCreds` as the
+    user's own fields with `creds {token}`."""
+
     user: User
     token: str
+    creds: dict[str, str] = {}
+
+
+def with_token(user: User, token: str) -> UserWithToken:
+    return UserWithToken(**user.model_dump(), user=user, token=token, creds={"token": token})
+
+
+def member_permissions(project_role: str) -> dict[str, bool]:
+    """dstack's member permissions: what a role may do beyond running things."""
+    manages = project_role in ("admin", "manager")
+    return {"can_manage_ssh_fleets": manages, "can_manage_secrets": manages}
 
 
 class Member(Wire):
     user: User
     project_role: str
+    permissions: dict[str, bool] = {}
 
 
 class Project(Wire):
+    """A project; `owner` (its first admin) and `backends` (none configured: capacity comes
+    from fleets) are dstack's."""
+
     project_id: str
     project_name: str
     created_at: datetime
+    owner: User | None = None
+    backends: list[dict[str, Any]] = []
+    is_public: bool = False
     members: list[Member]
 
 
@@ -109,18 +135,27 @@ class Run(Wire):
 
 
 class Instance(Wire):
+    """dstack's `Instance`: `backend` is dstack's (`remote` for this host and SSH hosts;
+    ours is `dockyard_backend`), `instance_type` its `{name, resources}`."""
+
     id: str
+    project_name: str | None = None
     name: str
+    fleet_id: str | None = None
+    fleet_name: str | None = None
     instance_num: int
     status: str
+    created: datetime | None = None
     hostname: str | None
     backend: str | None
+    dockyard_backend: str | None = None
     region: str | None
-    instance_type: str | None
+    instance_type: dict[str, Any] | str | None
     price: float | None
     resources: dict[str, Any] | None
     busy_blocks: int = 0
     total_blocks: int = 1
+    unreachable: bool = False
 
 
 class Fleet(Wire):
@@ -210,6 +245,19 @@ class LogChunk(Wire):
     next_offset: int
     data: str
     finished: bool
+
+
+class LogEvent(Wire):
+    timestamp: datetime
+    log_source: str
+    message: str
+
+
+class JobSubmissionLogs(Wire):
+    """dstack's answer to `logs/poll`: base64 messages and the token of the next page."""
+
+    logs: list[LogEvent]
+    next_token: str | None = None
 
 
 class WebhookAnswer(Wire):

@@ -47,7 +47,7 @@ def _alias(run: wire.Run, name: str) -> Alias | None:
     jpd = (sub.job_provisioning_data if sub else None) or {}
     if not jpd.get("hostname") or not jpd.get("ssh_port"):
         return None
-    local = jpd.get("backend") in (None, "local")
+    local = jpd.get("dockyard_backend", jpd.get("backend")) in (None, "local")
     user = name if local else str(jpd.get("ssh_user") or "root")
     return Alias(name, str(jpd["hostname"]), int(jpd["ssh_port"]), user)
 

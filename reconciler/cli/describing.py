@@ -18,29 +18,46 @@ def _gb(mib: Any) -> str:
     return f"{float(mib) / MIB_PER_GB:g}GB"
 
 
-def describe_resources(resources: Any, *, gpu_only: bool = False) -> str:
-    """dstack's `Resources` (`{cpus, memory_mib, disk {size_mib}, gpus [...]}`) in one line.
+def _mib(item: Mapping[str, Any], key: str) -> float:
+    """`<key>_mib`, or `<key>_gb` in MiB (our stored resources use GB, dstack's MiB)."""
+    if item.get(f"{key}_mib"):
+        return float(item[f"{key}_mib"])
+    return float(item.get(f"{key}_gb") or 0) * MIB_PER_GB
 
-    `gpu_only` gives just the GPU part (`A100:80GB:2`); `-` when there is nothing to say.
+
+def _gpu_part(gpus: list[Any]) -> str:
+    """`A100:80GB:2` for a list of GPUs (dicts with a name and memory, or bare names)."""
+    if not gpus:
+        return ""
+    first = gpus[0]
+    if not isinstance(first, Mapping):
+        return f"{first}:{len(gpus)}"
+    memory = _mib(first, "memory")
+    parts = [str(first.get("name") or "gpu"), *([_gb(memory)] if memory else [])]
+    return ":".join([*parts, str(len(gpus))])
+
+
+def describe_resources(resources: Any, *, gpu_only: bool = False) -> str:
+    """An instance's resources in one line: `cpu=8 mem=32GB disk=100GB gpu=A100:80GB:2`.
+
+    Reads dstack's `Resources` (`memory_mib`, `disk {size_mib}`, `gpus [{name,
+    memory_mib}]`) and our stored form (`memory_gb`, `disk_gb`). `gpu_only` gives just the
+    GPU part; `-` when there is nothing to say.
     """
     if not isinstance(resources, Mapping):
         return "-"
-    gpus = [g for g in resources.get("gpus") or [] if isinstance(g, Mapping)]
-    gpu = ""
-    if gpus:
-        memory = gpus[0].get("memory_mib") or float(gpus[0].get("memory_gb") or 0) * MIB_PER_GB
-        parts = [str(gpus[0].get("name") or "gpu"), *([_gb(memory)] if memory else [])]
-        gpu = ":".join([*parts, str(len(gpus))])
+    gpu = _gpu_part(list(resources.get("gpus") or []))
     if gpu_only:
         return gpu or "-"
     parts = []
     if resources.get("cpus"):
         parts.append(f"cpu={resources['cpus']}")
-    if resources.get("memory_mib"):
-        parts.append(f"mem={_gb(resources['memory_mib'])}")
+    if _mib(resources, "memory"):
+        parts.append(f"mem={_gb(_mib(resources, 'memory'))}")
     disk = resources.get("disk")
-    if isinstance(disk, Mapping) and disk.get("size_mib"):
-        parts.append(f"disk={_gb(disk['size_mib'])}")
+    disk_mib = _mib(disk, "size") if isinstance(disk, Mapping) else _mib(resources, "disk")
+    if disk_mib:
+        parts.append(f"disk={_gb(disk_mib)}")
     if gpu:
         parts.append(f"gpu={gpu}")
     return " ".join(parts) or "-"

@@ -42,7 +42,7 @@ class OutputFormat(StrEnum):
 def _row(run: wire.Run, verbose: bool) -> list[str]:
     sub = run.latest_job_submission
     jpd: dict[str, Any] = (sub.job_provisioning_data if sub else None) or {}
-    resources = instance_resources(jpd.get("instance_type"))
+    resources = instance_resources(jpd.get("instance_type")) or jpd.get("resources")
     spot = bool(resources.get("spot")) if isinstance(resources, dict) else False
     finished = run.status in ("terminated", "failed", "done")
     name = str(run.run_spec.get("run_name") or "")

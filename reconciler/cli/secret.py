@@ -1,7 +1,8 @@
 """`dockyard secret set NAME VALUE | list | get NAME | delete NAME [-y]`: project secrets.
 
-Referenced from configurations as `${{ secrets.NAME }}`. Values are encrypted at rest;
-`list` shows names only; `get` shows the value to project admins only.
+Referenced from configurations as `${{ secrets.NAME }}`. Values are encrypted at rest.
+The tables are dstack's (NAME VALUE): `list` masks every value, `get` shows the value to
+project admins only; `get --json` prints `{"name", "value"}` for scripts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from reconciler.cli.console import (
     print_json,
     table,
 )
+
+MASK = "*" * 6
 
 
 def register(app: typer.Typer) -> None:
@@ -46,14 +49,21 @@ def register(app: typer.Typer) -> None:
         if json_:
             print_json(items)
         else:
-            table(["NAME"], [(s.name,) for s in items])
+            table(["NAME", "VALUE"], [(s.name, MASK) for s in items])
 
     @group.command("get")
-    def get(name: Annotated[str, typer.Argument()], project: ProjectOption = None) -> None:
+    def get(
+        name: Annotated[str, typer.Argument()],
+        json_: JsonOption = False,
+        project: ProjectOption = None,
+    ) -> None:
         """Print a secret's value (project admins only)."""
         with open_client(project) as client:
             secret = client.get_secret(name)
-        out().print(secret.value or "")
+        if json_:
+            print_json({"name": secret.name, "value": secret.value})
+            return
+        table(["NAME", "VALUE"], [(secret.name, secret.value or MASK)])
 
     @group.command("delete")
     def delete(

@@ -33,6 +33,7 @@ from reconciler.web.metrics import Metrics, RequestTotals
 from reconciler.web.pages import build_pages_router
 from reconciler.web.routes_capacity import build_capacity_router
 from reconciler.web.routes_core import SERVER_VERSION, build_core_router
+from reconciler.web.routes_dstack import build_dstack_global_router, build_dstack_project_router
 from reconciler.web.routes_files import build_files_router
 from reconciler.web.routes_logs import build_logs_router
 from reconciler.web.routes_pr import build_pr_router
@@ -140,6 +141,8 @@ def create_app(
         build_webhooks_router(),
         build_forward_router(open_tunnel),
         build_files_router(),
+        build_dstack_project_router(),
+        build_dstack_global_router(),
         build_pr_router(),
         build_pages_router(),
     ):

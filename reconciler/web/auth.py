@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from reconciler.adapters.db.models import Member, Project, Token, User
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.database import Database
+from reconciler.web.errors import NotFoundError
 
 Role = Literal["user", "manager", "admin"]
 _RANK: dict[str, int] = {"user": 0, "manager": 1, "admin": 2}
@@ -119,7 +120,7 @@ def project_access(min_role: Role = "user") -> Callable[..., Awaitable[ProjectAc
         project_id, role = await context.db.read(find_membership, project_name, principal.user_id)
         if principal.is_admin:
             if not project_id:
-                raise HTTPException(status_code=404, detail=f"project {project_name} not found")
+                raise NotFoundError(f"project {project_name} not found")
             return ProjectAccess(principal, project_id, project_name, "admin")
         if not project_id or role is None:
             raise HTTPException(status_code=403, detail=f"no access to project {project_name}")

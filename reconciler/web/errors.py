@@ -2,10 +2,12 @@
 
 Query functions raise `NotFoundError` / `ConflictError` / `InvalidError`; the runtime raises
 `reconciler.errors` classes and `schemas.ConfigError`. `install_error_handlers` maps each
-to a status and `{"detail": "<one line>"}` (plus `problems` for configuration errors); any
-other exception is caught by `ErrorShield`, logged server-side by type and place only, and
-answered 500 with a generic line, so nothing internal (messages, secrets, stack frames)
-reaches a client or the log.
+to a status and dstack's error shape, `{"detail": [{"msg": "<one line>", "code": …}]}`
+(plus `problems` for configuration errors): what dstack's client reads as a
+`ServerClientError` is a 400 with dstack's code (`resource_not_exists`, `resource_exists`,
+`error`), so the dstack CLI shows our message. Any other exception is caught by
+`ErrorShield`, logged server-side by type and place only, and answered 500 with a generic
+line, so nothing internal (messages, secrets, stack frames) reaches a client or the log.
 """
 
 from __future__ import annotations
@@ -35,32 +37,39 @@ class InvalidError(DockyardError):
     """The request is well-formed but cannot be done as asked."""
 
 
-_STATUS: tuple[tuple[type[Exception], int], ...] = (
-    (NotFoundError, 404),
-    (ConflictError, 409),
-    (InvalidError, 400),
-    (UsageError, 400),
-    (PermanentError, 400),
-    (TransientError, 503),
-    (DockyardError, 400),
+# (class, HTTP status, dstack's ServerClientErrorCode); the first match wins.
+_STATUS: tuple[tuple[type[Exception], int, str], ...] = (
+    (NotFoundError, 400, "resource_not_exists"),
+    (ConflictError, 400, "resource_exists"),
+    (InvalidError, 400, "error"),
+    (UsageError, 400, "error"),
+    (PermanentError, 400, "error"),
+    (TransientError, 503, "error"),
+    (DockyardError, 400, "error"),
 )
 
 
-def _status_of(exc: Exception) -> int:
-    for cls, status in _STATUS:
+def _status_of(exc: Exception) -> tuple[int, str]:
+    for cls, status, code in _STATUS:
         if isinstance(exc, cls):
-            return status
-    return 500
+            return status, code
+    return 500, "error"
+
+
+def error_body(message: str, code: str = "error") -> dict[str, list[dict[str, str]]]:
+    """dstack's error JSON: one item, so its client raises the error class of `code`."""
+    return {"detail": [{"msg": message, "code": code}]}
 
 
 async def _dockyard_error(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(status_code=_status_of(exc), content={"detail": str(exc)})
+    status, code = _status_of(exc)
+    return JSONResponse(status_code=status, content=error_body(str(exc), code))
 
 
 async def _config_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ConfigError)
     problems = [{"path": p.path, **p.to_json()} for p in exc.problems]
-    return JSONResponse(status_code=400, content={"detail": str(exc), "problems": problems})
+    return JSONResponse(status_code=400, content={**error_body(str(exc)), "problems": problems})
 
 
 def log_unexpected(exc: BaseException, method: str, path: str) -> None:
@@ -98,7 +107,7 @@ class ErrorShield:
             log_unexpected(exc, scope.get("method", "?"), scope.get("path", "?"))
             if not started:
                 response = JSONResponse(
-                    status_code=500, content={"detail": "internal server error"}
+                    status_code=500, content=error_body("internal server error")
                 )
                 await response(scope, receive, send)
 

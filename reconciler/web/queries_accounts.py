@@ -49,6 +49,10 @@ def get_user(session: Session, user_id: str) -> wire.User:
     return to_user(row)
 
 
+def get_user_by_name(session: Session, username: str) -> wire.User:
+    return to_user(_user_by_name(session, username))
+
+
 def issue_token(session: Session, user_id: str, now: datetime) -> str:
     token = new_token()
     session.add(Token(user_id=user_id, token_hash=hash_token(token), created_at=now))
@@ -63,13 +67,13 @@ def create_user(
     row = User(name=username, global_role=global_role, created_at=now)
     session.add(row)
     session.flush()
-    return wire.UserWithToken(user=to_user(row), token=issue_token(session, row.id, now))
+    return wire.with_token(to_user(row), issue_token(session, row.id, now))
 
 
 def refresh_token(session: Session, username: str, now: datetime) -> wire.UserWithToken:
     row = _user_by_name(session, username)
     session.execute(delete(Token).where(Token.user_id == row.id))
-    return wire.UserWithToken(user=to_user(row), token=issue_token(session, row.id, now))
+    return wire.with_token(to_user(row), issue_token(session, row.id, now))
 
 
 def delete_user(session: Session, username: str, caller: Principal) -> None:
@@ -91,11 +95,19 @@ def get_project(session: Session, project_id: str) -> wire.Project:
         .where(Member.project_id == row.id)
         .order_by(User.name)
     ).all()
+    listed = [
+        wire.Member(
+            user=to_user(user), project_role=role, permissions=wire.member_permissions(role)
+        )
+        for user, role in members
+    ]
+    admins = [m.user for m in listed if m.project_role == "admin"] or [m.user for m in listed]
     return wire.Project(
         project_id=row.id,
         project_name=row.name,
         created_at=row.created_at,
-        members=[wire.Member(user=to_user(user), project_role=role) for user, role in members],
+        owner=admins[0] if admins else None,
+        members=listed,
     )
 
 

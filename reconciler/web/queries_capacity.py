@@ -9,25 +9,33 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Fleet, Gateway, Instance, Volume
 from reconciler.api import models as wire
+from reconciler.core.dstack_wire import dstack_backend, fleet_spec, instance_type
 from reconciler.web.errors import NotFoundError
 
 Kind = Literal["fleet", "volume", "gateway"]
 
 
-def _instance(row: Instance) -> wire.Instance:
+def instance_wire(row: Instance, project: str, fleet_name: str | None) -> wire.Instance:
+    """An instance as dstack's `Instance` (backend, instance type) plus our own fields."""
     return wire.Instance(
         id=row.id,
+        project_name=project,
         name=row.name,
+        fleet_id=row.fleet_id,
+        fleet_name=fleet_name,
         instance_num=row.instance_num,
         status=row.status,
+        created=row.created_at,
         hostname=row.hostname,
-        backend=row.backend,
+        backend=dstack_backend(row.backend),
+        dockyard_backend=row.backend,
         region=row.region,
-        instance_type=row.instance_type,
+        instance_type=instance_type(row.instance_type, row.resources),
         price=row.price,
         resources=row.resources,
         busy_blocks=row.busy_blocks,
         total_blocks=row.total_blocks,
+        unreachable=row.unreachable_since is not None,
     )
 
 
@@ -41,11 +49,11 @@ def _fleet(session: Session, project: str, row: Fleet) -> wire.Fleet:
         id=row.id,
         name=row.name,
         project_name=project,
-        spec=row.spec if isinstance(row.spec, dict) else {},
+        spec=fleet_spec(row.spec),
         status=row.status,
         status_message=row.status_message,
         created_at=row.created_at,
-        instances=[_instance(i) for i in instances],
+        instances=[instance_wire(i, project, row.name) for i in instances],
     )
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Fleet, Instance, Job, Resource, Run
 from reconciler.api import models as wire
+from reconciler.core.dstack_wire import job_spec, provisioning_data
 from reconciler.web.errors import NotFoundError
 
 FINISHED_RUN = ("terminated", "failed", "done")
@@ -33,18 +34,20 @@ def user_of(origin: str | None) -> str:
 def _provisioning(instance: Instance | None) -> dict[str, Any] | None:
     if instance is None:
         return None
-    return {
-        "instance_id": instance.id,
-        "instance_name": instance.name,
-        "hostname": instance.hostname,
-        "ssh_port": instance.ssh_port,
-        "ssh_user": instance.ssh_user,
-        "backend": instance.backend,
-        "region": instance.region,
-        "instance_type": instance.instance_type,
-        "price": instance.price,
-        "resources": instance.resources,
-    }
+    return provisioning_data(
+        {
+            "instance_id": instance.id,
+            "instance_name": instance.name,
+            "hostname": instance.hostname,
+            "ssh_port": instance.ssh_port,
+            "ssh_user": instance.ssh_user,
+            "backend": instance.backend,
+            "region": instance.region,
+            "instance_type": instance.instance_type,
+            "price": instance.price,
+            "resources": instance.resources,
+        }
+    )
 
 
 def _submission(job: Job, instance: Instance | None) -> wire.JobSubmission:
@@ -53,10 +56,10 @@ def _submission(job: Job, instance: Instance | None) -> wire.JobSubmission:
         submission_num=job.submission_num,
         deployment_num=job.deployment_num,
         submitted_at=job.submitted_at,
-        last_processed_at=job.last_processed_at,
+        last_processed_at=job.last_processed_at or job.submitted_at,
         finished_at=job.finished_at,
         status=job.status,
-        status_message=job.status_message,
+        status_message=job.status_message or job.status,
         termination_reason=job.termination_reason,
         exit_status=job.exit_status,
         job_provisioning_data=_provisioning(instance),
@@ -103,14 +106,22 @@ def to_run(session: Session, project: str, run: Run, now: datetime) -> wire.Run:
     groups: dict[tuple[int, int], list[tuple[Job, Instance | None]]] = defaultdict(list)
     for job, instance in rows:
         groups[(job.replica_num, job.job_num)].append((job, instance))
+    configuration = _configuration(run.spec)
+    per_replica = 1 + max((job for _, job in groups), default=0)
     jobs = [
         wire.JobInfo(
-            job_spec=subs[-1][0].job_spec or {},
+            job_spec=job_spec(
+                configuration,
+                run_name=run.run_name,
+                replica_num=replica,
+                job_num=job,
+                jobs_per_replica=per_replica,
+                stored=subs[-1][0].job_spec,
+            ),
             job_submissions=[_submission(j, i) for j, i in subs],
         )
-        for _, subs in sorted(groups.items())
+        for (replica, job), subs in sorted(groups.items())
     ]
-    configuration = _configuration(run.spec)
     first = groups[min(groups)] if groups else []
     fleet_row = session.get(Fleet, first[-1][1].fleet_id) if first and first[-1][1] else None
     return wire.Run(
@@ -119,7 +130,7 @@ def to_run(session: Session, project: str, run: Run, now: datetime) -> wire.Run:
         user=user_of(resource.origin if resource else None),
         fleet={"id": fleet_row.id, "name": fleet_row.name} if fleet_row else None,
         submitted_at=run.submitted_at,
-        last_processed_at=run.last_processed_at,
+        last_processed_at=run.last_processed_at or run.submitted_at,
         status=run.status,
         status_message=run.status_message or run.status,
         termination_reason=run.termination_reason,

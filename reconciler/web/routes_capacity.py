@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from reconciler.adapters.db.dstack_lookups import fleet_name_by_id
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.errors import NotFoundError
 from reconciler.web.queries_capacity import (
     Kind,
     check_exists,
@@ -47,11 +49,16 @@ def _add_fleet_reads(router: APIRouter) -> None:
 
     @router.post("/fleets/get", response_model=wire.Fleet, tags=["fleets"])
     async def get(
-        body: req.NameRequest,
+        body: req.NameOrIdRequest,
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
     ) -> wire.Fleet:
-        return await context.db.read(get_fleet, access.project_id, access.project_name, body.name)
+        name = body.name
+        if name is None and body.id is not None:
+            name = await context.db.read(fleet_name_by_id, access.project_id, body.id)
+        if name is None:
+            raise NotFoundError(f"fleet {body.name or body.id} not found")
+        return await context.db.read(get_fleet, access.project_id, access.project_name, name)
 
 
 def _add_volume_reads(router: APIRouter, kind: Kind) -> None:

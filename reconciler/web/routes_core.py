@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
 
 from reconciler.api import models as wire
 from reconciler.api import requests as req
@@ -21,6 +21,7 @@ from reconciler.web.auth import (
     require_user,
 )
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.errors import NotFoundError
 
 SERVER_VERSION = "0.1.0"
 
@@ -68,11 +69,27 @@ def _add_user_routes(router: APIRouter) -> None:
     ) -> list[wire.User]:
         return await context.db.read(q.list_users)
 
-    @router.post("/users/get_my_user", response_model=wire.User, tags=["users"])
+    @router.post("/users/get_my_user", response_model=wire.UserWithToken, tags=["users"])
     async def get_my_user(
-        me: Principal = Depends(require_user), context: WebContext = Depends(get_context)
+        request: Request,
+        me: Principal = Depends(require_user),
+        context: WebContext = Depends(get_context),
+    ) -> wire.UserWithToken:
+        """The caller, with the token it called with (dstack's `UserWithCreds`)."""
+        user = await context.db.read(q.get_user, me.user_id)
+        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+        return wire.with_token(user, token)
+
+    @router.post("/users/get_user", response_model=wire.User, tags=["users"])
+    async def get_user(
+        body: req.UsernameRequest,
+        me: Principal = Depends(require_user),
+        context: WebContext = Depends(get_context),
     ) -> wire.User:
-        return await context.db.read(q.get_user, me.user_id)
+        """A user by name: global admins see anyone, a user sees only themself."""
+        if not me.is_admin and body.username != me.username:
+            raise NotFoundError(f"user {body.username} not found")
+        return await context.db.read(q.get_user_by_name, body.username)
 
     @router.post("/users/create", response_model=wire.UserWithToken, tags=["users"])
     async def create_user(

@@ -3,14 +3,17 @@
 The jobs worker appends each job's raw output to
 `<data-dir>/projects/<project>/logs/<run>/<job_id>.log`; offsets are byte offsets into that
 file, so a client that reconnects with its last `next_offset` loses and repeats nothing.
-`logs/poll` answers one base64 chunk; `logs/stream` sends raw bytes as they are written and
-ends once the job (or its run) has finished and every byte was sent.
+`logs/poll` answers one base64 chunk (or, asked dstack's way with a `job_submission_id`,
+dstack's `JobSubmissionLogs` with the offset as `next_token`); `logs/stream` sends raw bytes
+as they are written and ends once the job (or its run) has finished and every byte was sent.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -19,12 +22,16 @@ from fastapi.responses import StreamingResponse
 
 from reconciler.api import models as wire
 from reconciler.api import requests as req
+from reconciler.core.dstack_wire import log_events
 from reconciler.engine.joblogs import job_log_path, read_chunk
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.queries_runs import FINISHED_JOB, FINISHED_RUN, find_job
+from reconciler.web.errors import InvalidError
+from reconciler.web.queries_runs import FINISHED_JOB, FINISHED_RUN, find_job, find_run
 
 STREAM_POLL_SECONDS = 0.25
+DSTACK_CHUNK = 256 * 1024
+_JOB_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 async def _locate(
@@ -56,15 +63,36 @@ async def _follow(
             await anyio.sleep(STREAM_POLL_SECONDS)
 
 
+async def _poll_submission(
+    context: WebContext, access: ProjectAccess, body: req.LogsRequest
+) -> wire.JobSubmissionLogs:
+    """dstack's poll: one submission's log from the byte offset `next_token`, in one event;
+    `next_token` is set while more bytes are there to read."""
+    job_id = str(body.job_submission_id)
+    if not _JOB_ID.match(job_id):
+        raise InvalidError("job_submission_id: expected a job submission id")
+    run = await context.db.read(find_run, access.project_id, body.run_name)
+    path = job_log_path(context.settings.data_dir, access.project_name, run.run_name, job_id)
+    offset = int(body.next_token or 0)
+    data = await anyio.to_thread.run_sync(read_chunk, path, offset, DSTACK_CHUNK)
+    stamp = datetime.fromtimestamp(context.clock.now_ts(), UTC).isoformat()
+    return wire.JobSubmissionLogs(
+        logs=log_events(base64.b64encode(data).decode(), stamp),
+        next_token=str(offset + len(data)) if len(data) == DSTACK_CHUNK else None,
+    )
+
+
 def build_logs_router() -> APIRouter:
     router = APIRouter(prefix="/api/project/{project_name}/logs", tags=["logs"])
 
-    @router.post("/poll", response_model=wire.LogChunk)
+    @router.post("/poll", response_model=wire.LogChunk | wire.JobSubmissionLogs)
     async def poll(
         body: req.LogsRequest,
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
-    ) -> wire.LogChunk:
+    ) -> wire.LogChunk | wire.JobSubmissionLogs:
+        if body.job_submission_id is not None:
+            return await _poll_submission(context, access, body)
         path, job_id, finished = await _locate(context, access, body)
         data = (
             await anyio.to_thread.run_sync(read_chunk, path, body.offset, body.limit)

@@ -19,6 +19,7 @@ from reconciler.api import requests as req
 from reconciler.web import queries_project as q
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_admin
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.errors import InvalidError
 from reconciler.web.offers import find_offers
 
 
@@ -108,12 +109,16 @@ def _add_secret_routes(router: APIRouter) -> None:
 
     @router.post("/secrets/delete", tags=["secrets"])
     async def delete_secret(
-        body: req.SecretNameRequest,
+        body: req.SecretsDeleteRequest,
         access: ProjectAccess = Depends(project_access("manager")),
         context: WebContext = Depends(get_context),
-    ) -> dict[str, str]:
-        await context.db.write(q.delete_secret, access.project_id, body.name)
-        return {"deleted": body.name}
+    ) -> dict[str, Any]:
+        names = body.names()
+        if not names:
+            raise InvalidError("name a secret to delete (`name` or `secrets_names`)")
+        for name in names:
+            await context.db.write(q.delete_secret, access.project_id, name)
+        return {"deleted": names[0] if body.name else names}
 
 
 def _add_offer_routes(router: APIRouter) -> None:

@@ -3,8 +3,9 @@
 Reads come from the store; plan, apply, stop and delete go through the `Controller`, which
 owns the runtime. `get_plan`/`apply` take one configuration as YAML `text` (or a parsed
 `configuration` dict) with its `path`, for any kind (tasks, services, dev environments,
-fleets, volumes, gateways), so `dockyard apply -f` needs one route. The same handlers are
-mounted under `…/fleets/`, `…/volumes/` and `…/gateways/` for dstack's paths.
+fleets, volumes, gateways), so `dockyard apply -f` needs one route; dstack's bodies
+(`{run_spec}`, `{plan: {run_spec}}`) are answered by `routes_dstack` in dstack's shapes.
+The same handlers are mounted under `…/fleets/`, `…/volumes/` and `…/gateways/` for dstack's paths.
 """
 
 from __future__ import annotations
@@ -15,13 +16,21 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
+from reconciler.adapters.db.dstack_lookups import run_name_by_id
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.errors import InvalidError
+from reconciler.web.errors import InvalidError, NotFoundError
+from reconciler.web.queries_capacity import Kind
 from reconciler.web.queries_pages import list_runs_paged
 from reconciler.web.queries_runs import find_run, get_run, list_runs
+from reconciler.web.routes_dstack import (
+    apply_capacity_spec,
+    apply_run_spec,
+    plan_capacity_spec,
+    plan_run_spec,
+)
 from reconciler.web.routes_files import blob_store
 
 
@@ -50,6 +59,9 @@ def file_archives(body: req.ConfigurationRequest, context: WebContext) -> list[d
     return [{"id": ref.id, "path": ref.path} for ref in body.file_archives]
 
 
+_CAPACITY: dict[str, Kind] = {"fleets": "fleet", "volumes": "volume", "gateways": "gateway"}
+
+
 def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
     """`{prefix}/get_plan` and `{prefix}/apply` for one kind (all share the handlers)."""
 
@@ -59,6 +71,10 @@ def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
+        if body.run_spec is not None:
+            return await plan_run_spec(context, access, body.run_spec)
+        if body.spec is not None and tag in _CAPACITY:
+            return await plan_capacity_spec(context, access, _CAPACITY[tag], body.spec)
         return await context.controller.plan_unmanaged(
             access.project_name,
             text=config_text(body),
@@ -73,6 +89,13 @@ def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
+        if body.plan is not None and "run_spec" in body.plan:
+            run = await apply_run_spec(context, access, body.plan, body.force)
+            return run.model_dump(mode="json")
+        if body.plan is not None and isinstance(body.plan.get("spec"), dict) and tag in _CAPACITY:
+            return await apply_capacity_spec(
+                context, access, _CAPACITY[tag], body.plan["spec"], body.force
+            )
         return await context.controller.apply_unmanaged(
             access.project_name,
             text=config_text(body),
@@ -108,8 +131,13 @@ def build_runs_router() -> APIRouter:
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
     ) -> wire.Run:
+        name = body.run_name
+        if name is None and body.id is not None:
+            name = await context.db.read(run_name_by_id, access.project_id, body.id)
+        if name is None:
+            raise NotFoundError(f"run {body.run_name or body.id} not found")
         return await context.db.read(
-            get_run, access.project_id, access.project_name, body.run_name, _now(context)
+            get_run, access.project_id, access.project_name, name, _now(context)
         )
 
     @router.post("/runs/stop", tags=["runs"])

@@ -115,7 +115,15 @@ def test_secrets(cli: Cli) -> None:
     assert cli("secret", "set", "HF_TOKEN", "hf_s3cr3t").exit_code == 0
     listed = cli("secret", "list")
     assert "HF_TOKEN" in listed.stdout and "hf_s3cr3t" not in listed.stdout
-    assert cli("secret", "get", "HF_TOKEN").stdout.strip() == "hf_s3cr3t"
+    assert listed.stdout.split() == ["NAME", "VALUE", "HF_TOKEN", "******"]
+    assert cli("secret", "get", "HF_TOKEN").stdout.split() == [
+        "NAME",
+        "VALUE",
+        "HF_TOKEN",
+        "hf_s3cr3t",
+    ]
+    got = json.loads(cli("secret", "get", "HF_TOKEN", "--json").stdout)
+    assert got == {"name": "HF_TOKEN", "value": "hf_s3cr3t"}
     assert cli("secret", "delete", "HF_TOKEN", "-y").exit_code == 0
     assert json.loads(cli("secret", "list", "--json").stdout) == []
     # encrypted at rest: the plain value is nowhere in the database file

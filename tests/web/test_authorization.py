@@ -25,6 +25,10 @@ ANY_USER = {
     "/api/files/upload_archive",  # content-addressed blobs, named only by their hash
     "/api/files/get_archive_by_hash",
     "/api/runs/list",  # across the caller's own projects only (tests/web/test_runs_paging.py)
+    # dstack's: the caller alone / the caller's own projects only (tests/compat/)
+    "/api/users/get_user",
+    "/api/instances/list",
+    "/api/events/list",
 }
 
 

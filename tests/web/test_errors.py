@@ -31,9 +31,10 @@ def test_unexpected_and_transient_errors(tmp_path: Path, caplog: pytest.LogCaptu
         crashed = http.post("/api/project/main/runs/get_plan", json=TASK)
         busy = http.post("/api/project/main/runs/apply", json=TASK)
     assert crashed.status_code == 500
-    assert crashed.json() == {"detail": "internal server error"}
+    assert crashed.json() == {"detail": [{"msg": "internal server error", "code": "error"}]}
     assert "RuntimeError" in caplog.text and "secret-xyz" not in caplog.text
-    assert busy.status_code == 503 and busy.json() == {"detail": "the runtime is busy, retry"}
+    assert busy.status_code == 503
+    assert busy.json() == {"detail": [{"msg": "the runtime is busy, retry", "code": "error"}]}
 
 
 def test_config_errors_carry_problems(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ def test_upload_lookup_and_refusals(server: Running) -> None:
     digest = hashlib.sha256(data).hexdigest()
     with server.client(server.admin_token) as http:
         missing = http.post("/api/files/get_archive_by_hash", json={"hash": digest})
-        assert missing.status_code == 404
+        assert missing.status_code == 400  # dstack's "resource_not_exists", so it uploads
+        assert missing.json()["detail"][0]["code"] == "resource_not_exists"
         stored = http.post("/api/files/upload_archive", content=data).json()
         assert stored == {"id": digest, "blob_hash": digest}
         found = http.post("/api/files/get_archive_by_hash", json={"hash": digest})

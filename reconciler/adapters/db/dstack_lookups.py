@@ -1,0 +1,91 @@
+"""Lookups that dstack's client needs and our own API does not: names by id, instances.
+
+dstack's CLI and Python API address runs and fleets by `id` as well as by name, and list a
+project's instances on their own. Each function takes an open `Session` (the web layer's
+`Database.read`) and returns names or rows; called by `reconciler.web.routes_dstack`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from reconciler.adapters.db.models import Event, Fleet, Instance, Member, Project, Run
+
+
+def run_name_by_id(session: Session, project_id: str, run_id: str) -> str | None:
+    """The name of the project's run `run_id`, or None."""
+    return session.scalar(
+        select(Run.run_name).where(Run.project_id == project_id, Run.id == run_id).limit(1)
+    )
+
+
+def fleet_name_by_id(session: Session, project_id: str, fleet_id: str) -> str | None:
+    """The name of the project's fleet `fleet_id`, or None."""
+    return session.scalar(
+        select(Fleet.name).where(Fleet.project_id == project_id, Fleet.id == fleet_id).limit(1)
+    )
+
+
+def instances_of_projects(
+    session: Session, project_names: list[str] | None, limit: int
+) -> list[tuple[Instance, str, str | None]]:
+    """(instance, project name, fleet name) of live instances, newest first."""
+    query = (
+        select(Instance, Project.name, Fleet.name)
+        .join(Project, Project.id == Instance.project_id)
+        .outerjoin(Fleet, Fleet.id == Instance.fleet_id)
+        .where(Instance.status != "terminated")
+    )
+    if project_names is not None:
+        query = query.where(Project.name.in_(project_names))
+    query = query.order_by(Instance.created_at.desc()).limit(limit)
+    return [(row[0], row[1], row[2]) for row in session.execute(query).all()]
+
+
+def project_names_of_member(session: Session, user_id: str) -> list[str]:
+    """The names of the projects `user_id` is a member of."""
+    return list(
+        session.scalars(
+            select(Project.name)
+            .join(Member, Member.project_id == Project.id)
+            .where(Member.user_id == user_id)
+            .order_by(Project.name)
+        )
+    )
+
+
+def events_of_projects(
+    session: Session,
+    project_ids: list[str],
+    *,
+    target_ids: list[str] | None,
+    after: datetime | None,
+    ascending: bool,
+    limit: int,
+) -> list[tuple[Event, str]]:
+    """(event, project name) of these projects, by time (dstack's `prev_recorded_at` paging)."""
+    query = (
+        select(Event, Project.name)
+        .join(Project, Project.id == Event.project_id)
+        .where(Event.project_id.in_(project_ids))
+    )
+    if target_ids is not None:
+        query = query.where(Event.target_id.in_(target_ids))
+    if after is not None:
+        query = query.where(Event.created_at > after if ascending else Event.created_at < after)
+    order = Event.created_at.asc() if ascending else Event.created_at.desc()
+    rows = session.execute(query.order_by(order, Event.id).limit(limit)).all()
+    return [(row[0], row[1]) for row in rows]
+
+
+def project_ids_by_name(session: Session, names: list[str]) -> dict[str, str]:
+    """`name: id` of the named projects that exist."""
+    rows = session.execute(select(Project.name, Project.id).where(Project.name.in_(names)))
+    return {name: project_id for name, project_id in rows}
+
+
+def all_project_names(session: Session) -> list[str]:
+    return list(session.scalars(select(Project.name).order_by(Project.name)))

@@ -1,0 +1,137 @@
+"""Fixtures of the dstack compatibility tests: a real `dockyard` server and dstack's own client.
+
+The server is built by the composition root with the real runtime (`reconciler.engine`) and
+a `local` fleet, once per module; dstack 0.22.5's CLI (the `dstack` console script of this
+environment) and its Python API run in subprocesses with `HOME` in a temp dir, registered
+with `dstack project add`, so nothing of the developer's `~/.dstack` is read or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.db import Store
+from reconciler.ports import Controller
+from reconciler.settings import Settings
+from tests.web.serving import Running, running_server, wait_until
+
+pytest.importorskip("dstack", reason="dstack==0.22.5 is in the dev extra")
+
+DSTACK = str(Path(sys.executable).parent / "dstack")
+
+
+def _real(settings: Settings, store: Store) -> Controller:
+    from reconciler.engine.controller import build_controller
+
+    return build_controller(settings, store)
+
+
+@dataclass
+class Dstack:
+    """dstack's CLI and Python API as a user runs them, against one Dockyard server."""
+
+    server: Running
+    home: Path
+    workdir: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "HOME": str(self.home),
+            "COLUMNS": "250",
+            "NO_COLOR": "1",
+            "TERM": "dumb",
+            "DSTACK_CLI_LOG_LEVEL": "warning",
+        }
+
+    def __call__(
+        self, *args: str, cwd: Path | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [DSTACK, *args],
+            cwd=cwd or self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def ok(self, *args: str, cwd: Path | None = None) -> str:
+        done = self(*args, cwd=cwd)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def python(self, code: str, timeout: float = 120) -> object:
+        """Run `code` (dstack's Python API) in a subprocess; it prints one JSON value."""
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def write(self, name: str, text: str, where: Path | None = None) -> Path:
+        path = (where or self.workdir) / name
+        path.write_text(text)
+        return path
+
+    def run_status(self, name: str) -> str:
+        with self.server.client(self.server.admin_token) as http:
+            answer = http.post("/api/project/main/runs/get", json={"run_name": name})
+        return str(answer.json().get("status")) if answer.status_code == 200 else "missing"
+
+    def wait_status(self, name: str, *statuses: str, timeout: float = 120) -> None:
+        wait_until(
+            lambda: self.run_status(name) in statuses,
+            timeout=timeout,
+            what=f"run {name} to be {'/'.join(statuses)}",
+        )
+
+
+@pytest.fixture(scope="module")
+def dstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
+    from agent.local import stop_local_agent
+
+    tmp = tmp_path_factory.mktemp("compat")
+    home, workdir = tmp / "home", tmp / "work"
+    home.mkdir()
+    workdir.mkdir()
+    try:
+        with running_server(tmp, _real) as server:
+            client = Dstack(server, home, workdir)
+            client.ok(
+                "project",
+                "add",
+                "--name",
+                "main",
+                "--url",
+                server.url,
+                "--token",
+                server.admin_token,
+                "-y",
+            )
+            client.write("fleet.dstack.yml", "type: fleet\nname: local\nnodes: 1\n")
+            client.ok("apply", "-f", "fleet.dstack.yml", "-y")
+            yield client
+            with server.client(server.admin_token) as http:
+                active = http.post("/api/runs/list", json={"only_active": True}).json()
+                for run in active:
+                    name = run["run_spec"]["run_name"]
+                    http.post(
+                        "/api/project/main/runs/stop", json={"runs_names": [name], "abort": True}
+                    )
+    finally:
+        stop_local_agent(tmp / "data")
