@@ -13,12 +13,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 from agent.protocol import agent_version
+from agent.server.jobaccount import (
+    DEFAULT_JOB_USER,
+    JobAccount,
+    JobAccountError,
+    default_work_root,
+    ensure_job_user,
+)
 from agent.server.peers import allowed_uids
 from agent.server.serving import (
     DEFAULT_HTTP_PORT,
@@ -50,6 +58,19 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         metavar="NAME",
         help="may call the API besides the agent's own user and root (repeatable)",
     )
+    serve_parser.add_argument(
+        "--job-user",
+        default="auto",
+        metavar="NAME",
+        help="process jobs without a `user` run as NAME; auto: dockyard-job (created) when "
+        "the agent is root, else the agent's own user; 'self': the agent's own user",
+    )
+    serve_parser.add_argument(
+        "--work-root",
+        type=Path,
+        default=None,
+        help="working dirs of jobs run as another user (/var/lib/dockyard-jobs/<agent>)",
+    )
     if with_services:
         ssh_cli.add_arguments(serve_parser)
     return parser
@@ -65,8 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    try:
+        account = job_account(args.job_user, args.work_root, args.data_dir.resolve())
+    except JobAccountError as error:
+        print(f"error: --job-user: {error}", file=sys.stderr)
+        return 2
     config = AgentConfig(
         data_dir=args.data_dir.resolve(),
+        job_account=account,
         http_port=args.http_port,
         docker=not args.no_docker,
         docker_url=args.docker_url,
@@ -86,6 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: cannot serve on 127.0.0.1:{args.http_port}: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def job_account(user: str, work_root: Path | None, data_dir: Path) -> JobAccount:
+    """The `JobAccount` of `--job-user` (created when missing and the agent is root)."""
+    if user == "self" or (user == "auto" and os.geteuid() != 0):
+        return JobAccount()
+    name = DEFAULT_JOB_USER if user == "auto" else user
+    ensure_job_user(name)
+    return JobAccount(name, work_root or default_work_root(data_dir))
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:

@@ -247,7 +247,7 @@ def _free_data_dir(paths: LocalPaths, within: float = 10.0) -> None:
             _wait_gone(pid, 5.0)
 
 
-def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int) -> int:
+def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int, job_user: str) -> int:
     argv = [
         python,
         "-m",
@@ -263,6 +263,8 @@ def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int) -> int
         str(paths.authorized_keys),
         "--host-key",
         str(paths.host_key),
+        "--job-user",  # auto: jobs run as dockyard-job when the server is root
+        job_user,
     ]
     with open(paths.log, "wb") as log:
         process = subprocess.Popen(
@@ -304,10 +306,15 @@ async def ensure_local_agent(
     *,
     python: str = sys.executable,
     start_timeout: float = 30.0,
+    job_user: str = "auto",
 ) -> LocalAgent:
-    """The running local agent, started first if needed (idempotent, process-safe)."""
+    """The running local agent, started first if needed (idempotent, process-safe).
+
+    `job_user` is the agent's `--job-user`: `auto` runs process jobs as `dockyard-job`
+    when the server is root; `self` (tests whose jobs write to the test's files) as the
+    agent's own user."""
     paths = local_paths(server_data_dir)
-    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
     async with _locked(paths.root / "lock"):
         authorize_key(paths.authorized_keys, client_key)
         state = _read_state(paths)
@@ -322,7 +329,7 @@ async def ensure_local_agent(
         http_port, ssh_port = _free_port(http_port), _free_port(ssh_port)
         if http_port == ssh_port:
             ssh_port = _free_port(None)
-        pid = _spawn(paths, python, http_port, ssh_port)
+        pid = _spawn(paths, python, http_port, ssh_port, job_user)
         paths.state.write_text(
             json.dumps({"pid": pid, "http_port": http_port, "ssh_port": ssh_port})
         )

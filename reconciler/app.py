@@ -109,7 +109,8 @@ def _first_start(settings: Settings, db: Database) -> tuple[str | None, bool]:
 def build_server(
     settings: Settings, *, controller_factory: ControllerFactory | None = None
 ) -> Server:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    settings.data_dir.chmod(0o700)  # admin token, database, secrets key: the server's only
     store = Store.from_url(resolve_db_url(settings.db, settings.data_dir), migrate=True)
     db = Database(store.engine)
     token, wrote_config = _first_start(settings, db)

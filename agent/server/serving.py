@@ -35,6 +35,7 @@ from agent.server.executors.base import Executor
 from agent.server.executors.docker import DockerExecutor
 from agent.server.executors.process import ProcessExecutor
 from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpus, to_capacity
+from agent.server.jobaccount import JobAccount
 from agent.server.jobs import JobManager
 from agent.server.peers import PeerCheck, allowed_uids, gated_protocol
 from agent.server.store import JobStore, write_atomically
@@ -57,6 +58,7 @@ class AgentConfig:
     docker_url: str | None = None  # None: DOCKER_HOST or the default socket
     tool_runner: ToolRunner = run_tool
     allow_users: tuple[str, ...] = ()  # API callers besides the agent's user and root
+    job_account: JobAccount = field(default_factory=JobAccount)  # who process jobs run as
 
 
 @dataclass
@@ -86,7 +88,8 @@ AgentService = Callable[[AgentContext], AbstractAsyncContextManager[None]]
 
 
 def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
-    executors: dict[ExecutorKind, Executor] = {ExecutorKind.PROCESS: ProcessExecutor()}
+    process = ProcessExecutor(config.job_account)
+    executors: dict[ExecutorKind, Executor] = {ExecutorKind.PROCESS: process}
     if config.docker:
         executors[ExecutorKind.DOCKER] = DockerExecutor(base_url=config.docker_url)
     return executors
@@ -96,7 +99,8 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
 async def start_agent(
     config: AgentConfig, services: Sequence[AgentService] = ()
 ) -> AsyncIterator[AgentContext]:
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    config.data_dir.chmod(0o700)  # jobs' specs hold secrets; jobs of other users stay out
     with _data_dir_lock(config.data_dir):
         executors = build_executors(config)
 

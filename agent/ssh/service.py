@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator, Callable
 
 from agent.protocol import ExecutorKind, JobState, JobStatus
 from agent.server.archives import resolve_path_env
-from agent.server.executors.process import job_environment
+from agent.server.executors.process import ProcessExecutor, job_environment
+from agent.server.jobaccount import JobAccount
 from agent.server.serving import AgentContext, AgentService
 from agent.ssh.server import ActivityWatch, ForwardPolicy, SSHServerOptions, start_ssh_server
 from agent.ssh.sessions import JobSession, SessionResolver
@@ -75,9 +76,16 @@ def session_resolver(context: AgentContext) -> SessionResolver:
         spec = manager.spec(state.id)
         if spec.executor == ExecutorKind.DOCKER:
             return JobSession(state.id, "docker", spec.working_dir, {}, state.container_id)
-        work_dir = spec.working_dir or str(manager.files(state.id).work_dir)
-        env = job_environment(spec, dict(os.environ)) | resolve_path_env(spec.path_env, work_dir)
-        return JobSession(state.id, "process", work_dir, env)
+        process = context.executors.get(ExecutorKind.PROCESS)
+        account = process.account if isinstance(process, ProcessExecutor) else JobAccount()
+        try:  # as the job's own account, in its working dir, with its environment
+            owner = account.owner(spec)
+        except KeyError:
+            return None
+        work_dir = account.work_dir(spec, manager.files(state.id).work_dir)
+        base = account.base_environment(spec, os.environ, work_dir)
+        env = job_environment(spec, base) | resolve_path_env(spec.path_env, str(work_dir))
+        return JobSession(state.id, "process", str(work_dir), env, owner=owner)
 
     return resolve
 

@@ -20,7 +20,7 @@ import struct
 import termios
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import asyncssh
 
@@ -37,6 +37,7 @@ class JobSession:
     working_dir: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     container_id: str | None = None
+    owner: tuple[int, int] | None = None  # (uid, gid) a process job's session runs as
 
 
 SessionResolver = Callable[[str], Awaitable[JobSession | None]]
@@ -95,10 +96,11 @@ async def serve_session(
         argv = build_session_argv(job, process.command, term=term)
         env = build_session_env(job, term)
         cwd = job.working_dir if job.executor == "process" else None
+        owner = job.owner if job.executor == "process" else None
         if term is not None:
-            code = await _run_on_pty(process, argv, env, cwd)
+            code = await _run_on_pty(process, argv, env, cwd, owner)
         else:
-            code = await _run_on_pipes(process, argv, env, cwd)
+            code = await _run_on_pipes(process, argv, env, cwd, owner)
     except (OSError, ValueError) as exc:
         process.stderr.write(f"cannot start a session in job {job.job_id}: {exc}\n".encode())
         code = 127
@@ -138,6 +140,7 @@ async def _run_on_pipes(
     argv: list[str],
     env: dict[str, str],
     cwd: str | None,
+    owner: tuple[int, int] | None,
 ) -> int:
     sub = await asyncio.create_subprocess_exec(
         *argv,
@@ -147,6 +150,7 @@ async def _run_on_pipes(
         env=env,
         cwd=cwd,
         start_new_session=True,
+        **_as_owner(owner),
     )
     assert sub.stdin is not None and sub.stdout is not None and sub.stderr is not None
     feeder = asyncio.create_task(_pump_stdin(process, sub.stdin))
@@ -160,6 +164,13 @@ async def _run_on_pipes(
         feeder.cancel()
         if sub.returncode is None:
             _kill_group(sub.pid)
+
+
+def _as_owner(owner: tuple[int, int] | None) -> dict[str, Any]:
+    """Popen's arguments that run a session as the job's account (none: the agent's)."""
+    if owner is None:
+        return {}
+    return {"user": owner[0], "group": owner[1], "extra_groups": []}
 
 
 def _set_winsize(fd: int, size: tuple[int, int, int, int]) -> None:
@@ -178,8 +189,11 @@ async def _run_on_pty(
     argv: list[str],
     env: dict[str, str],
     cwd: str | None,
+    owner: tuple[int, int] | None,
 ) -> int:
     master, slave = os.openpty()
+    if owner is not None:  # the job's account must be able to use its terminal
+        os.fchown(slave, owner[0], -1)
     _set_winsize(master, process.term_size)
     try:
         sub = await asyncio.create_subprocess_exec(
@@ -191,6 +205,7 @@ async def _run_on_pty(
             cwd=cwd,
             start_new_session=True,
             preexec_fn=_take_controlling_tty,
+            **_as_owner(owner),
         )
     finally:
         os.close(slave)

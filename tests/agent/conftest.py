@@ -141,7 +141,8 @@ class AgentProcess:
         argv = [sys.executable, "-m", "agent", "serve", "--data-dir", str(self.data_dir)]
         with open(self.data_dir.parent / "agent.stderr", "ab") as stderr:
             return subprocess.Popen(
-                [*argv, "--http-port", "0", *self.extra_args],
+                # jobs write to the test's temp dir: they run as the agent's own user
+                [*argv, "--http-port", "0", "--job-user", "self", *self.extra_args],
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

@@ -125,8 +125,8 @@ def test_server_first_start_env_and_graceful_shutdown(
     assert s.cli("apply", "-f", str(fleet), "-y").returncode == 0
     ticks = tmp_path / "ticks"
     task = tmp_path / "tick.dstack.yml"
-    task.write_text(
-        "type: task\nname: tick\ncommands:\n"
+    task.write_text(  # `user: root`: the job writes to the test's private temp dir
+        "type: task\nname: tick\nuser: root\ncommands:\n"
         f"  - for i in $(seq 1 600); do echo $i >> {ticks}; sleep 0.1; done\n"
     )
     assert s.cli("apply", "-f", str(task), "-y", "-d").returncode == 0

@@ -170,7 +170,8 @@ async def start_agent_env(root: Path, key: Path | None = None) -> AgentEnv:
     """Start a local agent under `root`, authorizing `key` (default: a new key)."""
     pool = TunnelPool()
     key = key or ensure_client_key(root / "ssh" / "id_ed25519")
-    local = await ensure_local_agent(root, key, pool)
+    # jobs of these tests write to the test's temp dir: they run as the agent's own user
+    local = await ensure_local_agent(root, key, pool, job_user="self")
     await pool.close()
     return AgentEnv(root, key, local)
 

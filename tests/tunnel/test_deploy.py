@@ -21,6 +21,7 @@ from agent.bundle import Bundle
 from agent.client import AgentClient
 from agent.deploy import DeployedAgent, DeployError, DeployFailure, deploy_agent, stop_agent
 from agent.protocol import JobSpec, JobStatus
+from agent.server.jobaccount import WORK_ROOT
 from agent.tunnel import SSHTarget, TunnelPool
 from tests.services.sshd import SSHHost, make_client_key, start_sshd
 from tests.tunnel.conftest import free_port, unique_id, wait_job
@@ -69,11 +70,17 @@ async def test_fleet_of_two_hosts_runs_jobs(fleet: list[DeployedAgent], pool: Tu
         async with AgentClient.over_tunnel(pool, agent.target, agent.agent_port) as client:
             await client.check_version()
             job = JobSpec(
-                id=unique_id(f"hello{number}"), run_name="hello", commands=["echo hi from $PWD"]
+                id=unique_id(f"hello{number}"),
+                run_name="hello",
+                commands=["echo hi from $PWD as $(id -un)"],
             )
             await client.submit(job)
             data = b"".join([c.data async for c in client.iter_logs(job.id, poll_interval=0.05)])
-            assert data.startswith(b"hi from ") and data.rstrip().endswith(b"/work")
+            # the agent runs as root here: the job as dockyard-job, in its own dir outside
+            # the agent's data dir (docs/security.md, "Jobs and the host")
+            said = data.decode().rstrip()
+            assert said.startswith(f"hi from {WORK_ROOT}/"), said
+            assert said.endswith(f"/{job.id} as dockyard-job"), said
 
 
 async def test_deploy_is_idempotent_and_redeploys_a_changed_bundle(
@@ -248,8 +255,8 @@ async def test_ssh_run_on_an_ssh_fleet_host_goes_through_its_sshd(
             proxy_jump=host,
         )
         conn = await pool.connection(user)
-        result = await conn.run("echo $FOO; basename $PWD", check=True)
-        assert str(result.stdout).split() == ["bar", "work"]
+        result = await conn.run("echo $FOO; basename $PWD; id -un", check=True)
+        assert str(result.stdout).split() == ["bar", job.id, "dockyard-job"], "the job's account"
     finally:
         await client.stop(job.id, force=True)
         await client.aclose()

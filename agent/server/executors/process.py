@@ -25,15 +25,15 @@ import asyncio
 import contextlib
 import json
 import os
-import pwd
+import shutil
 import signal
 import subprocess
-from pathlib import Path
 
 from agent.protocol import ExecutorKind, GpuVendor, JobReason, JobSpec, PortMapping
 from agent.server.archives import place_archives, resolve_path_env
 from agent.server.executors import proctable
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
+from agent.server.jobaccount import JobAccount
 from agent.server.store import JobFiles, write_atomically
 
 WRAPPER = """trap : HUP INT TERM
@@ -85,8 +85,9 @@ class ProcessExecutor:
 
     kind = ExecutorKind.PROCESS
 
-    def __init__(self) -> None:
+    def __init__(self, account: JobAccount | None = None) -> None:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self.account = account or JobAccount()  # who jobs without a `user` run as
 
     async def is_available(self) -> bool:
         return True
@@ -103,8 +104,8 @@ class ProcessExecutor:
         if not spec.archives:
             return
         try:  # staged at submit (``archives.py``): copied into place now
-            owner = _user_ids(spec.user) if spec.user is not None else None
-            work_dir = _work_dir(spec, files)
+            owner = self.account.owner(spec)
+            work_dir = self.account.prepare_work_dir(spec, files.work_dir)
             await asyncio.to_thread(place_archives, spec, files.root, work_dir, owner)
         except KeyError as error:
             raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {spec.user} here") from error
@@ -114,9 +115,10 @@ class ProcessExecutor:
 
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
         try:
-            child = _spawn(spec, files)
+            child = _spawn(spec, files, self.account)
         except KeyError as error:
-            raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {spec.user} here") from error
+            user = spec.user or self.account.user
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {user} here") from error
         except (OSError, ValueError) as error:
             message = f"cannot start the job: {error}"
             raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
@@ -174,23 +176,25 @@ class ProcessExecutor:
 
     async def remove(self, spec: JobSpec, files: JobFiles) -> None:
         self._children.pop(spec.id, None)
+        with contextlib.suppress(KeyError):
+            work_dir = self.account.work_dir(spec, files.work_dir)
+            if work_dir != files.work_dir and not spec.working_dir:  # outside the data dir
+                await asyncio.to_thread(shutil.rmtree, work_dir, True)
 
     async def close(self) -> None:
         self._children.clear()  # the wrappers live on; a later agent adopts them
 
 
-def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
+def _spawn(spec: JobSpec, files: JobFiles, account: JobAccount) -> subprocess.Popen[bytes]:
     """Start the wrapper in a new session, output appended to the job's log.
 
     The wrapper's stdin is ``exit_code``, opened here for writing (the job's own stdin is
     /dev/null): it writes the exit status there and needs no access to the data dir,
     whichever user the job runs as.
     """
-    work_dir = _work_dir(spec, files)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    owner = _user_ids(spec.user) if spec.user is not None else None
-    if owner is not None and not spec.working_dir:
-        os.chown(work_dir, *owner)
+    owner = account.owner(spec)
+    work_dir = account.prepare_work_dir(spec, files.work_dir)
+    base = account.base_environment(spec, os.environ, work_dir)
     argv = ["/bin/sh", "-c", WRAPPER, "dockyard-job", spec.shell, join_commands(spec.commands)]
     exit_fd = os.open(files.exit_code, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -198,8 +202,7 @@ def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
             return subprocess.Popen(
                 argv,
                 cwd=work_dir,
-                env=job_environment(spec, dict(os.environ))
-                | resolve_path_env(spec.path_env, str(work_dir)),
+                env=job_environment(spec, base) | resolve_path_env(spec.path_env, str(work_dir)),
                 stdin=exit_fd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -210,16 +213,6 @@ def _spawn(spec: JobSpec, files: JobFiles) -> subprocess.Popen[bytes]:
             )
     finally:
         os.close(exit_fd)
-
-
-def _work_dir(spec: JobSpec, files: JobFiles) -> Path:
-    return Path(spec.working_dir) if spec.working_dir else files.work_dir
-
-
-def _user_ids(user: str) -> tuple[int, int]:
-    """(uid, gid) of a user name or numeric uid; KeyError when unknown."""
-    entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
-    return entry.pw_uid, entry.pw_gid
 
 
 def _host_ports(spec: JobSpec) -> list[PortMapping]:

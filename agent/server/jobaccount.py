@@ -1,0 +1,133 @@
+"""Who a process job runs as, where its working directory is, what environment it inherits.
+
+A job must not get the agent's rights: an agent run by root runs process jobs as an
+unprivileged account it manages (`DEFAULT_JOB_USER`, created with `useradd` when missing)
+unless the job's spec names its `user`; the agent's data dir stays 0700 and the job's
+working directory is outside it, under `work_root` (`/var/lib/dockyard-jobs/<agent>/`),
+owned by the job's account. The API refuses that account (`peers`): it is not the
+agent's. An agent run by another user can only run jobs as itself (no setuid): then a job
+has that user's rights, which docs/security.md ("Jobs and the host") says.
+
+Whatever the account, a job inherits none of the agent's `DOCKYARD_*` variables (the local
+agent runs in the server's environment, which may hold its tokens); a job of another
+account inherits only a few neutral host variables (`PATH`, locale, `TZ`, `TERM`).
+
+Used by the process executor (`executors.process`) and the SSH sessions of process jobs
+(`agent.ssh.service`); `agent.__main__` resolves the account at start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.protocol import JobSpec
+
+DEFAULT_JOB_USER = "dockyard-job"
+WORK_ROOT = Path("/var/lib/dockyard-jobs")
+_HOST_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+_AGENT_ENV_PREFIX = "DOCKYARD_"
+
+
+class JobAccountError(Exception):
+    """The job account cannot be used (unknown, or cannot be created)."""
+
+
+def ensure_job_user(name: str) -> None:
+    """Create the unprivileged account `name` (no home, no login shell) unless it exists."""
+    try:
+        pwd.getpwnam(name)
+        return
+    except KeyError:
+        pass
+    if os.geteuid() != 0:
+        raise JobAccountError(f"no user {name} on this host, and only root may create one")
+    argv = ["useradd", "--system", "--user-group", "--no-create-home"]
+    argv += ["--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    except OSError as error:
+        raise JobAccountError(f"cannot create the job user {name}: {error}") from error
+    if done.returncode != 0 and not _exists(name):
+        detail = done.stderr.strip() or f"useradd exited {done.returncode}"
+        raise JobAccountError(f"cannot create the job user {name}: {detail}")
+
+
+def _exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def default_work_root(data_dir: Path) -> Path:
+    """Working dirs of this agent's jobs run by another account: one dir per agent."""
+    tag = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return WORK_ROOT / tag
+
+
+def user_ids(user: str) -> tuple[int, int]:
+    """(uid, gid) of a user name or numeric uid; KeyError when unknown."""
+    entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
+
+
+@dataclass(frozen=True)
+class JobAccount:
+    """The account process jobs run as when their spec names none (None: the agent's),
+    and where their working dirs go when that account is not the agent's."""
+
+    user: str | None = None
+    work_root: Path | None = None
+
+    def owner(self, spec: JobSpec) -> tuple[int, int] | None:
+        """(uid, gid) the job runs as; None: the agent's own. KeyError: unknown user."""
+        name = spec.user if spec.user is not None else self.user
+        return user_ids(name) if name is not None else None
+
+    def is_foreign(self, spec: JobSpec) -> bool:
+        owner = self.owner(spec)
+        return owner is not None and owner[0] != os.getuid()
+
+    def work_dir(self, spec: JobSpec, own_dir: Path) -> Path:
+        """The job's working dir: its spec's, else outside the data dir for a foreign
+        account (`work_root/<job id>`), else `own_dir` (the job's `work/`)."""
+        if spec.working_dir:
+            return Path(spec.working_dir)
+        if self.work_root is not None and self.is_foreign(spec):
+            return self.work_root / spec.id
+        return own_dir
+
+    def prepare_work_dir(self, spec: JobSpec, own_dir: Path) -> Path:
+        """Create the job's working dir (owned by the job's account) and return it."""
+        work_dir = self.work_dir(spec, own_dir)
+        owner = self.owner(spec)
+        if work_dir != own_dir and not spec.working_dir:
+            assert self.work_root is not None
+            self.work_root.mkdir(mode=0o711, parents=True, exist_ok=True)
+            work_dir.mkdir(mode=0o700, exist_ok=True)
+        else:
+            work_dir.mkdir(parents=True, exist_ok=True)
+        if owner is not None and not spec.working_dir:
+            os.chown(work_dir, *owner)
+        return work_dir
+
+    def base_environment(
+        self, spec: JobSpec, environ: Mapping[str, str], work_dir: Path
+    ) -> dict[str, str]:
+        """What the job inherits from the host, before its own env (see the docstring)."""
+        env = {k: v for k, v in environ.items() if not k.startswith(_AGENT_ENV_PREFIX)}
+        if not self.is_foreign(spec):
+            return env
+        owner = self.owner(spec)
+        assert owner is not None
+        name = pwd.getpwuid(owner[0]).pw_name
+        env = {key: env[key] for key in _HOST_ENV if key in env}
+        env.update(USER=name, LOGNAME=name, HOME=str(work_dir))
+        return env
