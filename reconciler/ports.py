@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from reconciler.domain.metrics import JobSample
+
 Trigger = Literal["timer", "webhook", "cli", "api", "startup"]
 WorkKind = Literal["runs", "jobs", "instances", "fleets", "volumes", "gateways", "reconciles"]
 
@@ -70,6 +72,16 @@ class Controller(Protocol):
         file_archives: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         """Apply one configuration as an unmanaged (`cli:<user>`) resource; return its plan."""
+
+    async def sample_job(
+        self, project_id: str, run_name: str, *, job_num: int = 0, replica_num: int = 0
+    ) -> JobSample | None:
+        """The job's CPU, memory and GPU usage now, asked of its agent; None unless it runs."""
+
+    async def list_gpus(
+        self, project_id: str, group_by: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """dstack's `gpus/list` groups: the GPUs of the project's instances."""
 
     async def stop_run(self, project: str, name: str, *, abort: bool) -> None:
         """Ask the run to stop (graceful, or abort); the workers carry it out."""

@@ -40,6 +40,7 @@ from reconciler.api.client import Client  # noqa: E402
 
 FINISHED = {"done", "failed", "terminated", "aborted"}
 SMALL = "  cpu: 1..\n  memory: 0.1GB..\n  disk: 0.1GB..\n"
+CLI = "from reconciler.cli.main import run; run()"
 FAKE_LOAD_MARK = "dockyard-fake-gpu-load"  # the fake nvidia-smi reports load while it runs
 
 
@@ -105,7 +106,7 @@ class Server:
         subprocess.run([*git, "commit", "-q", "-m", "the local fleet"], check=True)
         self.port = free_port()
         env = {**os.environ, **self.environ()}
-        command = [sys.executable, "-c", "from reconciler.cli.main import run; run()"]
+        command = [sys.executable, "-c", CLI]
         command += ["server", "--repo", str(repo)]
         command += ["--branch", "main", "--port", str(self.port)]
         log = (self.work / "server.log").open("wb")
@@ -154,6 +155,7 @@ class Checker:
     torch: bool
     fake_load: bool
     facts: dict[str, Any]
+    environ: dict[str, str]
 
     def api(self, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"/api/project/{self.client.project}/{path}"
@@ -199,14 +201,16 @@ class Checker:
 
     def offered(self) -> str:
         name = self.facts["gpu"]["name"]
-        offers = self.client.list_offers(gpu=name)
-        local = [o for o in offers if name in json.dumps(o)]
-        if not local:
-            raise CheckFailedError(f"no offer names {name}: {json.dumps(offers)[:500]}")
+        command = [sys.executable, "-c", CLI, "offer", "--gpu", name, "--json"]
+        shown = subprocess.run(command, env=self.environ, capture_output=True, check=False)
+        offers = shown.stdout.decode(errors="replace")
+        if shown.returncode != 0 or f'"{name}' not in offers:
+            raise CheckFailedError(f"dockyard offer does not show {name}: {offers[:500]}")
         listed = self.api("gpus/list", {})
         if name not in json.dumps(listed):
             raise CheckFailedError(f"gpus/list does not show {name}: {json.dumps(listed)[:500]}")
-        return f"{len(local)} offer(s) and gpus/list show {name}"
+        groups = [g for g in listed["gpus"] if g["name"] == name]
+        return f"dockyard offer and gpus/list show {name} ({groups[0]['memory_mib']} MiB)"
 
     def sees_one_gpu(self, run: str, gpu: str) -> str:
         commands = ["nvidia-smi -L", 'echo "visible=$CUDA_VISIBLE_DEVICES"']
@@ -236,7 +240,8 @@ class Checker:
             raise CheckFailedError(f"{result.status} / {reason}: {result.status_message}")
         if ran:
             raise CheckFailedError(f"a job of {run} was placed: {ran[0].job_provisioning_data}")
-        return f"failed ({reason}): {result.status_message or result.error or ''}"[:300]
+        why = [f"{s.termination_reason}: {s.status_message}" for s in jobs if s.termination_reason]
+        return f"run {result.status} ({reason}); job {'; '.join(why)}"[:400]
 
     def one_after_the_other(self) -> str:
         stamp = "python3 -c \"import time; print('%s %.3f' % ('{}', time.time()))\""
@@ -345,9 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     server = Server(work)
     try:
         client = Server.start(server)
+        environ = {**os.environ, **server.environ()}
         headers = {"Authorization": f"Bearer {client.token}"}
         with httpx.Client(base_url=client.url, headers=headers, timeout=30) as http:
-            run_checks(Checker(client, http, torch, args.fake_load, results.facts), results)
+            run_checks(
+                Checker(client, http, torch, args.fake_load, results.facts, environ), results
+            )
     except CheckFailedError as error:
         results.checks.append({"name": "server start", "ok": False, "detail": str(error)})
     finally:

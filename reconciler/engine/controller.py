@@ -45,11 +45,14 @@ from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
+from reconciler.core.gpugroups import gpu_groups
 from reconciler.core.policy import RepoPolicy
 from reconciler.core.rendering_json import action_to_dict
+from reconciler.domain.metrics import JobSample
 from reconciler.engine import unmanaged
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.engines import server_engines
+from reconciler.engine.jobsampling import JobSampler
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
 from reconciler.engine.triggers import Timers, queue_reconcile
@@ -214,6 +217,18 @@ class EngineController:
         for kind in sorted(hints):
             self.hint(kind)
         return plan
+
+    async def sample_job(
+        self, project_id: str, run_name: str, *, job_num: int = 0, replica_num: int = 0
+    ) -> JobSample | None:
+        sampler = JobSampler(self.store, self.agents)
+        return await sampler.sample(project_id, run_name, job_num=job_num, replica_num=replica_num)
+
+    async def list_gpus(
+        self, project_id: str, group_by: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        candidates = await asyncio.to_thread(self.store.placement_candidates, project_id)
+        return gpu_groups(candidates, group_by)
 
     async def stop_run(self, project: str, name: str, *, abort: bool) -> None:
         if await asyncio.to_thread(unmanaged.stop_run, self.store, project, name, abort=abort):

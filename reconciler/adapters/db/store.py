@@ -20,11 +20,12 @@ from reconciler.adapters.db.inventory import InventoryStore
 from reconciler.adapters.db.jobsteps import JobStepsStore
 from reconciler.adapters.db.leasing import Leases
 from reconciler.adapters.db.migrating import upgrade_database
+from reconciler.adapters.db.runningjobs import RunningJobsStore
 from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
 
 
-class Store(InventoryStore, HistoryStore, WorkloadsStore, JobStepsStore):
+class Store(InventoryStore, HistoryStore, WorkloadsStore, JobStepsStore, RunningJobsStore):
     """Projects, accounts, inventory, history and workloads; see docs/store.md."""
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
