@@ -93,6 +93,17 @@ def add_project(path: Path, project: ProjectConfig, *, make_default: bool) -> No
     save_projects(path, projects)
 
 
+def delete_project(path: Path, name: str) -> None:
+    """Remove `name` from the config; the first one left becomes the default if needed."""
+    projects = load_projects(path)
+    if not any(p.name == name for p in projects):
+        raise UsageError(f"project {name} is not in {path}")
+    left = [p for p in projects if p.name != name]
+    if left and not any(p.default for p in left):
+        left[0] = ProjectConfig(left[0].name, left[0].url, left[0].token, True)
+    save_projects(path, left)
+
+
 def set_default(path: Path, name: str) -> None:
     projects = load_projects(path)
     if not any(p.name == name for p in projects):
