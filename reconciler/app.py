@@ -31,7 +31,7 @@ from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot
 from reconciler.settings import Settings
 from reconciler.web.app import ProxyFirst, create_app
-from reconciler.web.auth import token_authorizer
+from reconciler.web.auth import token_authorizer, token_recogniser
 from reconciler.web.bootstrap import ensure_admin
 from reconciler.web.database import Database
 from reconciler.web.forwarding import OpenTunnel
@@ -92,6 +92,7 @@ def build_proxy(
         ),
         pool=pool,
         authorize=token_authorizer(db),
+        is_dockyard_token=token_recogniser(db),
         stats=stats,
     )
 

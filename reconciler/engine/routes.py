@@ -25,6 +25,13 @@ from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.service_routes import ServiceRoute, Upstream
 
 
+def agent_ports(instance: Instance) -> frozenset[int]:
+    """Ports of the instance's host that the service proxy and `runs/forward` never reach,
+    whatever a run declares: the agent's API (the server's own tunnels may call it; 10998
+    is the agent's default, as in `AgentDirectory.address`)."""
+    return frozenset({instance.agent_port or 10998})
+
+
 class StoreRoutes:
     """`RouteSource` over the store; see the module docstring."""
 
@@ -80,14 +87,16 @@ class StoreRoutes:
             instance = self._store.get(Instance, job.instance_id or "")
             if instance is None or not ports:
                 continue
-            host_port = (runtime.get("ports") or {}).get(str(ports[0]), ports[0])
+            host_port = int((runtime.get("ports") or {}).get(str(ports[0]), ports[0]))
+            if host_port in agent_ports(instance):
+                continue  # a service declaring the agent's port gets no traffic to it
             target = self._agents.address(instance).target
             direct = (
                 instance.backend == "local"
                 and target.hostname == "127.0.0.1"
                 and target.port == local_port
             )
-            upstreams.append(Upstream(target, int(host_port), job.id, direct))
+            upstreams.append(Upstream(target, host_port, job.id, direct))
         return ServiceRoute(
             project=project,
             run_name=run_name,

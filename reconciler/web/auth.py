@@ -170,3 +170,25 @@ def token_authorizer(
         return allowed
 
     return authorize
+
+
+def token_recogniser(
+    db: Database, *, ttl: float = 5.0, clock: Callable[[], float] = time.monotonic
+) -> Callable[[str], Awaitable[bool]]:
+    """`is_dockyard_token(token)` for the service proxy: whether a bearer token is any
+    user's Dockyard token, which no service may see (`auth: false` services included).
+    Remembered for `ttl` seconds per token hash, at most 10,000 at a time."""
+    remembered: dict[str, tuple[float, bool]] = {}
+
+    async def recognise(token: str) -> bool:
+        digest, now = hash_token(token), clock()
+        known = remembered.get(digest)
+        if known is not None and now - known[0] < ttl:
+            return known[1]
+        found = await db.read(find_principal, digest) is not None
+        if len(remembered) >= 10_000:
+            remembered.clear()
+        remembered[digest] = (now, found)
+        return found
+
+    return recognise

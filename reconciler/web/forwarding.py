@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.db.models import Instance, Job
 from reconciler.core.jobspecs import container_ports
+from reconciler.engine.routes import agent_ports
 from reconciler.errors import DockyardError
 from reconciler.web.auth import authenticate, find_membership
 from reconciler.web.context import WebContext
@@ -68,8 +69,13 @@ def find_endpoint(
     if instance is None:
         raise NotFoundError(f"the instance of run {run_name} is gone")
     runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
-    host_port = (runtime.get("ports") or {}).get(str(port), port)
-    return instance, int(host_port)
+    host_port = int((runtime.get("ports") or {}).get(str(port), port))
+    if host_port in agent_ports(instance):
+        raise InvalidError(
+            f"port {port} of run {run_name} is the agent's own port on its host: "
+            "it is never forwarded; declare another port"
+        )
+    return instance, host_port
 
 
 async def _pump_in(websocket: WebSocket, writer: StreamWriter) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from functools import partial
@@ -60,6 +61,12 @@ MAX_BODY = 64 * 1024 * 1024
 
 Authorizer = Callable[[str, str | None], Awaitable[bool]]
 """`authorize(project, bearer_token)`: whether the token belongs to a project member."""
+TokenCheck = Callable[[str], Awaitable[bool]]
+"""`is_dockyard_token(bearer_token)`: whether it is any user's Dockyard token."""
+
+
+async def _every_bearer(token: str) -> bool:
+    return True  # without a way to tell, no bearer token reaches a service
 
 
 class ServiceProxy:
@@ -72,6 +79,7 @@ class ServiceProxy:
         pool: TunnelPool,
         authorize: Authorizer,
         stats: RequestStats,
+        is_dockyard_token: TokenCheck = _every_bearer,
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
         wait_ready: float = 30.0,
@@ -79,6 +87,7 @@ class ServiceProxy:
         self._routes = routes
         self._pool = pool
         self._authorize = authorize
+        self._is_dockyard_token = is_dockyard_token
         self._stats = stats
         self._clock = clock
         self._timeout = timeout
@@ -130,8 +139,11 @@ class ServiceProxy:
     async def _serve(self, scope: Scope, receive: Receive, send: Send, route: ServiceRoute) -> int:
         """Answer a request for a known service; the HTTP status sent."""
         project, run_name = route.project, route.run_name
-        if route.auth and not await self._authorize(project, _bearer(scope)):
+        bearer = _bearer(scope)
+        if route.auth and not await self._authorize(project, bearer):
             return await _respond(send, scope, 401, "a project member's bearer token is required")
+        # the caller's Dockyard token never reaches a service, `auth: false` or not
+        strip_auth = route.auth or (bearer is not None and await self._is_dockyard_token(bearer))
         if not route.upstreams:
             route = await self._wait_ready(project, run_name) or route
         if not route.upstreams:
@@ -141,7 +153,7 @@ class ServiceProxy:
         if scope["type"] == "websocket":
             await self._websocket(scope, receive, send, route, path)
             return 101
-        return await self._http(scope, receive, send, route, path)
+        return await self._http(scope, receive, send, route, path, strip_auth=strip_auth)
 
     async def _wait_ready(self, project: str, run_name: str) -> ServiceRoute | None:
         """Hold a request while the service has no ready replica (a replica restarting
@@ -163,7 +175,14 @@ class ServiceProxy:
         return ups[start:] + ups[:start]
 
     async def _http(
-        self, scope: Scope, receive: Receive, send: Send, route: ServiceRoute, path: str
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        route: ServiceRoute,
+        path: str,
+        *,
+        strip_auth: bool,
     ) -> int:
         body = await _read_body(receive)
         if body is None:
@@ -171,7 +190,7 @@ class ServiceProxy:
         method: str = scope["method"]
         query: bytes = scope.get("query_string", b"")
         target = path.encode("latin-1") + (b"?" + query if query else b"")
-        headers = _request_headers(scope, strip_auth=route.auth, body=body)
+        headers = _request_headers(scope, strip_auth=strip_auth, body=body)
         refused: set[str] = set()
         last_error = "no replica answered"
         deadline = self._clock() + self._wait_ready_for
@@ -255,6 +274,10 @@ def _request_headers(scope: Scope, *, strip_auth: bool, body: bytes) -> bytes:
     for key, value in scope.get("headers", ()):
         if key in _REQUEST_OWN or (strip_auth and key == b"authorization"):
             continue
+        if key == b"cookie" and _DOCKYARD_COOKIE.search(value):
+            value = _without_dockyard_cookies(value)
+            if not value:
+                continue
         lines.append(b"%s: %s\r\n" % (key, value))
     client = scope.get("client")
     if client:
@@ -262,6 +285,15 @@ def _request_headers(scope: Scope, *, strip_auth: bool, body: bytes) -> bytes:
     if body or scope["method"] not in ("GET", "HEAD", "OPTIONS", "DELETE"):
         lines.append(b"content-length: %d\r\n" % len(body))
     return b"".join(lines)
+
+
+_DOCKYARD_COOKIE = re.compile(rb"(?:^|;)\s*dockyard", re.IGNORECASE)
+
+
+def _without_dockyard_cookies(header: bytes) -> bytes:
+    """A Cookie header without the cookies named `dockyard*` (Dockyard's own)."""
+    kept = [c for c in header.split(b";") if not c.strip().lower().startswith(b"dockyard")]
+    return b";".join(kept).strip()
 
 
 def _upstream_path(scope: Scope, project: str, run_name: str, *, strip_prefix: bool) -> str:
