@@ -21,21 +21,23 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from agent.httpheads import bounded_heads
 from reconciler.adapters.db import Store, resolve_db_url
 from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
-from reconciler.api.config import ProjectConfig, add_project, load_projects
-from reconciler.engine.service_stats import RequestStats
+from reconciler.cli.config import ProjectConfig, add_project, load_projects
 from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot
 from reconciler.settings import Settings
 from reconciler.web.app import ProxyFirst, create_app
-from reconciler.web.auth import token_authorizer, token_recogniser
+from reconciler.web.auth import token_authorizer
 from reconciler.web.bootstrap import ensure_admin
 from reconciler.web.database import Database
 from reconciler.web.forwarding import OpenTunnel
 from reconciler.web.proxy import ServiceProxy
+from reconciler.web.proxy_stats import RequestStats
 
 log = logging.getLogger("dockyard.server")
 
@@ -92,7 +94,6 @@ def build_proxy(
         ),
         pool=pool,
         authorize=token_authorizer(db),
-        is_dockyard_token=token_recogniser(db),
         stats=stats,
     )
 
@@ -110,8 +111,7 @@ def _first_start(settings: Settings, db: Database) -> tuple[str | None, bool]:
 def build_server(
     settings: Settings, *, controller_factory: ControllerFactory | None = None
 ) -> Server:
-    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    settings.data_dir.chmod(0o700)  # admin token, database, secrets key: the server's only
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store.from_url(resolve_db_url(settings.db, settings.data_dir), migrate=True)
     db = Database(store.engine)
     token, wrote_config = _first_start(settings, db)
@@ -151,9 +151,10 @@ class _Uvicorn(uvicorn.Server):
             captured.remove(sig)
 
 
-def serve(server: Server) -> None:
-    """Run until SIGINT/SIGTERM; uvicorn drains requests, then the lifespan stops workers."""
-    config = uvicorn.Config(
+def uvicorn_config(server: Server) -> uvicorn.Config:
+    """How uvicorn serves the app: request heads bounded by `max_header_bytes`."""
+    limit = server.settings.max_header_bytes
+    return uvicorn.Config(
         server.asgi or server.app,
         host=server.settings.host,
         port=server.settings.port,
@@ -163,7 +164,15 @@ def serve(server: Server) -> None:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        # a request's line and headers: at most `max_header_bytes` before any auth
+        http=bounded_heads(AutoHTTPProtocol, limit, "--max-header-bytes"),
+        h11_max_incomplete_event_size=limit,
     )
+
+
+def serve(server: Server) -> None:
+    """Run until SIGINT/SIGTERM; uvicorn drains requests, then the lifespan stops workers."""
+    config = uvicorn_config(server)
     try:
         _Uvicorn(config).run()
     finally:

@@ -14,7 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from reconciler.errors import UsageError
+from schemas.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_VALUES, ConfigLimits
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
 
@@ -38,6 +40,20 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_PULUMI_BACKEND": "pulumi_backend",
     "DOCKYARD_GCP_PROJECT": "gcp_project",
 }
+
+LIMIT_FIELDS: tuple[str, ...] = (
+    "config_max_bytes",
+    "config_max_values",
+    "config_max_depth",
+    "max_header_bytes",
+    "upload_max_bytes",
+    "upload_quota_bytes",
+    "archive_max_extracted_bytes",
+    "archive_max_files",
+)
+"""Input bounds (docs/security.md, "Limits"): each is a `dockyard server` flag and
+`DOCKYARD_<NAME>`, a whole number of bytes or items."""
+_ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in LIMIT_FIELDS})
 
 
 def default_data_dir() -> Path:
@@ -78,6 +94,31 @@ class Settings(BaseModel):
         default=None, description="Pulumi state backend URL; default file://<data-dir>/pulumi/state"
     )
     gcp_project: str | None = Field(default=None, description="GCP project of gcp fleets")
+    # input bounds (docs/security.md, "Limits"); LIMIT_FIELDS makes them flags
+    config_max_bytes: int = Field(
+        default=MAX_CONFIG_BYTES, gt=0, description="bytes of one configuration file"
+    )
+    config_max_values: int = Field(
+        default=MAX_CONFIG_VALUES, gt=0, description="values of one configuration, aliases expanded"
+    )
+    config_max_depth: int = Field(
+        default=MAX_CONFIG_DEPTH, gt=0, description="nesting levels of one configuration"
+    )
+    max_header_bytes: int = Field(
+        default=DEFAULT_MAX_HEADER_BYTES, ge=1024, description="bytes of a request's head"
+    )
+    upload_max_bytes: int = Field(
+        default=24 * 2**20, gt=0, le=24 * 2**20, description="bytes of one uploaded archive"
+    )
+    upload_quota_bytes: int = Field(
+        default=512 * 2**20, ge=0, description="bytes of uploaded archives kept per user"
+    )
+    archive_max_extracted_bytes: int = Field(
+        default=2**30, gt=0, description="bytes one uploaded archive extracts to"
+    )
+    archive_max_files: int = Field(
+        default=100_000, gt=0, description="members of one uploaded archive"
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
@@ -94,6 +135,11 @@ class Settings(BaseModel):
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
             raise UsageError(f"invalid server setting {where}: {first['msg']}") from None
+
+    @property
+    def config_limits(self) -> ConfigLimits:
+        """What `parse_config` may read of one file (the server's reconcile and API)."""
+        return ConfigLimits(self.config_max_bytes, self.config_max_values, self.config_max_depth)
 
     @property
     def public_url(self) -> str:

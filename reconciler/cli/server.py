@@ -8,17 +8,44 @@ works right away.
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from reconciler.cli.console import err
+from reconciler.settings import LIMIT_FIELDS, Settings
+
+_LIMITS_PANEL = "Input limits (docs/security.md)"
+
+
+def _limit_option(name: str) -> inspect.Parameter:
+    """`--config-max-bytes` etc.: one flag per input bound, its default and variable shown."""
+    field = Settings.model_fields[name]
+    default = field.get_default(call_default_factory=True)
+    help_text = f"{field.description} ({default}). [DOCKYARD_{name.upper()}]"
+    option = typer.Option(help=help_text, show_default=False, rich_help_panel=_LIMITS_PANEL)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[int | None, option]
+    )
+
+
+def with_limit_flags(func: Callable[..., None]) -> Callable[..., None]:
+    """Replace `**limits` in `func`'s signature by one flag per `LIMIT_FIELDS`."""
+    signature = inspect.signature(func, eval_str=True)
+    params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    params += [_limit_option(name) for name in LIMIT_FIELDS]
+    func.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    func.__annotations__ = {p.name: p.annotation for p in params}
+    return func
 
 
 def register(app: typer.Typer) -> None:
     @app.command("server")
+    @with_limit_flags
     def server(
         repo: Annotated[
             str | None, typer.Option(help="Config repo: path or Git URL. [DOCKYARD_REPO]")
@@ -48,10 +75,10 @@ def register(app: typer.Typer) -> None:
         project: Annotated[
             str | None, typer.Option(help="Project the repo feeds (main). [DOCKYARD_PROJECT]")
         ] = None,
+        **limits: Any,
     ) -> None:
         """Start the server."""
         from reconciler.app import build_server, serve
-        from reconciler.settings import Settings
 
         settings = Settings.from_env(
             os.environ,
@@ -64,6 +91,7 @@ def register(app: typer.Typer) -> None:
             port=port,
             webhook_secret=webhook_secret,
             project=project,
+            **limits,
         )
         built = build_server(settings)
         console = err()

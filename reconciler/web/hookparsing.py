@@ -59,6 +59,8 @@ def _load_object(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise PayloadError("the body is not JSON") from None
+    except RecursionError:  # the decoder stops at the interpreter's recursion limit
+        raise PayloadError("the body's JSON nests too deeply (about 1000 levels at most)") from None
     if not isinstance(data, dict):
         raise PayloadError("the body is not a JSON object")
     return data
