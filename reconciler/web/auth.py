@@ -109,6 +109,28 @@ async def require_admin(principal: Principal = Depends(require_user)) -> Princip
     return principal
 
 
+async def check_project_access(
+    context: WebContext, principal: Principal, project_name: str, min_role: Role = "user"
+) -> ProjectAccess:
+    """The caller's access to a project: an admin reaches every project, a member only
+    theirs, with at least `min_role`; else 403 (404 for an admin and no such project).
+    The API's dependency and the web console both decide here."""
+    project_id, role = await context.db.read(find_membership, project_name, principal.user_id)
+    if principal.is_admin:
+        if not project_id:
+            raise NotFoundError(f"project {project_name} not found")
+        return ProjectAccess(principal, project_id, project_name, "admin")
+    if not project_id or role is None:
+        raise HTTPException(status_code=403, detail=f"no access to project {project_name}")
+    if _RANK.get(role, -1) < _RANK[min_role]:
+        raise HTTPException(
+            status_code=403,
+            detail=f"role {role} in project {project_name} may not do this; "
+            f"it needs {min_role} or higher",
+        )
+    return ProjectAccess(principal, project_id, project_name, role)
+
+
 def project_access(min_role: Role = "user") -> Callable[..., Awaitable[ProjectAccess]]:
     """The dependency checking the caller's role in the path's `{project_name}`."""
 
@@ -117,20 +139,7 @@ def project_access(min_role: Role = "user") -> Callable[..., Awaitable[ProjectAc
         principal: Principal = Depends(require_user),
         context: WebContext = Depends(get_context),
     ) -> ProjectAccess:
-        project_id, role = await context.db.read(find_membership, project_name, principal.user_id)
-        if principal.is_admin:
-            if not project_id:
-                raise NotFoundError(f"project {project_name} not found")
-            return ProjectAccess(principal, project_id, project_name, "admin")
-        if not project_id or role is None:
-            raise HTTPException(status_code=403, detail=f"no access to project {project_name}")
-        if _RANK.get(role, -1) < _RANK[min_role]:
-            raise HTTPException(
-                status_code=403,
-                detail=f"role {role} in project {project_name} may not do this; "
-                f"it needs {min_role} or higher",
-            )
-        return ProjectAccess(principal, project_id, project_name, role)
+        return await check_project_access(context, principal, project_name, min_role)
 
     return dependency
 
