@@ -273,6 +273,18 @@ class Client:
         except httpx.HTTPError as exc:
             raise unreachable(self.url, exc) from None
 
+    def job_metrics(self, run: str, *, job_num: int = 0, replica_num: int = 0) -> dict[str, Any]:
+        """dstack's `JobMetrics` of one job (`{"metrics": [{name, timestamps, values}]}`)."""
+        path = f"/api/project/{self.project}/metrics/job/{run}"
+        params = {"job_num": job_num, "replica_num": replica_num}
+        try:
+            answer = self._http.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise unreachable(self.url, exc) from None
+        raise_for_answer(answer)
+        metrics: dict[str, Any] = answer.json()
+        return metrics
+
     # -- events, reconciles, deliveries, secrets --------------------------------------------
 
     def list_events(

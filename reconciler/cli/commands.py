@@ -38,10 +38,16 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "attach",
         "Forward a run's ports, write its SSH alias, optionally stream its logs.",
     ),
+    CommandEntry(
+        "delete",
+        "delete",
+        "Delete what a configuration file describes (a run, fleet, volume or gateway).",
+    ),
     CommandEntry("event", "event", "List events."),
     CommandEntry("fleet", "resources", "List, inspect and delete fleets."),
     CommandEntry("gateway", "resources", "List, inspect and delete gateways."),
     CommandEntry("logs", "logs", "Print a run's job logs."),
+    CommandEntry("metrics", "metrics", "Show a run's metrics: CPU, memory and GPUs of each job."),
     CommandEntry(
         "offer",
         "offer",
