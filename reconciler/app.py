@@ -121,6 +121,8 @@ def build_server(
         controller = controller_factory(settings, store)
     else:
         controller = load_controller(settings, store, stats, reporter=bot)
+    if bot is not None:  # PR plans preview with the reconcile's engines
+        bot.previewer = getattr(controller, "previewer", None)
     proxy = build_proxy(settings, controller, store, db, stats)
     app = create_app(
         proxy=proxy,

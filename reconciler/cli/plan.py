@@ -1,20 +1,26 @@
 """`dockyard plan`: what a commit of the config repo would change, and why.
 
     dockyard plan --repo PATH_OR_URL [--branch B] [--ref REF] [--path SUBDIR]
-                  [--db URL] [--data-dir DIR] [--format table|markdown|json] [--base REF]
+                  [--server URL --token T | --base REF] [--format table|markdown|json]
 
-Without `--base` the commit is planned against what the state store says is deployed;
-with `--base REF` it is planned against another commit instead (the offline PR preview:
-no store needed). Exit code 0 for a clean plan, 1 when the plan has errors. A local
-path is read in place; URLs are mirrored under `<data-dir>/git`. An https token is read
-from `$DOCKYARD_GIT_TOKEN` (or the variable named by `--token-env`).
+The plan is made by the one plan function (`reconciler.engine.planning`), as the
+reconcile will make it:
 
-With `--server URL --token T` the commit's config files are posted to a Dockyard server,
-which plans them against its live state with offers and $/h (docs/pull-requests.md).
+- on a server (default): the commit's config files are posted to the Dockyard server
+  (`--server URL --token T`, else the CLI's configured project, `dockyard project add`),
+  which plans them against its live state with stack previews, blocked actions, drift,
+  offers and $/h (docs/pull-requests.md). The CLI never opens a server's database;
+- offline with `--base REF`: against another commit as if it were deployed (no server);
+  the plan then says which checks it could not make (stack previews, capacity, prices).
+
+Exit code 0 for a clean plan, 1 when the plan has errors. A local path is read in place;
+URLs are mirrored under `<data-dir>/git`. An https token is read from
+`$DOCKYARD_GIT_TOKEN` (or the variable named by `--token-env`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from enum import StrEnum
@@ -24,15 +30,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from reconciler.adapters.gitsource import GitSource, LoadedSnapshot, location_from_env
+from reconciler.adapters.gitsource import GitSource, location_from_env
 from reconciler.adapters.gitsource.remotes import DEFAULT_TOKEN_ENV
-from reconciler.core.planning import plan as make_plan
-from reconciler.core.rendering_json import render_json
-from reconciler.core.rendering_markdown import render_markdown
 from reconciler.core.rendering_table import render_table
-from reconciler.domain.observed import ObservedState
-from reconciler.domain.plan import Plan
-from reconciler.errors import TransientError
+from reconciler.pr.reviewing import PlanReport
 
 
 class OutputFormat(StrEnum):
@@ -54,10 +55,7 @@ def plan_command(
     path: Annotated[str, typer.Option("--path", help="Subdirectory holding the configs.")] = "",
     base: Annotated[
         str | None,
-        typer.Option("--base", help="Plan against this commit instead of the store (offline)."),
-    ] = None,
-    db: Annotated[
-        str | None, typer.Option("--db", envvar="DOCKYARD_DB", help="Database URL.")
+        typer.Option("--base", help="Plan offline, against this commit (no server)."),
     ] = None,
     data_dir: Annotated[
         Path | None,
@@ -74,14 +72,14 @@ def plan_command(
     ] = DEFAULT_TOKEN_ENV,
     server: Annotated[
         str | None,
-        typer.Option("--server", help="Plan on this Dockyard server (live state, prices)."),
+        typer.Option("--server", help="Plan on this Dockyard server (default: the CLI's project)."),
     ] = None,
     server_token: Annotated[
         str | None,
         typer.Option("--token", envvar="DOCKYARD_SERVER_TOKEN", help="Token for --server."),
     ] = None,
 ) -> None:
-    """Plan a commit of the config repo against what is deployed (or against --base)."""
+    """Plan a commit of the config repo on the server (live state) or offline (--base)."""
     from schemas import parse_config  # the config contract; imported when planning
 
     directory = _data_dir(data_dir)
@@ -91,18 +89,14 @@ def plan_command(
     source = GitSource(location, data_dir=directory, parse=parse_config)
     source.fetch()
     commit = source.resolve(ref)
-    if server is not None:
-        _plan_on_server(source, commit, server, server_token or "", path, output)
     if base is not None:
-        base_commit = source.resolve(base)
-        observed = ObservedState.from_desired(source.load(source.snapshot(base_commit)).desired)
-        loaded = source.load(source.snapshot(commit))
-        result = make_plan(loaded.desired, observed, loaded.policy, base=base_commit)
+        from reconciler.pr.checkout import plan_offline
+
+        report = plan_offline(source, ref=commit, base=base)
     else:
-        loaded = source.load(source.snapshot(commit))
-        result = _plan_against_store(loaded, db=db, data_dir=directory)
-    _print(result, output)
-    raise typer.Exit(1 if result.errors else 0)
+        report = _plan_on_server(source, commit, server, server_token, path.strip("/"))
+    _print(report, output)
+    raise typer.Exit(1 if report.plan.errors else 0)
 
 
 def _data_dir(data_dir: Path | None) -> Path:
@@ -111,55 +105,28 @@ def _data_dir(data_dir: Path | None) -> Path:
     return (data_dir or default_data_dir()).expanduser()
 
 
-def _plan_against_store(loaded: LoadedSnapshot, *, db: str | None, data_dir: Path) -> Plan:
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from reconciler.adapters.db import Store, redact_url, resolve_db_url
-
-    url = resolve_db_url(db, data_dir)
-    store = Store.from_url(url)
-    try:
-        project = loaded.policy.project
-        observed = store.load_observed(project)
-        row = store.get_project(project)
-        base = store.last_applied_revision(row.id) if row is not None else None
-    except SQLAlchemyError as exc:
-        raise TransientError(
-            f"cannot read the state store {redact_url(url)}: run `dockyard db upgrade`, "
-            "or plan offline with --base REF"
-        ) from exc
-    finally:
-        store.close()
-    return make_plan(loaded.desired, observed, loaded.policy, base=base)
-
-
-def _print(result: Plan, output: OutputFormat) -> None:
-    if output is OutputFormat.JSON:
-        sys.stdout.write(render_json(result))
-    elif output is OutputFormat.MARKDOWN:
-        sys.stdout.write(render_markdown(result) + "\n")
-    else:
-        Console().print(render_table(result))
-
-
-# -- plan on a server: `--server URL --token T` (reconciler.pr.remote) ------------------------
-
-
 def _plan_on_server(
-    source: GitSource, commit: str, server: str, token: str, subdir: str, output: OutputFormat
-) -> None:
-    """Post the commit's config files to the server, print its plan (offers, $/h), exit."""
-    from reconciler.pr.commenting import cost_line, plan_markdown
-    from reconciler.pr.document import report_to_json
+    source: GitSource, commit: str, server: str | None, token: str | None, subdir: str
+) -> PlanReport:
+    """Post the commit's config files to the server; the plan it answers (offers, $/h)."""
     from reconciler.pr.remote import commit_files, plan_on_server
 
     files, project = commit_files(source, commit)
-    report = plan_on_server(
-        server, token, project=project, commit=commit, files=files, subdir=subdir
-    )
-    if output is OutputFormat.JSON:
-        import json
+    if server is None:
+        from reconciler.api.config import resolve_project
 
+        configured = resolve_project(None)
+        server, token = configured.url, token or configured.token
+    return plan_on_server(
+        server, token or "", project=project, commit=commit, files=files, subdir=subdir
+    )
+
+
+def _print(report: PlanReport, output: OutputFormat) -> None:
+    from reconciler.pr.commenting import cost_line, plan_markdown
+    from reconciler.pr.document import report_to_json
+
+    if output is OutputFormat.JSON:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2, ensure_ascii=False) + "\n")
     elif output is OutputFormat.MARKDOWN:
         sys.stdout.write(plan_markdown(report) + "\n")
@@ -168,4 +135,3 @@ def _plan_on_server(
         line = cost_line(report)
         if line:
             Console().print(line.replace("**", ""))
-    raise typer.Exit(1 if report.plan.errors else 0)

@@ -42,11 +42,14 @@ def wait_reconcile(client: Client, reconcile: wire.Reconcile, timeout: float) ->
 
 
 def _summary(r: wire.Reconcile) -> str:
+    """`reconcile ID succeeded at REV: applied 3, blocked 1: main/fleet/cloud: …`."""
     revision = (r.applied_revision or r.attempted_revision or "")[:12]
+    outcome = r.outcome.get("summary") if isinstance(r.outcome, dict) else None
     return (
         f"reconcile {r.id} {r.status}"
         + (f" at {revision}" if revision else "")
         + (f": {r.error}" if r.error else "")
+        + (f" ({outcome})" if outcome and r.error else f": {outcome}" if outcome else "")
     )
 
 

@@ -3,8 +3,9 @@
 Pairs each desired resource with its observed record by (project, kind, name) and decides:
 - not deployed → `create`; deployed by hand (`cli:`) → `blocked` (never adopted silently);
 - same spec → `noop`, except a finished service or dev environment, which is resubmitted
-  (they are kept running), and a moved file, which is an in-place `configuration_path`
-  update; a finished task at the same spec stays finished (a task runs once per spec);
+  (they are kept running; marked `drift`: it ended outside Git), and a moved file, which
+  is an in-place `configuration_path` update; a finished task at the same spec stays
+  finished (a task runs once per spec);
 - changed spec → the in-place rules of `reconciler.core.inplace` (update or replace);
   a changed task is re-run (`replace`) unless only `priority` changed while it runs;
 - observed but no longer declared → `delete` if GitOps owns it, `retain` for volumes
@@ -92,12 +93,23 @@ def plan_desired(resource: DesiredResource, live: ObservedResource | None) -> Ac
         return _action(resource, ActionKind.BLOCKED, reason, live=live)
     changes = diff_specs(live.spec, resource.spec) if live.spec_hash != resource.spec_hash else ()
     if live.finished and resource.kind in _KEPT_RUNNING:
-        return _action(
+        action = _action(
             resource, ActionKind.CREATE, reason_for_create(resource, live), changes, live=live
         )
+        return action if changes else _as_drift(action, live)
     if not changes:
         return _plan_unchanged(resource, live)
     return _plan_changed(resource, live, changes)
+
+
+def _as_drift(action: Action, live: ObservedResource) -> Action:
+    """A run Git declares running that ended outside Git (stopped by hand, crashed)."""
+    reason = (
+        f"drift: {action.kind.value} `{action.name}` is {live.status} outside Git, but "
+        f"{action.path} declares it running (services and dev environments are kept "
+        "running), will restore: resubmit it"
+    )
+    return replace(action, reason=reason, drift=True)
 
 
 def _plan_unchanged(resource: DesiredResource, live: ObservedResource) -> Action:

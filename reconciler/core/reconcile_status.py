@@ -10,7 +10,10 @@ status, the applied revision and the error line — the rules of the loop:
   applied revision stays the last good one;
 - a failed preview aborts the whole reconcile before anything is applied: `aborted`;
 - an apply where some action failed is `failed` but records what was applied;
-- otherwise `succeeded` and the attempted revision becomes the applied one.
+- otherwise `succeeded` and the attempted revision becomes the applied one; `blocked`
+  actions (no engine here can carry them out, or they wait for such capacity) are not
+  failures: everything else was applied, and `Conclusion.summary` says "applied N,
+  blocked M" with each blocked action's reason.
 
 No I/O and no clock.
 """
@@ -46,7 +49,7 @@ class ReconcileStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
-    """What applying one plan action did: `applied`, `skipped` (noop) or `failed`."""
+    """What applying one plan action did: `applied`, `skipped` (noop), `blocked` or `failed`."""
 
     key: str
     action: str
@@ -77,6 +80,22 @@ class Conclusion:
     """Things a person should know that did not fail the pass (e.g. a run no fleet fits)."""
     results: tuple[ActionResult, ...] = ()
     """What applying each action did, when the pass got to applying."""
+
+    @property
+    def blocked(self) -> tuple[str, ...]:
+        """`key: reason` of each blocked action."""
+        return tuple(f"{r.key}: {r.message}" for r in self.results if r.result == "blocked")
+
+    @property
+    def summary(self) -> str | None:
+        """ "applied N, blocked M: key: reason; …" once the pass applied (else None)."""
+        if not self.results:
+            return None
+        applied = sum(1 for r in self.results if r.result == "applied")
+        text = f"applied {applied}, blocked {len(self.blocked)}"
+        failed = sum(1 for r in self.results if r.failed)
+        text += f", failed {failed}" if failed else ""
+        return f"{text}: {_summarize(self.blocked)}" if self.blocked else text
 
 
 def conclude(

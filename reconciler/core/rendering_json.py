@@ -2,7 +2,10 @@
 
 `{"commit", "base", "errors": [{"path", "line", "column", "field", "message"}],
 "actions": [{"action", "kind", "name", "project", "path", "reason",
-"fields": [{"field", "old", "new"}]}], "summary": {"create": n, ...}}`
+"fields": [{"field", "old", "new"}]}], "summary": {"create": n, ...}}`; an action also has
+`preview` (`{"stack", "steps": [{"op", "name", "type", "diffs"}], "counts": {"create": n,
+…}, "per_hour", "error"}`) when it was previewed and `"drift": true` when it restores
+what changed outside Git; a plan made without a server has `unchecked` (lines).
 
 The output is canonical: same plan, same bytes (spec values have their keys sorted).
 """
@@ -13,18 +16,21 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.domain.plan import Action, Plan, PlanError
+from reconciler.domain.plan import Action, Plan, PlanError, StackPreview
 
 
 def to_json_dict(plan: Plan) -> dict[str, Any]:
     """The documented JSON object of a plan."""
-    return {
+    data: dict[str, Any] = {
         "commit": plan.commit,
         "base": plan.base,
         "errors": [error_to_dict(error) for error in plan.errors],
         "actions": [action_to_dict(action) for action in plan.actions],
         "summary": plan.summary,
     }
+    if plan.unchecked:
+        data["unchecked"] = list(plan.unchecked)
+    return data
 
 
 def error_to_dict(error: PlanError) -> dict[str, Any]:
@@ -38,6 +44,28 @@ def error_to_dict(error: PlanError) -> dict[str, Any]:
 
 
 def action_to_dict(action: Action) -> dict[str, Any]:
+    data = _action_core(action)
+    if action.preview is not None:
+        data["preview"] = preview_to_dict(action.preview)
+    if action.drift:
+        data["drift"] = True
+    return data
+
+
+def preview_to_dict(preview: StackPreview) -> dict[str, Any]:
+    return {
+        "stack": preview.stack,
+        "steps": [
+            {"op": s.op, "name": s.name, "type": s.type, "diffs": list(s.diffs)}
+            for s in preview.steps
+        ],
+        "counts": preview.counts,
+        "per_hour": preview.per_hour,
+        "error": preview.error,
+    }
+
+
+def _action_core(action: Action) -> dict[str, Any]:
     return {
         "action": action.action.value,
         "kind": action.kind.value,

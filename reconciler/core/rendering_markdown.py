@@ -2,9 +2,14 @@
 
 Summary first (counts per action, errors, data-destroying actions), then one `<details>`
 block per changed resource with its field diff, then one block listing the unchanged
-resources. GitHub rejects comments of 65,536 characters or more, so the text is always
-shorter than `limit`: blocks that do not fit are left out and a note says how many
-resources and characters were dropped, names them, and links the full plan when a URL is given.
+resources. A previewed fleet, volume or gateway shows its stack preview in its block (the
+counts per op and the estimated $/h, then its steps, or why there is no preview); actions
+that restore drift (what changed outside Git) come after the PR's own changes under their
+own heading; a plan made without a server says which checks it could not make.
+
+GitHub rejects comments of 65,536 characters or more, so the text is always shorter than
+`limit`: blocks that do not fit are left out and a note says how many resources and
+characters were dropped, names them, and links the full plan when a URL is given.
 
 Callers may add to the comment without a second renderer: `summary_lines` go right after
 the counts (the PR comment's cost delta), `notes` add one line to a resource's block (its
@@ -21,10 +26,15 @@ from typing import Any
 
 from reconciler.core.rendering_json import canonical
 from reconciler.domain.kinds import ResourceKey
-from reconciler.domain.plan import Action, ActionKind, Plan
+from reconciler.domain.plan import Action, ActionKind, Plan, StackPreview
 
 MARKDOWN_LIMIT = 65_536
 _VALUE_LIMIT = 300
+_STEPS_SHOWN = 20
+_DRIFT_HEADING = (
+    "#### Drift: changed outside Git, not by this PR\n\n"
+    "_What runs differs from what Git says; the next apply restores it._\n"
+)
 _ICONS = {
     ActionKind.CREATE: "🟢",
     ActionKind.UPDATE: "🟡",
@@ -47,9 +57,15 @@ def render_markdown(
     """The PR-comment markdown of `plan`, always fewer than `limit` characters."""
     head = _header(plan, summary_lines)
     notes = notes or {}
-    changed = [action for action in plan.actions if action.action is not ActionKind.NOOP]
+    changed = [a for a in plan.actions if a.action is not ActionKind.NOOP and not a.drift]
+    drifted = [a for a in plan.actions if a.drift]
     blocks = [_details(action, notes.get(action.key)) for action in changed]
     titles = [f"{a.kind.value} `{a.name}`" for a in changed]
+    if drifted:
+        blocks.append(_DRIFT_HEADING)
+        titles.append("drift")
+        blocks += [_details(action, notes.get(action.key)) for action in drifted]
+        titles += [f"drift of {a.kind.value} `{a.name}`" for a in drifted]
     unchanged = [a for a in plan.actions if a.action is ActionKind.NOOP]
     if unchanged:
         blocks.append(_unchanged(unchanged))
@@ -88,6 +104,9 @@ def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
     if destroying:
         names = ", ".join(f"{a.kind.value} `{a.name}` ({a.action.value})" for a in destroying)
         lines += ["", f"> ⚠️ destroys data: {names}"]
+    if plan.unchecked:
+        lines += ["", "> **Planned without a server; not checked:**"]
+        lines += [f"> - {_escape(line)}" for line in plan.unchecked]
     if plan.errors and plan.actions:
         lines += ["", "_Below: what the valid files would do once the errors are fixed._"]
     return "\n".join(lines) + "\n"
@@ -110,11 +129,34 @@ def _details(action: Action, note: str | None = None) -> str:
         lines.append(" · ".join(facts))
     if note:
         lines += ["", note]
+    if action.preview is not None:
+        lines += ["", *_preview_lines(action.preview)]
     if action.fields:
         lines += ["", "| field | old | new |", "|---|---|---|"]
         lines += [f"| `{c.field}` | {_cell(c.old)} | {_cell(c.new)} |" for c in action.fields]
     lines += ["", "</details>", ""]
     return "\n".join(lines)
+
+
+def _preview_lines(preview: StackPreview) -> list[str]:
+    """The stack preview of an action: counts and $/h, then its steps (or why none)."""
+    price = f" · est. {money_per_hour(preview.per_hour)}" if preview.per_hour is not None else ""
+    if preview.error is not None:
+        return [f"🔍 stack `{preview.stack}`: ⚠️ no preview: {_escape(preview.error)}{price}"]
+    counts = ", ".join(f"{n} to {op}" for op, n in preview.counts.items() if n)
+    lines = [f"🔍 stack `{preview.stack}`: {counts or 'no changes'}{price}"]
+    for step in preview.steps[:_STEPS_SHOWN]:
+        diffs = f" ({', '.join(f'`{d}`' for d in step.diffs[:8])})" if step.diffs else ""
+        lines.append(f"- {step.op} `{_escape(step.name)}` {_escape(step.type)}{diffs}")
+    if len(preview.steps) > _STEPS_SHOWN:
+        lines.append(f"- … and {len(preview.steps) - _STEPS_SHOWN} more steps")
+    return lines
+
+
+def money_per_hour(value: float) -> str:
+    """`$1.006/h`, `-$0.5/h` (the saving of a delete)."""
+    sign = "-" if value < 0 else ""
+    return f"{sign}${abs(value):.4g}/h"
 
 
 def _unchanged(actions: list[Action]) -> str:

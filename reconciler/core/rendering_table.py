@@ -2,7 +2,9 @@
 
 `render_table` returns a rich renderable; the CLI prints it. Each resource is a row
 (action, kind, name, reason) followed by its changed fields as `field: old → new`, the
-old value in red and the new one in green.
+old value in red and the new one in green; a previewed fleet, volume or gateway adds its
+stack's counts and estimated $/h (or why there is no preview). A plan made without a server
+ends with the checks it could not make.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reconciler.core.rendering_json import canonical
+from reconciler.core.rendering_markdown import money_per_hour
 from reconciler.domain.plan import Action, ActionKind, Plan
 
 _STYLES = {
@@ -40,6 +43,9 @@ def render_table(plan: Plan, *, show_noop: bool = True) -> RenderableType:
     if actions:
         parts.append(_actions(actions))
     parts.append(_summary(plan))
+    if plan.unchecked:
+        parts.append(Text("Planned without a server; not checked:", style="bold"))
+        parts += [Text(f"  - {line}", style="dim") for line in plan.unchecked]
     return Group(*parts)
 
 
@@ -75,6 +81,14 @@ def _actions(actions: list[Action]) -> Table:
 
 def _changes(action: Action) -> Text:
     text = Text(action.reason, style="dim" if action.action is ActionKind.NOOP else "")
+    preview = action.preview
+    if preview is not None:
+        price = f", est. {money_per_hour(preview.per_hour)}" if preview.per_hour is not None else ""
+        if preview.error is not None:
+            text.append(f"\n  stack {preview.stack}: no preview: {preview.error}", style="red")
+        else:
+            counts = ", ".join(f"{n} to {op}" for op, n in preview.counts.items() if n)
+            text.append(f"\n  stack {preview.stack}: {counts or 'no changes'}{price}", style="cyan")
     for change in action.fields:
         text.append(f"\n  {change.field}: ", style="bold")
         text.append(_value(change.old), style="red")

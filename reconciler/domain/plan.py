@@ -12,7 +12,15 @@ Action kinds:
 - `delete`: the file was removed and GitOps owns the resource (prune).
 - `retain`: would be deleted, but the repo policy keeps it (volumes by default).
 - `noop`: nothing to do (also: unmanaged `cli:` resources, never pruned).
-- `blocked`: cannot proceed without a person (e.g. the name is taken by an unmanaged resource).
+- `blocked`: cannot proceed without a person (the name is taken by an unmanaged resource;
+  no engine can bring the resource up on this server; a run waits for blocked capacity).
+  A blocked action is not applied; everything independent of it is.
+
+A changing action of a fleet, volume or gateway carries its `preview` (the stack steps and
+the estimated $/h, or why no preview ran); an action that restores what changed outside
+Git (a run stopped by hand, a stack changed behind Dockyard's back) has `drift` set. A
+plan made without a server (`dockyard plan --base`) lists in `unchecked` the checks it
+could not make.
 """
 
 from __future__ import annotations
@@ -64,6 +72,43 @@ class FieldChange:
 
 
 @dataclass(frozen=True, slots=True)
+class PreviewStep:
+    """One step of a stack preview: `op` (create/update/replace/delete) on a resource."""
+
+    op: str
+    name: str
+    type: str
+    diffs: tuple[str, ...] = ()
+
+
+PREVIEW_OPS = ("create", "update", "replace", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class StackPreview:
+    """What bringing a capacity resource to its new spec does to its stack.
+
+    `steps` are the engine's steps (only the changing ones), `per_hour` the estimated
+    price of the resource at its new spec (None: no price known; negative for a delete),
+    `error` why no preview could be made (the action then shows it instead of steps).
+    """
+
+    stack: str
+    steps: tuple[PreviewStep, ...] = ()
+    per_hour: float | None = None
+    error: str | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Steps per op, every op of `PREVIEW_OPS` present."""
+        counts = dict.fromkeys(PREVIEW_OPS, 0)
+        for step in self.steps:
+            if step.op in counts:
+                counts[step.op] += 1
+        return counts
+
+
+@dataclass(frozen=True, slots=True)
 class Action:
     """One step of a plan for one resource."""
 
@@ -86,6 +131,10 @@ class Action:
     """The resource was added by Dockyard (the implicit default fleet), not by a file."""
     depends_on: tuple[ResourceKey, ...] = ()
     """Resources this one references (volumes, fleets, gateway), per its spec."""
+    preview: StackPreview | None = field(default=None, compare=False)
+    """The stack preview of a changing capacity action (None: not previewed)."""
+    drift: bool = False
+    """The action restores what changed outside Git (its reason starts with `drift:`)."""
 
     key: ResourceKey = field(init=False, repr=False, compare=False)
     """(project, kind, name), computed once: plans look resources up by it a lot."""
@@ -102,6 +151,8 @@ class Plan:
     base: str | None
     errors: tuple[PlanError, ...] = ()
     actions: tuple[Action, ...] = ()
+    unchecked: tuple[str, ...] = ()
+    """Checks this plan could not make, each a line saying which and why (offline plans)."""
 
     @property
     def ok(self) -> bool:

@@ -88,7 +88,7 @@ def apply_action(ctx: ApplyContext, action: Action) -> ActionResult:
     """Write the intent rows of one action (idempotent); see the module docstring."""
     key = str(action.key)
     if action.action is ActionKind.BLOCKED:
-        return ActionResult(key, action.action.value, "failed", action.reason)
+        return ActionResult(key, action.action.value, "blocked", action.reason)
     if not action.action.changes:
         return ActionResult(key, action.action.value, "skipped", action.reason)
     message = _apply_run(ctx, action) if action.kind.is_run else _apply_capacity(ctx, action)

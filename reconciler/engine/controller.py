@@ -130,6 +130,14 @@ class EngineController:
         if self.pool is not None:
             await self.pool.close()
 
+    @property
+    def previewer(self) -> Previewer:
+        """The stack previewer over this runtime's engines: the server's PR plans preview
+        with it, as the reconcile does (`reconciler.engine.planning`)."""
+        if self.runtime.reconciler is not None:
+            return self.runtime.reconciler.previewer
+        return Previewer(self.runtime.deps.engines)
+
     def hint(self, kind: WorkKind) -> None:
         worker = self.runtime.workers.get(kind)
         if worker is not None:

@@ -1,21 +1,25 @@
-"""The preview stage: dry-run every changing action before anything is applied.
+"""Stack previews: what bringing one capacity action about does to its stack, and its $/h.
 
-Capacity actions (fleets, volumes, gateways being created, updated or replaced) are
-previewed by the `stacks` engine that would bring them up: `select_engine` picks it from
-the spec, the engine must be available on this host (a cloud fleet without a `pulumi` CLI
-is *blocked*, with the engine's message), and its `preview` must succeed. Run actions are
-not previewed against live capacity here: placement happens in the jobs worker, which
-waits for capacity or fails the run with dstack's reasons.
+Called by the plan function (`reconciler.engine.planning`), for the reconcile pass and the
+server's PR plans alike. A changing fleet, volume or gateway action is previewed by the
+`stacks` engine that would bring it up (`select_engine` picks it from the spec):
 
-`Previewer.preview(plan)` returns one `PreviewFailure` per failed preview (empty: all
-good); the reconcile aborts the whole pass when the list is not empty (Argo's whole-sync
-dry-run), and queues a retry when a failure is transient (a stack busy with a worker's
-`up`, a cloud API blip).
+- no engine can run it here (no Pulumi CLI, the engine not configured, an unsupported
+  backend) → `PreviewResult.blocked`, the engine's message with its fix;
+- the engine's `preview` fails → `PreviewResult.failure` (the reconcile stops the whole
+  pass, a PR plan shows it on the action), retried later when transient;
+- otherwise `PreviewResult.preview`: the steps (resources to create, update, replace,
+  delete) and the estimated $/h of a cloud fleet at its new spec (bundled offers catalog,
+  cheapest offer times its nodes). A delete destroys the whole stack; its $/h is the saving.
+
+Run actions are not previewed here: placement happens in the jobs worker, which waits for
+capacity or fails the run with dstack's reasons (`placement_warnings` reports those that
+no instance up could ever hold).
 """
 
 from __future__ import annotations
 
-import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,21 +27,29 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import Growth, choose_growth, failure_message
 from reconciler.core.jobspecs import requirements_of
 from reconciler.core.scheduling import NoFit, place_job
-from reconciler.domain.plan import Action, ActionKind, Plan
+from reconciler.domain.plan import Action, ActionKind, PreviewStep, StackPreview
 from reconciler.engine.outcomes import outcome_of
 from reconciler.engine.workers.growing import elastic_fleets
 from reconciler.engine.workers.placing import load_candidates
+from stacks.catalog import offers_for_spec
+from stacks.programs.config import node_count
 from stacks.protocol import (
+    CLOUD_BACKENDS,
     Engine,
     EngineName,
     ResourceKind,
     StackError,
+    StackPlan,
     StackResource,
+    StackUnavailable,
+    StackUnsupported,
     select_engine,
 )
 
-_PREVIEWED = frozenset({ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE})
+PREVIEWED = frozenset({ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE, ActionKind.DELETE})
 
+
+log = logging.getLogger(__name__)
 
 _KINDS: dict[str, ResourceKind] = {"fleet": "fleet", "volume": "volume", "gateway": "gateway"}
 
@@ -64,7 +76,10 @@ def engine_for(
         return None, choice.message
     engine = engines.get(choice.engine)
     if engine is None:
-        return None, f"the {choice.engine} engine is not configured on this server"
+        return None, (
+            f"the {choice.engine} engine is not configured on this server: "
+            "configure it on the server (docs/clouds.md) or use SSH/local capacity"
+        )
     availability = engine.available()
     if not availability:
         return None, availability.message
@@ -79,34 +94,87 @@ class PreviewFailure:
     retry_after: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PreviewResult:
+    """One action's preview: the stack preview, or why it is blocked, or how it failed."""
+
+    preview: StackPreview | None = None
+    blocked: str | None = None
+    failure: PreviewFailure | None = None
+
+
 class Previewer:
-    """Previews the capacity actions of a plan with the configured engines."""
+    """Previews capacity actions with the configured engines (see the module docstring)."""
 
     def __init__(self, engines: Mapping[EngineName, Engine]) -> None:
         self._engines = engines
 
-    async def preview(self, plan: Plan) -> list[PreviewFailure]:
-        actions = [a for a in plan.actions if a.action in _PREVIEWED and not a.kind.is_run]
-        failures = await asyncio.gather(*(self._preview_one(a) for a in actions))
-        return [failure for failure in failures if failure is not None]
-
-    async def _preview_one(self, action: Action) -> PreviewFailure | None:
+    async def preview(self, action: Action, spec: Mapping[str, object]) -> PreviewResult:
+        """The preview of a changing capacity action whose (new, or for a delete old) spec
+        is `spec`."""
         label = f"{action.kind.value} {action.name!r} ({action.path})"
-        spec = dict(action.spec or {})
         engine, why = engine_for(self._engines, action.kind.value, spec)
         if engine is None:
-            return PreviewFailure(f"{label}: blocked: {why}")
+            return PreviewResult(blocked=why)
+        resource = to_stack_resource(
+            action.project, action.kind.value, action.name, action.path, spec
+        )
+        price = per_hour(action.kind.value, spec)
+        if action.action is ActionKind.DELETE:
+            steps = (PreviewStep("delete", resource.stack_name, "stack (every resource in it)"),)
+            saving = -price if price is not None else None
+            return PreviewResult(StackPreview(resource.stack_name, steps, saving))
+        try:
+            plan = await engine.preview(resource)
+        except (StackUnavailable, StackUnsupported) as exc:
+            return PreviewResult(blocked=str(exc))
+        except StackError as exc:
+            outcome = outcome_of(exc)
+            message = f"{exc}" if outcome is None else outcome.event
+            retry = None if outcome is None else outcome.retry_after
+            error = StackPreview(resource.stack_name, per_hour=price, error=message)
+            return PreviewResult(error, failure=PreviewFailure(f"{label}: {message}", retry))
+        return PreviewResult(_stack_preview(plan, price))
+
+    async def refresh(self, action: Action, spec: Mapping[str, object]) -> StackPreview | None:
+        """What changed outside Dockyard in the stack of a deployed resource (None: nothing,
+        or no engine here to tell, or the refresh failed: drift is not worth a failed plan)."""
+        engine, _ = engine_for(self._engines, action.kind.value, spec)
+        if engine is None:
+            return None
         resource = to_stack_resource(
             action.project, action.kind.value, action.name, action.path, spec
         )
         try:
-            await engine.preview(resource)
+            plan = await engine.refresh(resource)
         except StackError as exc:
-            outcome = outcome_of(exc)
-            if outcome is None:
-                return PreviewFailure(f"{label}: {exc}")
-            return PreviewFailure(f"{label}: {outcome.event}", outcome.retry_after)
+            log.info("refreshing %s failed: %s", resource.stack_name, exc)
+            return None
+        if plan.is_noop:
+            return None
+        return _stack_preview(plan, per_hour(action.kind.value, spec))
+
+
+def _stack_preview(plan: StackPlan, price: float | None) -> StackPreview:
+    steps = tuple(
+        PreviewStep(step.op.value, step.name, step.type, tuple(step.diffs)) for step in plan.changes
+    )
+    return StackPreview(plan.stack, steps, price)
+
+
+def per_hour(kind: str, spec: Mapping[str, object]) -> float | None:
+    """Estimated $/h of a cloud fleet (cheapest catalog offer x nodes); None otherwise."""
+    backends = spec.get("backends")
+    if kind != "fleet" or not isinstance(backends, list) or not backends:
         return None
+    if not {str(b).lower() for b in backends} <= CLOUD_BACKENDS:
+        return None
+    try:
+        offers = offers_for_spec(spec)
+        nodes = node_count(spec)
+    except (ValueError, TypeError):
+        return None
+    return round(offers[0].price * nodes, 4) if offers else None
 
 
 def placement_warnings(store: Store, project_id: str, actions: Sequence[Action]) -> list[str]:

@@ -7,8 +7,13 @@ where it stopped. The rules of the loop (DESIGN.md):
 
 - a commit with any invalid config (or an empty snapshot the policy does not allow) plans
   errors and applies nothing; the last good revision stays in force;
-- every changing action is previewed first (stack previews through the `stacks` engines);
-  if one preview fails the whole reconcile is aborted before anything is applied;
+- the plan comes from `planning.plan_live`, the one plan function (the PR plans use it
+  too): every changing capacity action is previewed first (stack previews through the
+  `stacks` engines); if the preview of an available engine fails the whole reconcile is
+  aborted before anything is applied;
+- an action no engine here can carry out is `blocked`, with the runs that can only wait
+  for it; it is recorded as such and everything independent of it is applied ("applied
+  N, blocked M" in the outcome);
 - the apply writes intent rows for the whole plan in one transaction (`applying`), so a
   server killed mid-apply either applied everything or nothing, and the next pass
   re-plans from the store and converges;
@@ -34,7 +39,6 @@ from sqlalchemy import select
 from reconciler.adapters.db.models import Fleet, Instance, Project, Reconcile
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.source import GitSource
-from reconciler.core.planning import plan as plan_actions
 from reconciler.core.policy import RepoPolicy
 from reconciler.core.reconcile_status import (
     ActionResult,
@@ -48,6 +52,7 @@ from reconciler.domain.desired import DesiredState
 from reconciler.domain.plan import Action, Plan
 from reconciler.engine.applying import ApplyContext, apply_action
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
+from reconciler.engine.planning import plan_live
 from reconciler.engine.previewing import Previewer, placement_warnings
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
@@ -98,6 +103,10 @@ class Report:
     status: ReconcileStatus
     error: str | None
     plan: Mapping[str, Any] | None
+    summary: str | None = None
+    """"applied N, blocked M: …" when the pass applied (`Conclusion.summary`)."""
+    blocked: tuple[str, ...] = ()
+    """`key: reason` of each blocked action."""
 
 
 class Reporter(Protocol):
@@ -128,7 +137,7 @@ class Reconciler:
     ) -> None:
         self._store = store
         self._source = source
-        self._previewer = previewer
+        self.previewer = previewer
         self._hint = hint
         self._reporter: Reporter = reporter or NoReporter()
         self._retry = retry
@@ -171,15 +180,16 @@ class Reconciler:
         if self._on_policy is not None and not desired.issues:
             self._on_policy(project, policy)
         await self._stage(row, Stage.PLAN)
-        last_applied = await asyncio.to_thread(self._store.last_applied_revision, row.project_id)
-        observed = await asyncio.to_thread(self._store.load_observed, project)
-        plan = plan_actions(desired, observed, policy, base=last_applied)
+        planned = await plan_live(
+            self._store, project, desired, policy, previewer=self.previewer, refresh=True
+        )
+        plan, last_applied = planned.plan, planned.plan.base
         if not plan.ok:
             errors = [str(issue) for issue in plan.errors]
             return conclude(attempted=commit, last_applied=last_applied, plan_errors=errors), plan
         await self._stage(row, Stage.PREVIEW, plan=to_json_dict(plan))
-        failures = await self._previewer.preview(plan)
-        if failures:
+        if planned.failures:
+            failures = planned.failures
             delays = [f.retry_after for f in failures if f.retry_after is not None]
             if delays and self._retry is not None:
                 self._retry(row.project_id, min(delays))
@@ -259,6 +269,8 @@ class Reconciler:
             "status": conclusion.status.value,
             "error": conclusion.error,
             "warnings": list(conclusion.warnings),
+            "summary": conclusion.summary,
+            "blocked": list(conclusion.blocked),
             # Per action, so the reconcile page is exact however many failed; unchanged
             # actions (`skipped`) are left out, the plan already says they are noops.
             "actions": [
@@ -292,7 +304,14 @@ class Reconciler:
     ) -> None:
         project = await asyncio.to_thread(self._project_name, row.project_id)
         report = Report(
-            row.id, project, row.attempted_revision, conclusion.status, conclusion.error, plan
+            row.id,
+            project,
+            row.attempted_revision,
+            conclusion.status,
+            conclusion.error,
+            plan,
+            summary=conclusion.summary,
+            blocked=conclusion.blocked,
         )
         try:
             await self._reporter.report(report)

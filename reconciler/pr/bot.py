@@ -4,11 +4,14 @@ Built by the composition root when the server has a GitHub token
 (`DOCKYARD_GITHUB_TOKEN`). It
 - plans a `pull_request` delivery (opened, synchronize, reopened): reads the head's config
   files through the host's API (a fork's PR head lives in the base repository), plans them
-  against the live state with prices, and upserts the comment and `dockyard/plan`;
+  against the live state with the reconcile's plan function (stack previews, blocked
+  actions, drift) and prices, and upserts the comment and `dockyard/plan`;
 - sets `dockyard/apply` pending when a push queues a reconcile, linking the commit's page;
 - is the engine's `Reporter`: when the reconcile ends, `dockyard/apply` becomes success or
-  failure with `target_url` = that reconcile's page. A status is posted only when it
-  changes (the periodic reconcile of the same commit does not post it again).
+  failure with `target_url` = that reconcile's page; a pass that applied everything it
+  could but left actions blocked is a failure saying "applied N, blocked M: …" (a person
+  must act: install the Pulumi CLI, add credentials, fix the backend). A status is posted
+  only when it changes (the periodic reconcile of the same commit does not post it again).
 
 Work runs in background tasks (the webhook is answered at once); host failures are logged
 as their one-line message, never with the token.
@@ -27,12 +30,13 @@ from typing import Any, Protocol
 
 from reconciler.adapters.db.store import Store
 from reconciler.core.reconcile_status import ReconcileStatus
+from reconciler.engine.previewing import Previewer
 from reconciler.errors import DockyardError
 from reconciler.pr.commenting import APPLY_CONTEXT, PLAN_CONTEXT
 from reconciler.pr.document import read_report
 from reconciler.pr.github import GitHub
 from reconciler.pr.hosting import CodeHost, CommitStatus, StatusState
-from reconciler.pr.liveplan import plan_against_store
+from reconciler.pr.liveplan import plan_files
 from reconciler.pr.posting import post_plan
 from reconciler.pr.reviewing import wanted_path
 from reconciler.settings import Settings
@@ -60,6 +64,10 @@ class Report(Protocol):
     def error(self) -> str | None: ...
     @property
     def plan(self) -> Mapping[str, Any] | None: ...
+    @property
+    def summary(self) -> str | None: ...
+    @property
+    def blocked(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +100,9 @@ class PullRequestBot:
         self.config = config
         self._tasks: set[asyncio.Task[None]] = set()
         self._posted: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self.previewer: Previewer | None = None
+        """The runtime's stack previewer, set by the composition root once it is built
+        (None: a runtime without engines; PR plans then say previews were not checked)."""
 
     # -- links ------------------------------------------------------------------------------
 
@@ -123,24 +134,26 @@ class PullRequestBot:
         return True, f"planning pull request #{number} at {sha[:12]}"
 
     async def _plan_pull_request(self, repo: str, number: int, sha: str) -> None:
-        await asyncio.to_thread(self.plan_pull_request, repo, number, sha)
-
-    def plan_pull_request(self, repo: str, number: int, sha: str) -> None:
-        """Plan the PR head and post the comment and status (blocking)."""
-        host = self._hosts(repo)
+        """Plan the PR head (the reconcile's plan function, previews included) and post the
+        comment and status."""
+        host = await asyncio.to_thread(self._hosts, repo)
         try:
-            files = host.read_files(sha, wanted_path(self.config.subdir))
-            report = plan_against_store(
-                self._store, self.config.project, files, commit=sha, subdir=self.config.subdir
+            files = await asyncio.to_thread(host.read_files, sha, wanted_path(self.config.subdir))
+            report = await plan_files(
+                self._store,
+                self.config.project,
+                files,
+                commit=sha,
+                subdir=self.config.subdir,
+                previewer=self.previewer,
             )
-            post_plan(host, number, report, sha=sha)
+            await asyncio.to_thread(post_plan, host, number, report, sha=sha)
         except DockyardError as exc:
             log.warning("planning pull request %s#%s failed: %s", repo, number, exc)
-            self._status_quietly(host, sha, CommitStatus(
-                StatusState.ERROR, PLAN_CONTEXT, f"cannot plan: {exc}"[:140]
-            ))  # fmt: skip
+            status = CommitStatus(StatusState.ERROR, PLAN_CONTEXT, f"cannot plan: {exc}"[:140])
+            await asyncio.to_thread(self._status_quietly, host, sha, status)
         finally:
-            host.close()
+            await asyncio.to_thread(host.close)
 
     # -- apply statuses ---------------------------------------------------------------------
 
@@ -203,6 +216,9 @@ class PullRequestBot:
 def apply_status(report: Report, bot: PullRequestBot) -> CommitStatus:
     """`dockyard/apply` for a finished reconcile: success, failure, or error (aborted)."""
     url = bot.page_url("reconciles", report.reconcile_id)
+    if report.status is ReconcileStatus.SUCCEEDED and report.blocked:
+        text = report.summary or f"blocked {len(report.blocked)}: see the reconcile page"
+        return CommitStatus(StatusState.FAILURE, APPLY_CONTEXT, text[:140], url)
     if report.status is ReconcileStatus.SUCCEEDED:
         summary = read_report(report.plan).plan.summary if report.plan else {}
         changed = [f"{n} {kind}" for kind, n in summary.items() if n and kind != "noop"]

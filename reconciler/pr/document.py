@@ -2,7 +2,8 @@
 
 The object is the plan JSON of docs/plan.md (`commit`, `base`, `errors`, `actions`,
 `summary`) with more keys, so it stays readable by anything that reads a plan:
-- each action also has `rollout`, `forced_by`, `destroys_data` and `implicit`;
+- each action also has `rollout`, `forced_by`, `destroys_data` and `implicit` (and, as in
+  every plan JSON, `preview` and `drift` where they apply; the plan `unchecked`);
 - `cost` (when prices were computed): `{"total_delta": $/h, "actions": [{"kind", "name",
   "project", "new": {"per_hour", "offer", "jobs"} | null, "old": … | null, "delta",
   "unmatched"}]}`.
@@ -19,7 +20,15 @@ from typing import Any
 from reconciler.core.rendering_json import action_to_dict, to_json_dict
 from reconciler.domain.issues import ConfigIssue
 from reconciler.domain.kinds import Kind, ResourceKey
-from reconciler.domain.plan import Action, ActionKind, FieldChange, Plan, Rollout
+from reconciler.domain.plan import (
+    Action,
+    ActionKind,
+    FieldChange,
+    Plan,
+    PreviewStep,
+    Rollout,
+    StackPreview,
+)
 from reconciler.errors import UsageError
 from reconciler.pr.costing import ActionCost, PlanCost, Price
 from reconciler.pr.reviewing import PlanReport
@@ -74,6 +83,7 @@ def read_report(data: Any, *, source: str = "the plan") -> PlanReport:
             base=data.get("base"),
             errors=tuple(_issue(e) for e in data.get("errors") or ()),
             actions=tuple(_action(a) for a in data.get("actions") or ()),
+            unchecked=tuple(str(line) for line in data.get("unchecked") or ()),
         )
         cost = _cost(data["cost"]) if isinstance(data.get("cost"), Mapping) else None
     except (KeyError, TypeError, ValueError) as exc:
@@ -108,6 +118,26 @@ def _action(data: Mapping[str, Any]) -> Action:
         destroys_data=bool(data.get("destroys_data")),
         forced_by=tuple(str(f) for f in data.get("forced_by") or ()),
         implicit=bool(data.get("implicit")),
+        preview=_preview(data.get("preview")),
+        drift=bool(data.get("drift")),
+    )
+
+
+def _preview(data: Any) -> StackPreview | None:
+    if not isinstance(data, Mapping):
+        return None
+    steps = tuple(
+        PreviewStep(str(s["op"]), str(s["name"]), str(s.get("type") or ""),
+                    tuple(str(d) for d in s.get("diffs") or ()))
+        for s in data.get("steps") or ()
+    )  # fmt: skip
+    price = data.get("per_hour")
+    error = data.get("error")
+    return StackPreview(
+        str(data.get("stack") or ""),
+        steps,
+        float(price) if price is not None else None,
+        str(error) if error is not None else None,
     )
 
 

@@ -1,24 +1,36 @@
 """Planning a PR head's files against the live state of a project (the server's side).
 
-`plan_against_store` is what `POST /api/project/{p}/plan/files` and the `pull_request`
-webhook run: parse the files as the git source would, read what the store says is deployed
-and the last applied revision, plan (errors plus the valid files' actions), and price the
-run actions with the offers catalog. Synchronous: callers run it in a worker thread.
+`plan_files` is what `POST /api/project/{p}/plan/files` (hence `dockyard plan --server`)
+and the `pull_request` webhook run: parse the files as the git source would, then plan them
+with `reconciler.engine.planning.plan_live` — the function the reconcile pass plans with,
+previews included — keeping the errors and the valid files' actions, and price the runs
+with the offers catalog. A server without engines (a test's fake runtime) gives no
+`previewer`; its plan then says the stack previews were not checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from reconciler.adapters.db.store import Store
+from reconciler.domain.observed import ObservedState
+from reconciler.engine.planning import OFFLINE_UNCHECKED, plan_live
+from reconciler.engine.previewing import Previewer
 from reconciler.errors import UsageError
-from reconciler.pr.reviewing import PlanReport, load_files, review
+from reconciler.pr.reviewing import PlanReport, load_files, priced
 from schemas import parse_config
 from stacks.catalog import load_catalog
 
 
-def plan_against_store(
-    store: Store, project: str, files: Mapping[str, bytes], *, commit: str, subdir: str = ""
+async def plan_files(
+    store: Store,
+    project: str,
+    files: Mapping[str, bytes],
+    *,
+    commit: str,
+    previewer: Previewer | None,
+    subdir: str = "",
 ) -> PlanReport:
     """The PR plan of `files` (at `commit`) against project `project`'s live state."""
     loaded = load_files(files, commit=commit, parse=parse_config, subdir=subdir)
@@ -28,7 +40,11 @@ def plan_against_store(
             f".dockyard.yml at {commit[:12]} declares project {declared!r}, but the plan was "
             f"asked for project {project!r}: plan with --project {declared}, or fix `project:`"
         )
-    observed = store.load_observed(project)
-    row = store.get_project(project)
-    base = store.last_applied_revision(row.id) if row is not None else None
-    return review(loaded, observed, base=base, catalog=load_catalog())
+    planned = await plan_live(
+        store, project, loaded.desired, loaded.policy, previewer=previewer, partial=True
+    )
+    plan = planned.plan
+    if previewer is None:
+        plan = replace(plan, unchecked=OFFLINE_UNCHECKED[:1])
+    observed = planned.observed or ObservedState(project)
+    return priced(plan, loaded.desired, observed, load_catalog())

@@ -4,27 +4,28 @@
 from the host's API at the PR head) exactly as the git source reads a commit: the
 `.dockyard.yml` policy, its `paths`, the same parser and cross-file checks.
 
-`review` plans them. A commit with errors is never applied, and the planner then gives no
-actions; a reviewer still wants to see what the rest of the PR does, so the PR plan keeps
-the errors *and* adds the actions of the valid files (resources deployed from an invalid
-file are left out: their fate is unknown until the file parses). The markdown says so.
+`review` plans them offline (the engine's `plan_offline`; the server plans them with
+`reconciler.engine.planning.plan_live`, see `liveplan`) and `priced` adds the runs'
+prices. A commit with errors is never applied, and the planner then gives no actions; a
+reviewer still wants to see what the rest of the PR does, so the PR plan keeps the errors
+*and* adds the actions of the valid files (resources deployed from an invalid file are
+left out: their fate is unknown until the file parses). The markdown says so.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from reconciler.adapters.gitsource.documents import DocumentCache, LoadedSnapshot, load_snapshot
 from reconciler.adapters.gitsource.snapshots import Snapshot, is_snapshot_file
 from reconciler.core.loading import ConfigParser
-from reconciler.core.planning import plan as make_plan
-from reconciler.core.policy import RepoPolicy
 from reconciler.domain.desired import DesiredState
 from reconciler.domain.kinds import Kind
 from reconciler.domain.observed import ObservedState
 from reconciler.domain.plan import Plan
+from reconciler.engine.planning import plan_offline
 from reconciler.pr.costing import PlanCost, estimate
 from stacks.catalog import CatalogRow
 
@@ -61,23 +62,6 @@ def load_files(
     return load_snapshot(snapshot, read, DocumentCache(parse))
 
 
-def review_plan(
-    desired: DesiredState, observed: ObservedState, policy: RepoPolicy, base: str | None
-) -> Plan:
-    """The planner's plan; with errors, plus the actions of the valid files."""
-    result = make_plan(desired, observed, policy, base=base)
-    if result.ok or not desired.issues or not desired.resources:
-        return result
-    invalid = {issue.path for issue in desired.issues}
-    valid = replace(desired, issues=())
-    kept = ObservedState(
-        observed.project,
-        tuple(r for r in observed.resources if r.path not in invalid),
-    )
-    preview = make_plan(valid, kept, policy, base=base)
-    return replace(result, actions=preview.actions)
-
-
 def review(
     loaded: LoadedSnapshot,
     observed: ObservedState,
@@ -85,11 +69,22 @@ def review(
     base: str | None,
     catalog: Iterable[CatalogRow] | None,
 ) -> PlanReport:
-    """The PR plan of `loaded` against `observed`, priced with `catalog` (None: no prices)."""
-    result = review_plan(loaded.desired, observed, loaded.policy, base)
+    """The offline PR plan of `loaded` against `observed` (the engine's `plan_offline`,
+    errors plus the valid files' actions), priced with `catalog` (None: no prices)."""
+    result = plan_offline(loaded.desired, loaded.policy, observed, base=base, partial=True)
+    return priced(result, loaded.desired, observed, catalog)
+
+
+def priced(
+    result: Plan,
+    desired: DesiredState,
+    observed: ObservedState,
+    catalog: Iterable[CatalogRow] | None,
+) -> PlanReport:
+    """`result` with each changed run's best offer and $/h (None catalog: no prices)."""
     if catalog is None:
         return PlanReport(result)
-    fleets = [r.spec for r in loaded.desired.resources if r.kind is Kind.FLEET]
+    fleets = [r.spec for r in desired.resources if r.kind is Kind.FLEET]
     old_fleets = [r.spec for r in observed.resources if r.kind is Kind.FLEET]
     old_specs = {r.key: r.spec for r in observed.resources}
     cost = estimate(

@@ -1,8 +1,9 @@
 """The read-only reconcile page that commit statuses link to (small HTML, no script).
 
 `GET /pages/reconciles/{id}?sig=…` shows one reconcile: its commit, trigger, stage and
-times, the plan's counts, the plan errors (file:line), the error line, and one row per
-action with its outcome. `GET /pages/commits/{sha}?sig=…` shows the newest reconcile of a
+times, the plan's counts, the outcome ("applied N, blocked M: …"), the plan errors
+(file:line), the error line, and one row per action with its outcome (a blocked action
+with its reason). `GET /pages/commits/{sha}?sig=…` shows the newest reconcile of a
 commit (what a pending `dockyard/apply` links to before the reconcile has finished).
 
 A browser following a status link carries no bearer token, so these paths are open at the
@@ -29,7 +30,7 @@ from reconciler.pr.bot import PullRequestBot
 from reconciler.web.context import get_context
 
 PAGE_PREFIX = "/pages/"
-_SETTLED = {"noop": "unchanged", "retain": "retained", "blocked": "blocked"}
+_SETTLED = {"noop": "unchanged", "retain": "retained"}
 
 
 def action_outcomes(
@@ -55,6 +56,8 @@ def action_outcomes(
         result = recorded.get(key[:-1])
         if kind in _SETTLED:
             rows.append((_SETTLED[kind], ""))
+        elif kind == "blocked":
+            rows.append(("blocked", str((result or {}).get("message") or action.get("reason"))))
         elif result is not None and result.get("result") == "failed":
             rows.append(("failed", str(result.get("message") or "")))
         elif result is not None:
@@ -80,6 +83,7 @@ def render_page(row: Reconcile, project: str) -> str:
     errors = [e for e in plan.get("errors") or [] if isinstance(e, Mapping)]
     recorded = (row.outcome or {}).get("actions") if isinstance(row.outcome, Mapping) else None
     outcomes = action_outcomes(row.status, row.error, actions, recorded or ())
+    result = row.outcome.get("summary") if isinstance(row.outcome, Mapping) else None
     summary = ", ".join(f"{n} {k}" for k, n in (plan.get("summary") or {}).items() if n)
     e = html.escape
     values = {
@@ -94,6 +98,7 @@ def render_page(row: Reconcile, project: str) -> str:
         "finished": e(row.finished_at.isoformat(timespec="seconds") if row.finished_at else "—"),
         "applied": e(row.applied_revision or "—"),
         "summary": e(summary or ("not planned yet" if not plan else "no resources")),
+        "outcome": e(str(result) if result else "—"),
         "error_block": f'<p class="error" id="error">{e(row.error)}</p>' if row.error else "",
         "errors_block": _errors(errors),
         "actions_block": _actions(actions, outcomes),

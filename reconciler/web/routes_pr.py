@@ -3,7 +3,9 @@
 `dockyard plan --server URL --token T` reads the config files of a commit in its own
 checkout and posts them here, so a fork's PR is planned without giving the server access to
 the fork. The answer is the PR plan JSON (`reconciler.pr.document`): the plan of docs/plan.md
-against what is deployed, with each run's best offer and $/h and the total change. Members
+against what is deployed, made by the reconcile's own plan function (stack previews of the
+runtime's engines, blocked actions, drift), with each run's best offer and $/h and the
+total change. Members
 of the project (role `user`) may ask; nothing is written.
 
 Also the GitHub webhook's pull-request part, used when the server has a GitHub token
@@ -17,7 +19,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
@@ -26,10 +27,11 @@ from reconciler.adapters.db.models import Delivery
 from reconciler.adapters.db.store import Store
 from reconciler.api.models import WebhookAnswer
 from reconciler.api.requests import Body
+from reconciler.engine.previewing import Previewer
 from reconciler.errors import UsageError
 from reconciler.pr.bot import PullRequestBot
 from reconciler.pr.document import report_to_json
-from reconciler.pr.liveplan import plan_against_store
+from reconciler.pr.liveplan import plan_files
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.hookparsing import HookEvent
@@ -51,7 +53,7 @@ def build_pr_router() -> APIRouter:
     router = APIRouter(prefix="/api/project/{project_name}", tags=["plan"])
 
     @router.post("/plan/files")
-    async def plan_files(
+    async def post_plan_files(
         body: PlanFilesRequest,
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
@@ -61,17 +63,19 @@ def build_pr_router() -> APIRouter:
             raise HTTPException(413, f"{too_big[0]} is over {MAX_FILE_CHARS:,} characters")
         files = {path: text.encode() for path, text in body.files.items()}
         store = Store(context.db.engine)
-
-        def plan() -> dict[str, Any]:
-            report = plan_against_store(
-                store, access.project_name, files, commit=body.commit, subdir=body.path.strip("/")
-            )
-            return report_to_json(report)
-
+        previewer = getattr(context.controller, "previewer", None)
         try:
-            return await anyio.to_thread.run_sync(plan)
+            report = await plan_files(
+                store,
+                access.project_name,
+                files,
+                commit=body.commit,
+                subdir=body.path.strip("/"),
+                previewer=previewer if isinstance(previewer, Previewer) else None,
+            )
         except UsageError as exc:
             raise HTTPException(400, str(exc)) from None
+        return report_to_json(report)
 
     return router
 

@@ -7,6 +7,10 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.db.models import Reconcile, Run
+from stacks.engines import UnavailableEngine
+from stacks.local import LocalEngine, LocalSettings
+from stacks.protocol import PULUMI_NOT_FOUND, StackFailed, StackPlan, StackResource
+from tests.engine.cloud_double import CloudDouble
 from tests.engine.fixtures import Rig, make_rig, service_yaml, task_yaml
 
 
@@ -153,17 +157,88 @@ async def test_an_older_reconcile_does_not_apply_after_a_newer_one_did(rig: Rig)
     assert _runs(rig) == []
 
 
-async def test_an_unavailable_engine_aborts_the_whole_reconcile(tmp_path: Path) -> None:
+async def test_an_unconfigured_engine_blocks_its_fleet_and_the_runs_that_wait_for_it(
+    tmp_path: Path,
+) -> None:
     rig = make_rig(tmp_path, engines={})
     rig.repo.commit({"a.dstack.yml": task_yaml("alpha")})
 
     row = await _reconcile(rig)
 
-    assert row.status == "aborted"
-    assert "fleet 'local'" in (row.error or "") and "not configured" in (row.error or "")
+    assert (row.status, row.error) == ("succeeded", None)
+    blocked = {a["name"]: a["reason"] for a in row.plan["actions"] if a["action"] == "blocked"}
+    assert "not configured on this server" in blocked["local"]
+    assert blocked["alpha"].startswith("blocked: waits for fleet `local`, which is blocked: ")
+    assert row.outcome["summary"].startswith("applied 0, blocked 2: ")
     assert _runs(rig) == []
     project = rig.store.get_or_create_project("main")
     assert rig.store.list_fleets(project.id) == []
+
+
+CLOUD_FLEET = "type: fleet\nname: cloud\nbackends: [aws]\nnodes: 1\nresources:\n  gpu: A10G\n"
+CLOUD_VOLUME = "type: volume\nname: data\nbackend: aws\nregion: us-east-1\nsize: 100GB\n"
+LOCAL_FLEET = "type: fleet\nname: here\nnodes: 1\n"
+
+
+async def test_cloud_resources_without_pulumi_are_blocked_and_the_rest_is_applied(
+    tmp_path: Path,
+) -> None:
+    local = LocalEngine(LocalSettings(data_dir=tmp_path / "data", user="root"))
+    rig = make_rig(
+        tmp_path, engines={"local": local, "pulumi": UnavailableEngine("pulumi", PULUMI_NOT_FOUND)}
+    )
+    on_cloud = task_yaml("gpu-job").replace("type: task\n", "type: task\nfleets: [cloud]\n")
+    commit = rig.repo.commit(
+        {
+            "cloud.dstack.yml": CLOUD_FLEET,
+            "data.dstack.yml": CLOUD_VOLUME,
+            "here.dstack.yml": LOCAL_FLEET,
+            "hello.dstack.yml": task_yaml("hello"),
+            "gpu.dstack.yml": on_cloud,
+        }
+    )
+
+    row = await _reconcile(rig)
+
+    assert (row.status, row.error, row.applied_revision) == ("succeeded", None, commit)
+    actions = {a["name"]: (a["action"], a["reason"]) for a in row.plan["actions"]}
+    assert actions["cloud"] == ("blocked", f"blocked: {PULUMI_NOT_FOUND}")
+    assert actions["data"] == ("blocked", f"blocked: {PULUMI_NOT_FOUND}")
+    assert actions["gpu-job"] == (
+        "blocked",
+        f"blocked: waits for fleet `cloud`, which is blocked: {PULUMI_NOT_FOUND}",
+    )
+    assert actions["hello"][0] == "create" and actions["here"][0] == "create"
+    summary = row.outcome["summary"]
+    assert summary.startswith("applied 2, blocked 3: ") and "main/fleet/cloud: " in summary
+    assert len(row.outcome["blocked"]) == 3
+    assert [(r.run_name, r.status) for r in _runs(rig)] == [("hello", "submitted")]
+    project = rig.store.get_or_create_project("main")
+    assert [f.name for f in rig.store.list_fleets(project.id)] == ["here"]
+
+
+class _FailingPreview(CloudDouble):
+    async def preview(self, resource: StackResource) -> StackPlan:
+        raise StackFailed(f"{resource.label}: pulumi preview failed: quota exceeded")
+
+
+async def test_a_failed_preview_of_an_available_engine_still_stops_the_whole_pass(
+    tmp_path: Path,
+) -> None:
+    local = LocalEngine(LocalSettings(data_dir=tmp_path / "data", user="root"))
+    rig = make_rig(tmp_path, engines={"local": local, "pulumi": _FailingPreview()})
+    rig.repo.commit(
+        {"cloud.dstack.yml": CLOUD_FLEET, "here.dstack.yml": LOCAL_FLEET,
+         "hello.dstack.yml": task_yaml("hello")}
+    )  # fmt: skip
+
+    row = await _reconcile(rig)
+
+    assert row.status == "aborted"
+    assert "preview failed, nothing applied" in (row.error or "") and "quota" in (row.error or "")
+    cloud = next(a for a in row.plan["actions"] if a["name"] == "cloud")
+    assert cloud["action"] == "create" and "quota exceeded" in cloud["preview"]["error"]
+    assert _runs(rig) == []
 
 
 async def test_the_repo_policy_is_handed_to_the_controller(rig: Rig) -> None:

@@ -1,21 +1,17 @@
-"""`dockyard plan` end to end: real repos, offline `--base`, and the store on both databases."""
+"""`dockyard plan` end to end: real repos, offline `--base`; never a database (`--server`
+is tested in tests/pr/test_plan_server.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
 import typer
 from typer.testing import CliRunner
 
-from reconciler.adapters.db import Store
 from reconciler.cli import plan as plan_cli
 from reconciler.cli.main import build_app
-from reconciler.domain.observed import to_cli_origin, to_git_origin
-from schemas import parse_config
 from tests.gitsource.conftest import SERVICE, TASK, VOLUME, ConfigRepo
-from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 
 
 def _app() -> typer.Typer:
@@ -96,66 +92,39 @@ def test_a_plan_with_errors_exits_1(config_repo: ConfigRepo, data_dir: Path) -> 
     )  # fmt: skip
     assert code == 1
     data = json.loads(out)
-    assert data["actions"] == []
+    assert {"eval", "train", "data", "local"} <= {a["name"] for a in data["actions"]}
     assert data["errors"][0]["path"] == "web.dstack.yml"
     assert "also declared in dup.dstack.yml" in data["errors"][0]["message"]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.create_database()
+def test_the_cli_never_opens_a_database(config_repo: ConfigRepo, data_dir: Path) -> None:
+    _two_commits(config_repo)
+    code, _ = _run("--repo", str(config_repo.path), "--db", "sqlite:///x.db")
+    assert code == 2  # no such option: live state comes from a server (--server)
 
 
-def test_plan_against_what_the_store_says_is_deployed(
-    config_repo: ConfigRepo, data_dir: Path, db_url: str
-) -> None:
-    first, second = _two_commits(config_repo)
-    store = Store.from_url(db_url, migrate=True)
-    try:
-        for path, text in [("web.dstack.yml", SERVICE.format(image="nginx")),
-                           ("data.dstack.yml", VOLUME)]:  # fmt: skip
-            model = parse_config(text.encode(), path)
-            store.record_resource(
-                "main", model.type, str(model.name), origin=to_git_origin(path, first),
-                path=path, commit=first, spec=model.normalized(), spec_hash=model.spec_hash(),
-                status="running",
-            )  # fmt: skip
-        manual = parse_config(TASK.format(name="adhoc", command="x").encode(), "adhoc.yml")
-        store.record_resource(
-            "main", "task", "adhoc", origin=to_cli_origin("alice"), path=None, commit=None,
-            spec=manual.normalized(), spec_hash=manual.spec_hash(), status="running",
-        )  # fmt: skip
-    finally:
-        store.close()
-    code, out = _run(
-        "--repo", str(config_repo.path), "--db", db_url, "--data-dir", str(data_dir),
-        "--format", "json",
-    )  # fmt: skip
-    assert code == 0, out
-    data = json.loads(out)
-    assert data["commit"] == second
-    actions = {(a["action"], a["kind"], a["name"]) for a in data["actions"]}
-    assert actions == {
-        ("update", "service", "web"),
-        ("create", "task", "train"),
-        ("create", "task", "eval"),
-        ("create", "fleet", "local"),
-        ("retain", "volume", "data"),
-        ("noop", "task", "adhoc"),
-    }
-
-
-def test_an_unmigrated_store_is_a_clear_error(
+def test_without_base_the_plan_asks_the_configured_server(
     config_repo: ConfigRepo, data_dir: Path, tmp_path: Path
 ) -> None:
     _two_commits(config_repo)
     result = CliRunner().invoke(
         _app(),
-        ["plan", "--repo", str(config_repo.path), "--db", f"sqlite:///{tmp_path / 'empty.db'}",
-         "--data-dir", str(data_dir)],
-    )  # fmt: skip
+        ["plan", "--repo", str(config_repo.path), "--data-dir", str(data_dir)],
+        env={"DOCKYARD_CONFIG": str(tmp_path / "none.yml"), "DOCKYARD_PROJECT": ""},
+    )
     assert result.exit_code != 0
-    assert "dockyard db upgrade" in str(result.exception)
+    assert "no project configured" in str(result.exception)  # not a database
+
+
+def test_the_offline_plan_says_what_it_could_not_check(
+    config_repo: ConfigRepo, data_dir: Path
+) -> None:
+    first, _ = _two_commits(config_repo)
+    common = ("--repo", str(config_repo.path), "--base", first, "--data-dir", str(data_dir))
+    _, out = _run(*common, "--format", "json")
+    unchecked = json.loads(out)["unchecked"]
+    assert [line.split(":")[0] for line in unchecked] == ["stack previews", "capacity", "prices"]
+    _, table = _run(*common)
+    assert "Planned without a server; not checked:" in table and "stack previews" in table
+    _, markdown = _run(*common, "--format", "markdown")
+    assert "**Planned without a server; not checked:**" in markdown

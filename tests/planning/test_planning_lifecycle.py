@@ -72,6 +72,8 @@ def test_finished_services_and_dev_environments_are_resubmitted(desired: Desired
     assert action.action is ActionKind.CREATE
     assert "kept running" in action.reason
     assert "failed" in action.reason
+    assert action.drift and action.reason.startswith("drift: ")
+    assert action.reason.endswith("will restore: resubmit it")
 
 
 def test_a_moved_file_with_the_same_spec_updates_only_its_path() -> None:

@@ -1,0 +1,170 @@
+"""The one way to plan a commit: what the reconcile will do, shown before it does it.
+
+Every plan goes through `plan_commit`:
+
+- the reconcile pass (`reconciling`) and the server's PR plans (the `pull_request`
+  webhook, `POST /api/project/{p}/plan/files`, hence `dockyard plan --server`) call
+  `plan_live`, which reads what is deployed and the last applied revision from the store,
+  then `plan_commit` with the server's `Previewer`;
+- `dockyard plan --base REF` and `dockyard pr plan --base REF` (offline, no server) call
+  `plan_offline` (what `plan_commit` does without a previewer) with the base commit's
+  state as the observed one: the plan then lists in `Plan.unchecked` what it could not
+  check (stack previews, capacity, prices).
+
+`plan_commit`, in order: the pure planner (`core.planning`; with `partial`, a commit with
+errors also gets the actions of its valid files, as a PR plan shows them); then every
+create/update/replace/delete of a fleet, volume or gateway is previewed by its engine
+(`previewing`): an engine that cannot run here blocks the action and the runs that can
+only wait for it (`core.blocking`), a preview that fails is recorded on the action and in
+`PlannedCommit.failures` (the reconcile stops the whole pass on those); then, with
+`refresh`, each deployed capacity resource the plan leaves alone is refreshed, and one
+changed outside Dockyard becomes its own `update` action marked `drift`.
+
+Policy checks (issue 16) hook in `plan_commit` between the pure plan and the previews.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from reconciler.adapters.db.store import Store
+from reconciler.core.blocking import block_actions
+from reconciler.core.planning import plan as pure_plan
+from reconciler.core.policy import RepoPolicy
+from reconciler.domain.desired import DesiredState
+from reconciler.domain.kinds import ResourceKey
+from reconciler.domain.observed import ObservedResource, ObservedState
+from reconciler.domain.plan import Action, ActionKind, Plan
+from reconciler.engine.drifting import drift_actions
+from reconciler.engine.previewing import PREVIEWED, Previewer, PreviewFailure, PreviewResult
+
+OFFLINE_UNCHECKED = (
+    "stack previews: the steps and $/h of each fleet, volume and gateway, and whether the "
+    "server can bring them up at all (`blocked`), come from the server's engines; plan with "
+    "`dockyard plan --server` to see them",
+    "capacity: whether the runs fit the instances that are up is known to the server only",
+    "prices: what is deployed, hence the $/h a change saves or adds, is known to the server "
+    "only (run prices here come from the bundled offers catalog)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCommit:
+    """A plan, the previews of available engines that failed (they stop a reconcile), and
+    the deployed state it was planned against (PR plans price changes against it)."""
+
+    plan: Plan
+    failures: tuple[PreviewFailure, ...] = ()
+    observed: ObservedState | None = None
+
+
+async def plan_commit(
+    desired: DesiredState,
+    policy: RepoPolicy,
+    observed: ObservedState,
+    *,
+    base: str | None,
+    previewer: Previewer | None,
+    partial: bool = False,
+    refresh: bool = False,
+) -> PlannedCommit:
+    """The plan of `desired` against `observed` (see the module docstring)."""
+    if previewer is None:
+        plan = plan_offline(desired, policy, observed, base=base, partial=partial)
+        return PlannedCommit(plan, observed=observed)
+    plan = _pure(desired, policy, observed, base=base, partial=partial)
+    if not plan.actions:
+        return PlannedCommit(plan, observed=observed)
+    results = await _preview_all(plan, observed, previewer)
+    blocked = {key: r.blocked for key, r in results.items() if r.blocked is not None}
+    actions = [
+        replace(a, preview=results[a.key].preview) if a.key in results else a for a in plan.actions
+    ]
+    actions = list(block_actions(actions, blocked))
+    if refresh and plan.ok:
+        actions = await drift_actions(actions, observed, previewer)
+    failures = tuple(r.failure for r in results.values() if r.failure is not None)
+    return PlannedCommit(replace(plan, actions=tuple(actions)), failures, observed)
+
+
+def plan_offline(
+    desired: DesiredState,
+    policy: RepoPolicy,
+    observed: ObservedState,
+    *,
+    base: str | None,
+    partial: bool = False,
+) -> Plan:
+    """`plan_commit` without a server: the pure plan, saying what it could not check."""
+    plan = _pure(desired, policy, observed, base=base, partial=partial)
+    return replace(plan, unchecked=OFFLINE_UNCHECKED)
+
+
+def _pure(
+    desired: DesiredState,
+    policy: RepoPolicy,
+    observed: ObservedState,
+    *,
+    base: str | None,
+    partial: bool,
+) -> Plan:
+    """The pure plan; with `partial`, errors plus the actions of the valid files."""
+    result = pure_plan(desired, observed, policy, base=base)
+    if not partial or result.ok or not desired.issues or not desired.resources:
+        return result
+    invalid = {issue.path for issue in desired.issues}
+    valid = replace(desired, issues=())
+    kept = ObservedState(
+        observed.project, tuple(r for r in observed.resources if r.path not in invalid)
+    )
+    return replace(result, actions=pure_plan(valid, kept, policy, base=base).actions)
+
+
+async def _preview_all(
+    plan: Plan, observed: ObservedState, previewer: Previewer
+) -> dict[ResourceKey, PreviewResult]:
+    live = observed.by_key()
+    actions = [a for a in plan.actions if a.action in PREVIEWED and not a.kind.is_run]
+    results = await asyncio.gather(
+        *(previewer.preview(a, _spec_of(a, live.get(a.key))) for a in actions)
+    )
+    return {a.key: r for a, r in zip(actions, results, strict=True)}
+
+
+def _spec_of(action: Action, live: ObservedResource | None) -> Mapping[str, object]:
+    """The spec the engine sees: the new one, or for a delete what is deployed."""
+    if action.action is ActionKind.DELETE or action.spec is None:
+        return dict(live.spec) if live is not None else {}
+    return dict(action.spec)
+
+
+async def plan_live(
+    store: Store,
+    project: str,
+    desired: DesiredState,
+    policy: RepoPolicy,
+    *,
+    previewer: Previewer | None,
+    partial: bool = False,
+    refresh: bool = True,
+) -> PlannedCommit:
+    """`plan_commit` against what project `project` has deployed (the server's plans)."""
+    observed, base = await asyncio.to_thread(_live_state, store, project)
+    return await plan_commit(
+        desired,
+        policy,
+        observed,
+        base=base,
+        previewer=previewer,
+        partial=partial,
+        refresh=refresh,
+    )
+
+
+def _live_state(store: Store, project: str) -> tuple[ObservedState, str | None]:
+    observed = store.load_observed(project)
+    row = store.get_project(project)
+    base = store.last_applied_revision(row.id) if row is not None else None
+    return observed, base
