@@ -27,7 +27,8 @@ from agent.httpheads import bounded_heads
 from reconciler.adapters.db import Store, resolve_db_url
 from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
-from reconciler.cli.config import ProjectConfig, add_project, load_projects
+from reconciler.api.config import ProjectConfig, add_project, load_projects
+from reconciler.engine.service_stats import RequestStats
 from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot
 from reconciler.settings import Settings
@@ -37,7 +38,6 @@ from reconciler.web.bootstrap import ensure_admin
 from reconciler.web.database import Database
 from reconciler.web.forwarding import OpenTunnel
 from reconciler.web.proxy import ServiceProxy
-from reconciler.web.proxy_stats import RequestStats
 
 log = logging.getLogger("dockyard.server")
 

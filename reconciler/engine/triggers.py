@@ -20,9 +20,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import select
 
-from reconciler.adapters.db.models import Reconcile
 from reconciler.adapters.db.store import Store
 from reconciler.ports import Trigger
 
@@ -42,36 +40,9 @@ def queue_reconcile(
 ) -> str:
     """Queue a reconcile of `project` (coalescing with a queued one); return its id."""
     project_id = store.get_or_create_project(project).id
-    with store.writing() as session:
-        query = (
-            select(Reconcile)
-            .where(
-                Reconcile.project_id == project_id,
-                Reconcile.status == "queued",
-                Reconcile.lock_token.is_(None),
-            )
-            .order_by(Reconcile.created_at)
-            .limit(1)
-            .with_for_update()
-        )
-        queued = session.scalars(query).first()
-        if queued is not None:
-            if queued.attempted_revision is not None:
-                queued.attempted_revision = revision
-            if delivery_id is not None:
-                queued.delivery_id = delivery_id
-            return queued.id
-        row = Reconcile(
-            project_id=project_id,
-            trigger=trigger,
-            status="queued",
-            delivery_id=delivery_id,
-            attempted_revision=revision,
-            created_at=store.now(),
-        )
-        session.add(row)
-        session.flush()
-        return row.id
+    return store.queue_reconcile(
+        project_id, trigger=trigger, delivery_id=delivery_id, revision=revision
+    )
 
 
 class Timers:

@@ -109,6 +109,50 @@ class HistoryStore(StoreBase):
             )
         )
 
+    def queue_reconcile(
+        self,
+        project_id: str,
+        *,
+        trigger: str,
+        delivery_id: str | None = None,
+        revision: str | None = None,
+    ) -> str:
+        """Queue a reconcile of the project, or coalesce with the queued one not yet taken
+        (moved to the newest revision asked: a head request, `None`, wins over a pinned
+        one). One transaction; returns the reconcile's id."""
+        if trigger not in RECONCILE_TRIGGERS:
+            raise UsageError(f"unknown reconcile trigger {trigger!r}")
+        query = (
+            select(Reconcile)
+            .where(
+                Reconcile.project_id == project_id,
+                Reconcile.status == "queued",
+                Reconcile.lock_token.is_(None),
+            )
+            .order_by(Reconcile.created_at)
+            .limit(1)
+            .with_for_update()
+        )
+        with self.writing() as session:
+            queued = session.scalars(query).first()
+            if queued is not None:
+                if queued.attempted_revision is not None:
+                    queued.attempted_revision = revision
+                if delivery_id is not None:
+                    queued.delivery_id = delivery_id
+                return queued.id
+            row = Reconcile(
+                project_id=project_id,
+                trigger=trigger,
+                status="queued",
+                delivery_id=delivery_id,
+                attempted_revision=revision,
+                created_at=self.now(),
+            )
+            session.add(row)
+            session.flush()
+            return row.id
+
     def set_reconcile_stage(self, reconcile_id: str, stage: str, **values: Any) -> Reconcile:
         """Enter `stage`: closes the previous stage's timing, marks the reconcile running.
 

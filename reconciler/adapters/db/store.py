@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from reconciler.adapters.db.capacity import CapacityStore
 from reconciler.adapters.db.connecting import create_db_engine
 from reconciler.adapters.db.history import HistoryStore
 from reconciler.adapters.db.inventory import InventoryStore
@@ -25,7 +26,9 @@ from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
 
 
-class Store(InventoryStore, HistoryStore, WorkloadsStore, JobStepsStore, RunningJobsStore):
+class Store(
+    InventoryStore, HistoryStore, WorkloadsStore, JobStepsStore, RunningJobsStore, CapacityStore
+):
     """Projects, accounts, inventory, history and workloads; see docs/store.md."""
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:

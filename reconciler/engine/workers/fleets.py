@@ -32,12 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import update
-
 from agent.client import AgentUnreachable
 from agent.deploy import DeployError
 from agent.local import LocalAgentError
 from agent.tunnel import SSHTarget
+from reconciler.adapters.db.capacity import HostRecord
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.core.elastic import (
     IdleView,
@@ -259,49 +258,20 @@ def sync_instances(deps: WorkerDeps, fleet: Fleet, hosts: Sequence[Host]) -> int
 
     Returns how many rows were added or re-pointed (the instances worker is hinted then).
     """
-    now = deps.store.now()
-    changed = 0
-    with deps.store.writing() as session:
-        existing = {
-            i.name: i
-            for i in session.query(Instance).filter(
-                Instance.fleet_id == fleet.id, Instance.status.in_(_LIVE)
-            )
-        }
-        for num, host in enumerate(hosts):
-            row = existing.pop(host.name, None)
-            where = (host.hostname, host.ssh_port, host.ssh_user, host.agent_port)
-            if row is not None:
-                if (row.hostname, row.ssh_port, row.ssh_user, row.agent_port) != where:
-                    row.hostname, row.ssh_port, row.ssh_user, row.agent_port = where
-                    row.due_at, changed = None, changed + 1
-                continue
-            session.add(
-                Instance(
-                    fleet_id=fleet.id,
-                    project_id=fleet.project_id,
-                    name=host.name,
-                    instance_num=num,
-                    status=InstanceStatus.PENDING.value,
-                    created_at=now,
-                    hostname=host.hostname,
-                    ssh_port=host.ssh_port,
-                    ssh_user=host.ssh_user,
-                    agent_port=host.agent_port,
-                    backend=host.backend,
-                    total_blocks=blocks_of(fleet.spec or {}, host.backend),
-                    resources={"identity_file": host.identity_file} if host.identity_file else None,
-                )
-            )
-            changed += 1
-        for gone in existing.values():
-            gone.status, gone.termination_reason, gone.due_at = (
-                "terminating",
-                "terminated_by_user",
-                None,
-            )
-            changed += 1
-    return changed
+    records = [
+        HostRecord(
+            name=host.name,
+            hostname=host.hostname,
+            ssh_port=host.ssh_port,
+            ssh_user=host.ssh_user,
+            agent_port=host.agent_port,
+            backend=host.backend,
+            total_blocks=blocks_of(fleet.spec or {}, host.backend),
+            identity_file=host.identity_file,
+        )
+        for host in hosts
+    ]
+    return deps.store.sync_fleet_instances(fleet.id, fleet.project_id, records)
 
 
 def idle_victims(deps: WorkerDeps, fleet: Fleet) -> list[Instance]:
@@ -336,49 +306,18 @@ def idle_victims(deps: WorkerDeps, fleet: Fleet) -> list[Instance]:
 
 def keep_leaving(deps: WorkerDeps, instances: Sequence[Instance]) -> None:
     """Take back the termination of instances the stack keeps (compare-and-set)."""
-    with deps.store.writing() as session:
-        for instance in instances:
-            session.execute(
-                update(Instance)
-                .where(
-                    Instance.id == instance.id,
-                    Instance.status == InstanceStatus.TERMINATING.value,
-                    Instance.termination_reason == LEAVING_REASON,
-                )
-                .values(status=InstanceStatus.IDLE.value, termination_reason=None)
-            )
+    deps.store.keep_leaving_instances((i.id for i in instances), LEAVING_REASON)
 
 
 def finish_leaving(deps: WorkerDeps, leaving: Sequence[Instance]) -> list[Instance]:
     """Mark instances whose node left the stack `terminated` (compare-and-set on
     `terminating`); the ones this call changed, each with an event."""
-    done = []
-    with deps.store.writing() as session:
-        for instance in leaving:
-            row = session.get(Instance, instance.id)
-            if row is None or row.status != InstanceStatus.TERMINATING.value:
-                continue
-            row.status, row.due_at = InstanceStatus.TERMINATED.value, None
-            done.append(instance)
-    for instance in done:
-        deps.store.append_event(
-            project_id=instance.project_id,
-            target_type="instance",
-            target_id=instance.id,
-            target_name=instance.name,
-            message=f"instance {instance.name} terminated ({instance.termination_reason})",
-        )
-    return done
+    done = deps.store.finish_leaving_instances(i.id for i in leaving)
+    return [i for i in leaving if i.id in done]
 
 
 def terminate_instances(deps: WorkerDeps, instances: Sequence[Instance], reason: str) -> None:
     """Mark instances `terminating`: one conditional UPDATE per instance, so one a job
     took meanwhile (`Store.record_job_step` sets it busy) is never taken away; busy ones
     wait."""
-    with deps.store.writing() as session:
-        for instance in instances:
-            session.execute(
-                update(Instance)
-                .where(Instance.id == instance.id, Instance.status.in_(_TERMINABLE))
-                .values(status="terminating", termination_reason=reason, due_at=None)
-            )
+    deps.store.terminate_instances((i.id for i in instances), reason, from_statuses=_TERMINABLE)

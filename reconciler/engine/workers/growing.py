@@ -16,13 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-
-from reconciler.adapters.db.models import Fleet, Instance, Job, Run
+from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import ElasticFleet, elastic_fleet, fleet_kind
 from reconciler.core.scheduling import Candidate
-from reconciler.domain.statuses import InstanceStatus, JobStatus
+from reconciler.domain.statuses import InstanceStatus
 
 AWAITING_FLEET = "awaiting_fleet"
 NODES_NEEDED = "nodes_needed"
@@ -91,13 +89,7 @@ def demand_of(runtime: Any) -> tuple[str, int] | None:
 
 def waiting_jobs(store: Store, project_id: str) -> list[Demand]:
     """Every submitted job of the project that waits for a fleet to grow."""
-    query = (
-        select(Job.id, Job.runtime, Run.run_name)
-        .join(Run, Job.run_id == Run.id)
-        .where(Run.project_id == project_id, Job.status == JobStatus.SUBMITTED.value)
-    )
-    with store.reading() as session:
-        rows = session.execute(query).all()
+    rows = store.waiting_job_runtimes(project_id)
     found = []
     for job_id, runtime, run_name in rows:
         demand = demand_of(runtime)

@@ -10,19 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import update
-
 from reconciler.adapters.db.models import Job, Run
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import JobSlot
-from reconciler.core.transitions import job_status_for
 from reconciler.domain.statuses import JobStatus, JobTerminationReason, RunTerminationReason
-
-_STOPPABLE = (
-    JobStatus.PROVISIONING.value,
-    JobStatus.PULLING.value,
-    JobStatus.RUNNING.value,
-)
 
 JOB_REASON_FOR_RUN = {
     RunTerminationReason.STOPPED_BY_USER: JobTerminationReason.TERMINATED_BY_USER,
@@ -55,30 +46,7 @@ def submit_job(
 
 def stop_jobs(store: Store, jobs: Iterable[Job], reason: JobTerminationReason) -> int:
     """Ask active jobs to stop; jobs never placed end at once. Returns how many changed."""
-    changed = 0
-    now = store.now()
-    with store.writing() as session:
-        for job in jobs:
-            if job.status == JobStatus.SUBMITTED.value:
-                values: dict[str, Any] = {
-                    "status": job_status_for(reason).value,
-                    "termination_reason": reason.value,
-                    "finished_at": now,
-                    "due_at": None,
-                }
-                allowed: tuple[str, ...] = (JobStatus.SUBMITTED.value,)
-            else:
-                values = {
-                    "status": JobStatus.TERMINATING.value,
-                    "termination_reason": reason.value,
-                    "due_at": None,
-                }
-                allowed = _STOPPABLE
-            statement = (
-                update(Job).where(Job.id == job.id, Job.status.in_(allowed)).values(**values)
-            )
-            changed += int(session.execute(statement).rowcount)  # type: ignore[attr-defined]
-    return changed
+    return store.stop_jobs(((job.id, job.status) for job in jobs), reason)
 
 
 def latest_by_slot(jobs: Iterable[Job]) -> dict[tuple[int, int], Job]:

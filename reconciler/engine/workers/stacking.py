@@ -142,11 +142,7 @@ def confirm_deleted(deps: WorkerDeps, resource_id: str | None) -> None:
     """Drop the inventory row once its deletion is confirmed (only if it is being deleted)."""
     if resource_id is None:
         return
-    with deps.store.writing() as session:
-        resource = session.get(Resource, resource_id)
-        if resource is not None and resource.deleted_at is None and resource.status == DELETING:
-            now = deps.store.now()
-            resource.deleted_at, resource.updated_at = now, now
+    deps.store.confirm_resource_deleted(resource_id, DELETING)
 
 
 def _classified(exc: StackError) -> Outcome:
