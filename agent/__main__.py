@@ -19,6 +19,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.diskspace import DEFAULT_MIN_FREE
 from agent.protocol import agent_version
 from agent.server.jobaccount import (
     DEFAULT_JOB_USER,
@@ -71,6 +72,13 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         default=None,
         help="working dirs of jobs run as another user (/var/lib/dockyard-jobs/<agent>)",
     )
+    serve_parser.add_argument(
+        "--min-free-disk",
+        type=int,
+        default=DEFAULT_MIN_FREE,
+        metavar="BYTES",
+        help="below this free space (data dir, Docker's root) new jobs wait (1 GiB)",
+    )
     if with_services:
         ssh_cli.add_arguments(serve_parser)
     return parser
@@ -98,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         docker=not args.no_docker,
         docker_url=args.docker_url,
         allow_users=tuple(args.allow_user),
+        min_free_disk=args.min_free_disk,
     )
     try:
         allowed_uids(config.allow_users)

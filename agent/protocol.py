@@ -132,6 +132,8 @@ class Healthcheck(_Answer):
     version: str
     api_version: int = API_VERSION
     build: str = ""  # `agent_build()`; empty from agents older than the field
+    disk_problem: str = ""  # set while the disk is too full for new jobs (`agent.diskspace`)
+    disk_free: dict[str, int] = {}  # free bytes of the data dir and Docker's root
 
 
 class GpuInfo(_Answer):

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from reconciler.errors import UsageError
+from reconciler.quantities import parse_duration, parse_size
 from schemas.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_VALUES, ConfigLimits
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Size = Annotated[int, BeforeValidator(parse_size)]
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
 
@@ -54,6 +58,26 @@ LIMIT_FIELDS: tuple[str, ...] = (
 """Input bounds (docs/security.md, "Limits"): each is a `dockyard server` flag and
 `DOCKYARD_<NAME>`, a whole number of bytes or items."""
 _ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in LIMIT_FIELDS})
+
+OPERATIONS_FIELDS: tuple[str, ...] = (
+    "job_log_head",
+    "job_log_tail",
+    "job_log_retention",
+    "events_max_age",
+    "events_max_count",
+    "reconciles_max_age",
+    "reconciles_max_count",
+    "deliveries_max_age",
+    "deliveries_max_count",
+    "archives_max_age",
+    "archives_max_count",
+    "retention_interval",
+    "retention_batch",
+    "min_free_disk",
+)
+"""Day-two settings (docs/operations.md): each is a `dockyard server` flag and
+`DOCKYARD_<NAME>`; durations take `7d`/`12h`/`90s`, sizes `10MiB`/`1GB`."""
+_ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in OPERATIONS_FIELDS})
 
 
 def default_data_dir() -> Path:
@@ -118,6 +142,43 @@ class Settings(BaseModel):
     )
     archive_max_files: int = Field(
         default=100_000, gt=0, description="members of one uploaded archive"
+    )
+    # retention and disk (docs/operations.md); OPERATIONS_FIELDS makes them flags
+    job_log_head: Size = Field(
+        default=2 * 2**20, ge=0, description="bytes kept from the start of each job's log"
+    )
+    job_log_tail: Size = Field(
+        default=8 * 2**20, ge=4096, description="bytes kept from the end of each job's log"
+    )
+    job_log_retention: Duration = Field(
+        default=14 * 86400.0, gt=0, description="a job's log is deleted this long after it ends"
+    )
+    events_max_age: Duration = Field(default=30 * 86400.0, gt=0, description="events kept")
+    events_max_count: int = Field(default=100_000, ge=1, description="newest events kept")
+    reconciles_max_age: Duration = Field(
+        default=30 * 86400.0, gt=0, description="reconciles (plans, outcomes) kept"
+    )
+    reconciles_max_count: int = Field(
+        default=1000, ge=1, description="newest reconciles kept per project"
+    )
+    deliveries_max_age: Duration = Field(
+        default=14 * 86400.0, gt=0, description="webhook deliveries kept"
+    )
+    deliveries_max_count: int = Field(
+        default=10_000, ge=1, description="newest webhook deliveries kept"
+    )
+    archives_max_age: Duration = Field(
+        default=7 * 86400.0, gt=0, description="uploaded archives no active run names kept"
+    )
+    archives_max_count: int = Field(default=1000, ge=1, description="newest uploaded archives kept")
+    retention_interval: Duration = Field(
+        default=600.0, gt=0, description="how often the retention sweep runs"
+    )
+    retention_batch: int = Field(
+        default=500, ge=1, le=10_000, description="rows deleted per sweep transaction"
+    )
+    min_free_disk: Size = Field(
+        default=2**30, ge=0, description="below this free space in the data dir, logs stop"
     )
 
     @classmethod

@@ -59,7 +59,10 @@ def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
 
     @router.get("/healthcheck")
     async def healthcheck() -> Healthcheck:
-        return Healthcheck(version=version, build=build)
+        disk = await asyncio.to_thread(manager.disk.check)
+        return Healthcheck(
+            version=version, build=build, disk_problem=disk.problem, disk_free=dict(disk.free)
+        )
 
     @router.get("/host")
     async def host() -> HostInfo:

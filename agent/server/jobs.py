@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from agent.diskspace import DiskWatch
 from agent.protocol import (
     ErrorCode,
     ExecutorKind,
@@ -82,6 +83,7 @@ class JobManager:
         clock: Callable[[], float] = time.time,
         engine_retry: tuple[float, ...] = ENGINE_RETRY_SECONDS,
         activity: ConnectionActivity | None = None,
+        disk: DiskWatch | None = None,
     ) -> None:
         self.activity = activity or ConnectionActivity(clock)  # fed by the SSH server
         self._store = store
@@ -90,6 +92,7 @@ class JobManager:
         self._gpu_sampler = gpu_sampler
         self._clock = clock
         self._engine_retry = engine_retry
+        self.disk = disk or DiskWatch({})
         self._jobs: dict[str, _Job] = {}
         self._closing = False
 
@@ -145,6 +148,9 @@ class JobManager:
         problem = executor.check(spec)
         if problem is not None:
             raise AgentError(ErrorCode.INVALID_REQUEST, problem)
+        disk = await asyncio.to_thread(self.disk.check)
+        if disk.low:  # the server puts the job back to wait, with this reason
+            raise AgentError(ErrorCode.NO_CAPACITY, disk.problem)
         held = [job.claim() for job in self._jobs.values() if not job.state.status.is_finished()]
         misfit = detect_misfit(
             self._capacity, held, Claim(spec.id, frozenset(spec.gpus), spec.cpus, spec.memory_mib)

@@ -29,6 +29,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from agent.diskspace import DEFAULT_MIN_FREE, DiskWatch, docker_root
 from agent.protocol import ExecutorKind, HostInfo, agent_version
 from agent.server.app import create_app
 from agent.server.executors.base import Executor
@@ -58,6 +59,7 @@ class AgentConfig:
     docker_url: str | None = None  # None: DOCKER_HOST or the default socket
     tool_runner: ToolRunner = run_tool
     allow_users: tuple[str, ...] = ()  # API callers besides the agent's user and root
+    min_free_disk: int = DEFAULT_MIN_FREE  # below it in the data dir or Docker's, no new jobs
     job_account: JobAccount = field(default_factory=JobAccount)  # who process jobs run as
 
 
@@ -95,6 +97,15 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
     return executors
 
 
+def disk_watch(config: AgentConfig) -> DiskWatch:
+    """The agent's data dir and, with a Docker engine, Docker's root dir."""
+    paths = {"data dir": config.data_dir}
+    root = docker_root() if config.docker else None
+    if root is not None:
+        paths["docker root"] = root
+    return DiskWatch(paths, config.min_free_disk)
+
+
 @contextlib.asynccontextmanager
 async def start_agent(
     config: AgentConfig, services: Sequence[AgentService] = ()
@@ -115,6 +126,7 @@ async def start_agent(
             executors=executors,
             capacity=to_capacity(host),
             gpu_sampler=lambda: sample_gpus(config.tool_runner),
+            disk=disk_watch(config),
         )
         await manager.start()
         sock = _bind(config.http_port)

@@ -9,6 +9,7 @@ the job's archives (`workers.job_uploads`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -72,4 +73,28 @@ class BlobStore:
                     deleted += 1
             except FileNotFoundError:  # another server process swept it first
                 continue
+        return deleted
+
+    def prune(
+        self, keep: set[str], *, now: float, max_age: float, max_count: int, limit: int
+    ) -> int:
+        """The retention sweep's rule: delete up to `limit` files not in `keep` that are
+        older than `max_age` seconds or beyond the newest `max_count`; how many went."""
+        if not self.root.is_dir():
+            return 0
+        stored: list[tuple[float, Path]] = []
+        for path in self.root.iterdir():
+            if self.valid(path.name):
+                with contextlib.suppress(FileNotFoundError):
+                    stored.append((path.stat().st_mtime, path))
+        stored.sort(reverse=True)
+        deleted = 0
+        for rank, (mtime, path) in enumerate(stored):
+            if deleted >= limit:
+                break
+            if path.name in keep or (rank < max_count and now - mtime < max_age):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                deleted += 1
         return deleted

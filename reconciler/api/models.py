@@ -238,13 +238,17 @@ class Secret(Wire):
 
 
 class LogChunk(Wire):
-    """Bytes `[offset, next_offset)` of a job's log, base64 in `data`."""
+    """Bytes `[offset, next_offset)` of a job's log, base64 in `data`.
+
+    When the server's log cap dropped bytes in that range, `dropped_bytes` says how many and
+    `data` carries a one-line notice where they were (docs/operations.md)."""
 
     job_id: str | None
     offset: int
     next_offset: int
     data: str
     finished: bool
+    dropped_bytes: int = 0
 
 
 class LogEvent(Wire):

@@ -17,7 +17,8 @@ from typing import Annotated, Any
 import typer
 
 from reconciler.cli.console import err
-from reconciler.settings import LIMIT_FIELDS, Settings
+from reconciler.quantities import format_duration, format_size, parse_duration, parse_size
+from reconciler.settings import LIMIT_FIELDS, OPERATIONS_FIELDS, Settings
 
 _LIMITS_PANEL = "Input limits (docs/security.md)"
 
@@ -33,10 +34,34 @@ def _limit_option(name: str) -> inspect.Parameter:
     )
 
 
+_OPERATIONS_PANEL = "Retention and disk (docs/operations.md)"
+
+
+def _operations_option(name: str) -> inspect.Parameter:
+    """`--job-log-head` etc.: one flag per day-two setting, its default and variable shown."""
+    field = Settings.model_fields[name]
+    default = field.get_default(call_default_factory=True)
+    parsers = {getattr(m, "func", None) for m in field.metadata}
+    kind: Any
+    if parse_duration in parsers:
+        shown, kind = format_duration(default), str | None
+    elif parse_size in parsers:
+        shown, kind = format_size(default), str | None
+    else:
+        shown, kind = str(default), int | None
+    help_text = f"{field.description} ({shown}). [DOCKYARD_{name.upper()}]"
+    option = typer.Option(help=help_text, show_default=False, rich_help_panel=_OPERATIONS_PANEL)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option]
+    )
+
+
 def with_limit_flags(func: Callable[..., None]) -> Callable[..., None]:
-    """Replace `**limits` in `func`'s signature by one flag per `LIMIT_FIELDS`."""
+    """Replace `**limits` in `func`'s signature by one flag per `OPERATIONS_FIELDS` (retention
+    and disk) and per `LIMIT_FIELDS` (input bounds)."""
     signature = inspect.signature(func, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    params += [_operations_option(name) for name in OPERATIONS_FIELDS]
     params += [_limit_option(name) for name in LIMIT_FIELDS]
     func.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     func.__annotations__ = {p.name: p.annotation for p in params}

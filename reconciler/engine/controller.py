@@ -27,6 +27,7 @@ from sqlalchemy import select, update
 
 from agent.bundle import Bundle, build_bundle
 from agent.deploy import deploy_agent
+from agent.diskspace import DiskWatch
 from agent.local import ensure_client_key, ensure_local_agent
 from agent.tunnel import SSHTarget, TunnelPool
 from reconciler.adapters.db.leasing import leased_table
@@ -52,9 +53,11 @@ from reconciler.domain.metrics import JobSample
 from reconciler.engine import unmanaged
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.engines import server_engines
+from reconciler.engine.joblogs import LogCap
 from reconciler.engine.jobsampling import JobSampler
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
+from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
 from reconciler.engine.workers import LocalAgent, WorkerDeps, WorkerTimings
@@ -88,6 +91,7 @@ class Runtime:
     fetch_interval: float
     workers: dict[WorkKind, Worker] = field(default_factory=dict)
     identity: str = ""
+    sweeper: RetentionSweeper | None = None  # the retention sweep (docs/operations.md)
 
 
 class EngineController:
@@ -115,6 +119,8 @@ class EngineController:
                 log.info("took back %d leases of this server's previous run", released)
         for worker in self.runtime.workers.values():
             await worker.start()
+        if self.runtime.sweeper is not None:
+            self.runtime.sweeper.start()
         if self.runtime.reconciler is not None:
             self.timers.start(self.runtime.projects)
             for project in sorted(self.runtime.projects):
@@ -125,6 +131,8 @@ class EngineController:
             return
         self._started = False
         self.timers.stop()
+        if self.runtime.sweeper is not None:
+            await self.runtime.sweeper.stop()
         await asyncio.gather(*(w.stop() for w in self.runtime.workers.values()))
         await self.agents.aclose()
         if self.pool is not None:
@@ -401,6 +409,8 @@ def build_controller(
             local_agent=agents.local,
             ssh_deployer=agents.deploy,
             timings=timings or WorkerTimings(),
+            log_cap=LogCap(settings.job_log_head, settings.job_log_tail),
+            disk=DiskWatch({"data dir": data_dir}, settings.min_free_disk),
         ),
         reconciler=None,
         projects={settings.project} if settings.repo or source else set(),
@@ -430,6 +440,9 @@ def build_controller(
             on_policy=controller.apply_policy,
         )
     runtime.identity = server_identity(data_dir)
+    runtime.sweeper = RetentionSweeper(
+        store, data_dir, RetentionPolicy.from_settings(settings), runtime.identity
+    )
     runtime.workers = make_workers(
         runtime.deps, runtime.reconciler, stats=stats, identity=runtime.identity
     )

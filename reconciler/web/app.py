@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent.diskspace import DiskWatch
 from reconciler.ports import Clock, Controller
 from reconciler.pr.bot import PullRequestBot
 from reconciler.settings import Settings
@@ -42,12 +43,23 @@ from reconciler.web.routes_runs import build_global_runs_router, build_runs_rout
 from reconciler.web.webhooks import build_webhooks_router
 
 
+def server_disk(settings: Settings) -> DiskWatch:
+    """The server's data dir against `min_free_disk` (docs/operations.md)."""
+    return DiskWatch({"data dir": settings.data_dir}, settings.min_free_disk)
+
+
 def _build_ops_router() -> APIRouter:
     router = APIRouter()
 
     @router.get("/healthcheck", tags=["server"])
-    async def healthcheck() -> dict[str, str]:
-        return {"status": "ok", "service": "dockyard", "version": SERVER_VERSION}
+    async def healthcheck(context: WebContext = Depends(get_context)) -> dict[str, Any]:
+        disk = await anyio.to_thread.run_sync(server_disk(context.settings).check)
+        return {
+            "status": "disk_low" if disk.low else "ok",
+            "service": "dockyard",
+            "version": SERVER_VERSION,
+            "disk": {"free": dict(disk.free), "min_free": disk.min_free, "problem": disk.problem},
+        }
 
     @router.get("/metrics", tags=["server"], response_class=Response)
     async def metrics(
@@ -106,7 +118,7 @@ def create_app(
         settings=settings,
         db=db,
         controller=controller,
-        metrics=Metrics(db.engine, services=request_stats),
+        metrics=Metrics(db.engine, services=request_stats, disk=server_disk(settings)),
         secrets=secrets,
         clock=clock,
     )

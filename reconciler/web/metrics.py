@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from agent.diskspace import DiskWatch
 from reconciler.adapters.db.models import Fleet, Gateway, Instance, Job, Reconcile, Run, Volume
 
 _FINISHED_RUN = ("terminated", "failed", "done")
@@ -162,11 +163,39 @@ class ServiceCollector(Collector):
         yield duration
 
 
+class DiskCollector(Collector):
+    """Free bytes of the server's data dir and whether it is below `min_free_disk`."""
+
+    def __init__(self, disk: DiskWatch) -> None:
+        self._disk = disk
+
+    def collect(self) -> Iterator[Metric]:
+        state = self._disk.check()
+        yield _gauge(
+            "dockyard_disk_free_bytes",
+            "Free bytes of the server's filesystems",
+            "path",
+            dict(state.free),
+        )
+        low = GaugeMetricFamily(
+            "dockyard_disk_low", "1 while free space is below min_free_disk (logs stop)"
+        )
+        low.add_metric([], 1.0 if state.low else 0.0)
+        yield low
+
+
 class Metrics:
     """The registry of one app and the counters the web layer updates."""
 
-    def __init__(self, engine: Engine, services: RequestTotals | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        services: RequestTotals | None = None,
+        disk: DiskWatch | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        if disk is not None:
+            self.registry.register(DiskCollector(disk))
         if services is not None:
             self.registry.register(ServiceCollector(services.totals))
         self.webhook_deliveries = Counter(

@@ -1,8 +1,8 @@
 """Job logs: poll by byte offset, or follow as a live stream.
 
-The jobs worker appends each job's raw output to
-`<data-dir>/projects/<project>/logs/<run>/<job_id>.log`; offsets are byte offsets into that
-file, so a client that reconnects with its last `next_offset` loses and repeats nothing.
+The jobs worker copies each job's raw output (its head and tail, `engine.joblogs`) under
+`<data-dir>/projects/<project>/logs/<run>/`; offsets are byte offsets into the job's whole
+output, so a client that reconnects with its last `next_offset` loses and repeats nothing.
 `logs/poll` answers one base64 chunk (or, asked dstack's way with a `job_submission_id`,
 dstack's `JobSubmissionLogs` with the offset as `next_token`); `logs/stream` sends raw bytes
 as they are written and ends once the job (or its run) has finished and every byte was sent.
@@ -23,7 +23,7 @@ from fastapi.responses import StreamingResponse
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.core.dstack_wire import log_events
-from reconciler.engine.joblogs import job_log_path, read_chunk
+from reconciler.engine.joblogs import LogSlice, dropped_notice, job_log_path, read_log
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError
@@ -53,10 +53,10 @@ async def _follow(
     offset = body.offset
     while True:
         path, _, finished = await _locate(context, access, body)
-        data = await anyio.to_thread.run_sync(read_chunk, path, offset, body.limit) if path else b""
-        if data:
-            offset += len(data)
-            yield data
+        piece = await _read(path, offset, body.limit)
+        if piece.data:
+            offset = piece.next_offset
+            yield dropped_notice(piece.dropped) + piece.data if piece.dropped else piece.data
         elif finished:
             return
         else:
@@ -74,12 +74,19 @@ async def _poll_submission(
     run = await context.db.read(find_run, access.project_id, body.run_name)
     path = job_log_path(context.settings.data_dir, access.project_name, run.run_name, job_id)
     offset = int(body.next_token or 0)
-    data = await anyio.to_thread.run_sync(read_chunk, path, offset, DSTACK_CHUNK)
+    piece = await _read(path, offset, DSTACK_CHUNK)
+    data = dropped_notice(piece.dropped) + piece.data if piece.dropped else piece.data
     stamp = datetime.fromtimestamp(context.clock.now_ts(), UTC).isoformat()
     return wire.JobSubmissionLogs(
         logs=log_events(base64.b64encode(data).decode(), stamp),
-        next_token=str(offset + len(data)) if len(data) == DSTACK_CHUNK else None,
+        next_token=str(piece.next_offset) if len(piece.data) == DSTACK_CHUNK else None,
     )
+
+
+async def _read(path: Path | None, offset: int, limit: int) -> LogSlice:
+    if path is None:
+        return LogSlice(b"", offset, 0)
+    return await anyio.to_thread.run_sync(read_log, path, offset, limit)
 
 
 def build_logs_router() -> APIRouter:
@@ -94,17 +101,15 @@ def build_logs_router() -> APIRouter:
         if body.job_submission_id is not None:
             return await _poll_submission(context, access, body)
         path, job_id, finished = await _locate(context, access, body)
-        data = (
-            await anyio.to_thread.run_sync(read_chunk, path, body.offset, body.limit)
-            if path
-            else b""
-        )
+        piece = await _read(path, body.offset, body.limit)
+        data = dropped_notice(piece.dropped) + piece.data if piece.dropped else piece.data
         return wire.LogChunk(
             job_id=job_id,
             offset=body.offset,
-            next_offset=body.offset + len(data),
+            next_offset=piece.next_offset,
             data=base64.b64encode(data).decode(),
-            finished=finished and len(data) < body.limit,
+            finished=finished and not (await _read(path, piece.next_offset, 1)).data,
+            dropped_bytes=piece.dropped,
         )
 
     @router.post("/stream", response_class=StreamingResponse)

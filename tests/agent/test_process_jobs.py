@@ -24,6 +24,8 @@ async def test_healthcheck_and_host(agent: AgentApi) -> None:
         "version": "0.1.0",
         "api_version": 1,
         "build": agent_build(),
+        "disk_problem": "",
+        "disk_free": health["disk_free"],
     }
     host = (await agent.http.get("/host")).json()
     assert host["executors"] == ["process"]

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from agent.client import AgentClient
+from agent.diskspace import DiskWatch
 from agent.local import LocalAgent, ensure_client_key, ensure_local_agent
 from agent.tunnel import TunnelPool
 from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Resource, Run
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.joblogs import LogCap
 from reconciler.engine.service_stats import RequestStats
 from reconciler.engine.worker import Lease, Worker
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps, WorkerTimings
@@ -190,6 +192,8 @@ async def make_harness(
     total_blocks: int = 8,
     archives: ArchiveBuilder | None = None,
     engines: Mapping[EngineName, Engine] | None = None,
+    log_cap: LogCap | None = None,
+    disk: DiskWatch | None = None,
     **timings: Any,
 ) -> Harness:
     data_dir = tmp_path / "data"
@@ -244,6 +248,8 @@ async def make_harness(
         timings=WorkerTimings(**timings),
         archives=archives,
         engines=engines or {},
+        log_cap=log_cap,
+        disk=disk,
     )
     leasing: StoreLeasing[Lease] = StoreLeasing(store.leases, make_lease=Lease)
     fast = {"min_interval": 0.0}

@@ -22,10 +22,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.diskspace import DiskWatch
 from agent.tunnel import SSHTarget
 from reconciler.adapters.db.store import Store
 from reconciler.core.uploads import Upload
 from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.joblogs import LogCap
 from reconciler.ports import Clock, WorkKind
 from stacks.protocol import Engine, EngineName
 
@@ -77,3 +79,7 @@ class WorkerDeps:
     timings: WorkerTimings = WorkerTimings()
     archives: ArchiveBuilder | None = None
     """Packs `repos`/`files` of GitOps runs from the config repo (None: no config repo)."""
+    log_cap: LogCap | None = None
+    """How much of each job's log the server keeps (`job_log_head`/`job_log_tail`)."""
+    disk: DiskWatch | None = None
+    """The server's data dir: while it is nearly full, job logs are not copied."""

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.diskspace import DiskWatch
 from reconciler.adapters.db.models import Job, Project, Run
 from reconciler.core.jobspecs import JobSlot
 from reconciler.core.transitions import job_status_for
 from reconciler.domain.statuses import JobTerminationReason
+from reconciler.engine.joblogs import LogCap
 
 Update = dict[str, Any]
 
@@ -42,6 +44,8 @@ class JobsConfig:
     quick_for: float = 5.0
     log_chunk: int = 4 * 1024 * 1024
     log_chunks_per_pass: int = 8
+    log_cap: LogCap | None = None  # head and tail kept of each log (None: everything)
+    disk: DiskWatch | None = None  # the data dir: nearly full, logs wait on the agent
 
 
 @dataclass(frozen=True, slots=True)

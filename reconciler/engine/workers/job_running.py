@@ -84,10 +84,13 @@ class RunningJobs:
         path = job_log_path(self.config.data_dir, ctx.project.name, ctx.run.run_name, ctx.job.id)
         offset = ctx.job.log_offset
         job_id = ctx.job.agent_job_id or ctx.job.id
+        if self.config.disk is not None and self.config.disk.check().low:
+            return offset, False  # the agent keeps them; copied once space returns
+        cap = self.config.log_cap
         for _ in range(self.config.log_chunks_per_pass):
             chunk = await client.logs(job_id, offset, self.config.log_chunk)
             if chunk.data:
-                offset = await asyncio.to_thread(write_chunk, path, offset, chunk.data)
+                offset = await asyncio.to_thread(write_chunk, path, offset, chunk.data, cap)
             if len(chunk.data) < self.config.log_chunk:
                 return offset, True
         return offset, False
@@ -114,6 +117,10 @@ class RunningJobs:
         update: Update = {"log_offset": offset, "unreachable_since": None}
         runtime = ctx.runtime
         if state.status.is_finished():
+            if self.config.disk is not None and not drained:
+                disk = self.config.disk.check()  # logs wait on the agent until space returns
+                if disk.low:
+                    return update | {"status_message": disk.problem}, self.config.wait_backoff
             if not drained:
                 return update, 0.0
             reason, message = _exit_reason(state)

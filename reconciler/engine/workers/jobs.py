@@ -394,6 +394,8 @@ def make_process(deps: WorkerDeps) -> Process:
         data_dir=deps.data_dir,
         unreachable_grace=deps.timings.unreachable_grace,
         wait_backoff=deps.timings.wait_backoff,
+        log_cap=deps.log_cap,
+        disk=deps.disk,
     )
     processor = JobsProcessor(
         store=deps.store,

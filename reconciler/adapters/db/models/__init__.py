@@ -7,6 +7,7 @@ Import models from here; `Base.metadata` is the schema the alembic migrations mu
 from reconciler.adapters.db.models.accounts import Member, Project, Secret, Token, User
 from reconciler.adapters.db.models.base import Base, JSONText, Leased, UTCDateTime, new_id
 from reconciler.adapters.db.models.capacity import Fleet, Gateway, Instance, Volume
+from reconciler.adapters.db.models.operations import Maintenance, Replica
 from reconciler.adapters.db.models.resources import Delivery, Event, Reconcile, Resource
 from reconciler.adapters.db.models.workloads import Job, Run
 
@@ -23,9 +24,11 @@ __all__ = [
     "JSONText",
     "Job",
     "Leased",
+    "Maintenance",
     "Member",
     "Project",
     "Reconcile",
+    "Replica",
     "Resource",
     "Run",
     "Secret",

@@ -53,7 +53,10 @@ class Resource(Base, kw_only=True):
 
 class Event(Base, kw_only=True):
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_project_created", "project_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_events_project_created", "project_id", "created_at"),
+        Index("ix_events_created_at", "created_at"),  # the retention sweep's order
+    )
 
     id: Mapped[str] = id_column()
     project_id: Mapped[str | None] = mapped_column(
@@ -91,7 +94,10 @@ class Reconcile(Leased, Base, kw_only=True):
 
 class Delivery(Base, kw_only=True):
     __tablename__ = "deliveries"
-    __table_args__ = (UniqueConstraint("provider", "delivery_id"),)
+    __table_args__ = (
+        UniqueConstraint("provider", "delivery_id"),
+        Index("ix_deliveries_received_at", "received_at"),  # the retention sweep's order
+    )
 
     id: Mapped[str] = id_column()
     provider: Mapped[str] = mapped_column(String(16))  # github | gitlab

@@ -1,0 +1,146 @@
+"""The retention sweep's units of work: prune old history in bounded batches, and lease the
+sweep so one replica at a time runs it.
+
+Each `prune_*` call is one transaction that deletes at most `batch` rows and returns how many
+it deleted (the caller loops while a batch comes back full). What is never pruned: the
+newest finished reconcile of every project, the newest one that applied a revision (the last good
+revision is read from it), and reconciles still queued or running. Log files and uploaded
+archives live on disk: `finished_log_jobs` and `archives_in_use` say which the sweep may
+delete. Called by `reconciler.engine.retention`; see docs/operations.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, delete, func, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from reconciler.adapters.db.models import Delivery, Event, Job, Maintenance, Reconcile, Run
+from reconciler.adapters.db.sessions import StoreBase
+
+FINISHED_RUN = ("terminated", "failed", "done")
+FINISHED_RECONCILE = ("succeeded", "failed", "aborted")
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Rows are kept while younger than `max_age` and among the newest `max_count`."""
+
+    max_age: timedelta
+    max_count: int
+
+
+class RetentionStore(StoreBase):
+    """See the module docstring."""
+
+    def ensure_maintenance(self, name: str) -> None:
+        """Create the leased row of the periodic task `name` if it is not there yet."""
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        with self.writing() as session:
+            session.execute(insert(Maintenance).values(id=name).on_conflict_do_nothing())
+
+    def maintenance_result(self, name: str) -> Any:
+        """What the last run of task `name` recorded (None before the first)."""
+        with self.reading() as session:
+            row = session.get(Maintenance, name)
+            return None if row is None else row.last_result
+
+    def prune_events(self, keep: Keep, batch: int) -> int:
+        return self._prune_by_age_and_count(Event, Event.created_at, keep, batch)
+
+    def prune_deliveries(self, keep: Keep, batch: int) -> int:
+        return self._prune_by_age_and_count(Delivery, Delivery.received_at, keep, batch)
+
+    def _prune_by_age_and_count(
+        self, model: type[Event] | type[Delivery], stamp: Any, keep: Keep, batch: int
+    ) -> int:
+        cutoff = self.now() - keep.max_age
+        old = select(model.id).where(stamp < cutoff).order_by(stamp).limit(batch)
+        surplus = select(model.id).order_by(stamp.desc(), model.id.desc()).offset(keep.max_count)
+        return self._delete_ids(model, old, surplus.limit(batch))
+
+    def prune_reconciles(self, keep: Keep, batch: int) -> int:
+        """Finished reconciles past the age or beyond the newest `max_count` finished ones
+        of their project, except each project's newest finished and newest applied one."""
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=Reconcile.project_id,
+                order_by=(Reconcile.created_at.desc(), Reconcile.id.desc()),
+            )
+            .label("rank")
+        )
+        finished = Reconcile.status.in_(FINISHED_RECONCILE)
+        ranked = select(Reconcile.id, Reconcile.created_at, rank).where(finished).subquery()
+        cutoff = self.now() - keep.max_age
+        candidates = (
+            select(ranked.c.id)
+            .where(
+                ranked.c.rank > 1,
+                or_(ranked.c.rank > keep.max_count, ranked.c.created_at < cutoff),
+                ranked.c.id.not_in(self._last_applied()),
+            )
+            .order_by(ranked.c.created_at)
+            .limit(batch)
+        )
+        return self._delete_ids(Reconcile, candidates)
+
+    @staticmethod
+    def _last_applied() -> Select[tuple[str]]:
+        newest = (
+            select(
+                Reconcile.id,
+                func.row_number()
+                .over(
+                    partition_by=Reconcile.project_id,
+                    order_by=(Reconcile.finished_at.desc(), Reconcile.id.desc()),
+                )
+                .label("rank"),
+            )
+            .where(Reconcile.status == "succeeded", Reconcile.applied_revision.is_not(None))
+            .subquery()
+        )
+        return select(newest.c.id).where(newest.c.rank == 1)
+
+    def _delete_ids(self, model: Any, *queries: Select[Any]) -> int:
+        with self.writing() as session:
+            ids: set[str] = set()
+            for query in queries:
+                ids.update(session.scalars(query))
+            if not ids:
+                return 0
+            session.execute(delete(model).where(model.id.in_(ids)))
+        return len(ids)
+
+    def finished_log_jobs(self, job_ids: Iterable[str], ended_before: datetime) -> set[str]:
+        """Of `job_ids`, those whose log may go: the job finished before `ended_before` and
+        its run has finished too, or no such job exists any more."""
+        wanted = set(job_ids)
+        if not wanted:
+            return set()
+        finished: ColumnElement[bool] = (Job.finished_at.is_not(None)) & (
+            Job.finished_at < ended_before
+        )
+        query = select(Job.id, finished & Run.status.in_(FINISHED_RUN)).join(
+            Run, Run.id == Job.run_id
+        )
+        with self.reading() as session:
+            rows = session.execute(query.where(Job.id.in_(wanted))).all()
+        known = {job_id: bool(done) for job_id, done in rows}
+        return {job_id for job_id in wanted if known.get(job_id, True)}
+
+    def archives_in_use(self) -> set[str]:
+        """Every uploaded archive id a run that has not finished names."""
+        named: set[str] = set()
+        with self.reading() as session:
+            for spec in session.scalars(select(Run.spec).where(Run.status.not_in(FINISHED_RUN))):
+                refs = spec.get("file_archives") if isinstance(spec, dict) else None
+                for ref in refs or ():
+                    if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                        named.add(ref["id"])
+        return named
