@@ -23,6 +23,7 @@ import asyncssh
 import httpx
 from pydantic import ValidationError
 
+from agent.jobevents import EVENTS_PATH, JobEventsPage
 from agent.protocol import (
     API_PREFIX,
     API_VERSION,
@@ -193,6 +194,13 @@ class AgentClient:
     async def metrics(self, job_id: str) -> JobMetrics:
         response = await self._call("GET", f"/jobs/{job_id}/metrics")
         return JobMetrics.model_validate_json(response.content)
+
+    async def job_events(self, since: int, epoch: str, *, wait: float) -> JobEventsPage:
+        """The agent's job events after `since` (`agent.jobevents`), held up to `wait` s."""
+        params = {"since": since, "epoch": epoch, "wait": wait}
+        timeout = httpx.Timeout(DEFAULT_TIMEOUT, read=wait + DEFAULT_TIMEOUT)
+        response = await self._call("GET", EVENTS_PATH, params=params, timeout=timeout)
+        return JobEventsPage.model_validate_json(response.content)
 
     async def logs(self, job_id: str, offset: int = 0, limit: int = DEFAULT_LOG_LIMIT) -> LogChunk:
         """One chunk of the job's log from byte `offset` (read whole, or not at all)."""

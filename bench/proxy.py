@@ -212,8 +212,10 @@ async def _allow(project: str, token: str | None) -> bool:
     return True
 
 
-async def main(concurrency: int, seconds: float, names: list[str]) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="dockyard-bench-proxy-"))
+async def _measure(
+    tmp: Path, concurrency: int, seconds: float, names: list[str]
+) -> list[dict[str, Any]]:
+    """Direct beside proxied, for each service and proxy path (agent and store in `tmp`)."""
     env = await start_agent_env(tmp / "agent")
     h = await make_harness(tmp, env)
     proxies: dict[str, tuple[ServiceProxy, uvicorn.Server, asyncio.Task[None], int]] = {}
@@ -237,6 +239,15 @@ async def main(concurrency: int, seconds: float, names: list[str]) -> dict[str, 
             await proxy.aclose()
         await close_harness(h)
         stop_agent_env(env)
+    return results
+
+
+async def main(concurrency: int, seconds: float, names: list[str]) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="dockyard-bench-proxy-"))
+    try:
+        results = await _measure(tmp, concurrency, seconds, names)
+    finally:  # the agent's data, the services' files and the store go with the run
+        shutil.rmtree(tmp, ignore_errors=True)
     return {
         "concurrency": concurrency,
         "seconds": seconds,

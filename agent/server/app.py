@@ -36,6 +36,7 @@ from agent.protocol import (
     agent_version,
 )
 from agent.server.errors import AgentError
+from agent.server.events import router as events_router
 from agent.server.jobs import JobManager
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ HostProbe = Callable[[], Awaitable[HostInfo]]
 def create_app(manager: JobManager, host_probe: HostProbe) -> FastAPI:
     """The API; who may connect is decided per connection by `peers` (`serving`)."""
     app = FastAPI(title="dockyard-agent", version=agent_version(), docs_url=None, redoc_url=None)
+    # the event feed first: its path would otherwise read as a job id (`/jobs/{job_id}`)
+    app.include_router(events_router(manager.events), prefix=API_PREFIX)
     app.include_router(_routes(manager, host_probe), prefix=API_PREFIX)
     app.add_exception_handler(AgentError, _agent_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)

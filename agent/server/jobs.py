@@ -19,8 +19,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent.diskspace import DiskWatch
+from agent.jobevents import JobEventKind
 from agent.protocol import (
     ErrorCode,
     ExecutorKind,
@@ -36,6 +38,7 @@ from agent.server.activity import ConnectionActivity
 from agent.server.allocation import Capacity, Claim, detect_misfit
 from agent.server.archives import ArchiveError, archives_problem, stage_archives, without_data
 from agent.server.errors import AgentError, EngineUnavailableError
+from agent.server.events import JobEventFeed
 from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
 from agent.server.logs import read_log
 from agent.server.store import JobFiles, JobStore, StopOrder, StoredJob
@@ -95,6 +98,7 @@ class JobManager:
         self.disk = disk or DiskWatch({})
         self._jobs: dict[str, _Job] = {}
         self._closing = False
+        self.events = JobEventFeed(running_logs=self._running_logs)  # the server follows it
 
     # --- lifecycle of the manager --------------------------------------------------------
 
@@ -103,13 +107,19 @@ class JobManager:
         stored_jobs, problems = self._store.load_all()
         for problem in problems:
             log.warning("skipping an unreadable job record: %s", problem)
+        adopted: list[str] = []
         for stored in stored_jobs:
             job = _Job(stored, self._store.files(stored.spec.id))
             self._jobs[stored.spec.id] = job
             if stored.state.status.is_finished():
                 job.done.set()
             else:
+                adopted.append(f"{stored.spec.id} ({stored.spec.run_name}, {stored.state.status})")
                 job.supervisor = asyncio.create_task(self._supervise(job, resume=True))
+        if adopted:
+            log.info("re-adopted %d unfinished job(s): %s", len(adopted), ", ".join(adopted))
+        else:
+            log.info("no unfinished jobs to re-adopt (%d finished kept)", len(stored_jobs))
 
     async def close(self) -> None:
         """Stop supervising (jobs keep running; the next agent re-adopts them)."""
@@ -120,6 +130,7 @@ class JobManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         for executor in self._executors.values():
             await executor.close()
+        await self.events.close()
 
     # --- requests --------------------------------------------------------------------------
 
@@ -382,10 +393,20 @@ class JobManager:
     def _save(
         self, job: _Job, *, persist: bool = True, stop: StopOrder | None = None, **changes: object
     ) -> None:
+        before = job.stored
         state = job.state.model_copy(update=changes) if changes else job.state
         job.stored = job.stored.model_copy(update={"state": state, "stop": stop or job.stored.stop})
         if persist:
             self._store.save(job.stored)
+        if state.status != before.state.status or job.stored.stop != before.stop:
+            self.events.publish(job.spec.id, JobEventKind.STATE, state.status.value)
+
+    def _running_logs(self) -> tuple[tuple[str, Path], ...]:
+        return tuple(
+            (job_id, job.files.log)
+            for job_id, job in self._jobs.items()
+            if job.state.status == JobStatus.RUNNING
+        )
 
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)

@@ -3,11 +3,13 @@
 The jobs worker, the instances worker and the service proxy's route source ask the
 `AgentDirectory` for the client (or the SSH target) of an instance row; all share one
 `TunnelPool`, so every host has one SSH connection however many callers there are.
+Each time a client is handed out, `on_client` (the controller's `JobEventFollower.follow`)
+is told, so every agent the server speaks to has its job events followed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,9 @@ class AgentDirectory:
         self.pool = pool
         self._identity_file = identity_file
         self._clients: dict[AgentAddress, AgentClient] = {}
+        self.on_client: Callable[[str, AgentClient], None] | None = None
+        self.following: Callable[[str], bool] = lambda instance_id: False
+        """Whether the instance's agent events are followed now (its jobs may sleep)."""
 
     def address(self, instance: Instance) -> AgentAddress:
         """The SSH endpoint and agent port recorded on the instance row.
@@ -63,6 +68,8 @@ class AgentDirectory:
         if client is None:
             client = AgentClient.over_tunnel(self.pool, address.target, address.agent_port)
             self._clients[address] = client
+        if self.on_client is not None:
+            self.on_client(instance.id, client)
         return client
 
     async def aclose(self) -> None:

@@ -53,6 +53,7 @@ from reconciler.domain.metrics import JobSample
 from reconciler.engine import unmanaged
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.engines import server_engines
+from reconciler.engine.jobevents import JobEventFollower
 from reconciler.engine.joblogs import LogCap
 from reconciler.engine.jobsampling import JobSampler
 from reconciler.engine.previewing import Previewer
@@ -104,6 +105,10 @@ class EngineController:
         self.pool = pool
         self.timers = Timers(self._timer_request, fetch_interval=runtime.fetch_interval)
         self._started = False
+        # Agents' job events wake their jobs (no quick polls): `engine/jobevents.py`.
+        self.events = JobEventFollower(StoreLeasing(self.store.leases, make_lease=Lease), self.hint)
+        self.agents.on_client = self.events.follow
+        self.agents.following = self.events.following
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -111,6 +116,7 @@ class EngineController:
         if self._started:
             return
         self._started = True
+        self.events.open()
         if self.runtime.identity:
             released = await asyncio.to_thread(
                 release_dead_leases, self.store, self.runtime.identity
@@ -134,6 +140,7 @@ class EngineController:
         if self.runtime.sweeper is not None:
             await self.runtime.sweeper.stop()
         await asyncio.gather(*(w.stop() for w in self.runtime.workers.values()))
+        await self.events.aclose()
         await self.agents.aclose()
         if self.pool is not None:
             await self.pool.close()

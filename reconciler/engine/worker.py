@@ -13,9 +13,12 @@ A `Worker` is dstack's pipeline (fetcher + workers + heartbeater) in one small o
 - *heartbeat*: leases of rows still being processed are renewed every third of the lease,
   so a slow row is never taken by another replica while it is in hand.
 
-The loop backs off when idle (0.5, 1, 2, 5 s, as dstack) and `hint()` wakes it at once, so
-an API write or a webhook never waits for a poll. `process_once()` and `heartbeat_once()`
-are the steps the loop repeats; tests drive those, not the loop.
+When nothing is due the loop sleeps until the earliest row becomes due (`next_due`) or a
+`hint()` wakes it — an API write, a webhook, an agent's job event, a row of another kind
+that changed — so no row waits for a poll. The sleep is capped (`idle_cap`) because writes
+by other replicas are not hinted here; with every slot busy it waits for a row to finish.
+`process_once()` and `heartbeat_once()` are the steps the loop repeats; tests drive those,
+not the loop.
 
 The row callback is the outermost frame for one row: an unexpected exception is logged
 with its traceback, the lease is released with `error_delay`, and the loop goes on.
@@ -71,6 +74,9 @@ class Leasing(Protocol):
     async def release(self, lease: Lease, *, due_in: float) -> None:
         """Drop the lease (only if still held) and make the row due in `due_in` seconds."""
 
+    async def next_due(self, kind: WorkKind) -> float | None:
+        """Seconds until the earliest row of `kind` can be claimed; None if there is none."""
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
@@ -81,7 +87,12 @@ class WorkerConfig:
     lease_seconds: float = 30.0
     min_interval: float = 5.0
     error_delay: float = 15.0
-    idle_backoff: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0)
+    idle_cap: float = 5.0
+    """The longest idle sleep (other replicas' writes do not hint this worker)."""
+    idle_floor: float = 0.05
+    """The shortest: rows due but claimed elsewhere meanwhile must not make the loop spin."""
+    idle_backoff: tuple[float, ...] = ()
+    """Unused (the loop sleeps until the next due row); kept until no config names it."""
     stop_grace: float = 10.0
 
     @property
@@ -201,22 +212,30 @@ class Worker:
         self._loops = []
 
     async def _fetch_loop(self) -> None:
-        idle = 0
         while not self._stopping:
             self._wake.clear()
             try:
                 spawned = await self._spawn_due()
+                delay = None if spawned else await self._idle_delay()
             except Exception:  # the outermost loop: a failed fetch must not end the worker
                 log.exception("%s: claiming due rows failed", self.kind)
-                spawned = 0
+                spawned, delay = 0, self.config.idle_cap
             if spawned:
-                idle = 0
                 continue
-            backoff = self.config.idle_backoff
-            delay = backoff[min(idle, len(backoff) - 1)]
-            idle += 1
+            if delay is None:  # every slot busy: a row that finishes sets the wake
+                await self._wake.wait()
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
+
+    async def _idle_delay(self) -> float | None:
+        """How long to sleep when the claim found nothing (None: until a row finishes)."""
+        if len(self._in_flight) >= self.config.concurrency:
+            return None
+        due = await self._leasing.next_due(self.kind)
+        if due is None:
+            return self.config.idle_cap
+        return min(max(due, self.config.idle_floor), self.config.idle_cap)
 
     async def _spawn_due(self) -> int:
         leases = await self.claim()

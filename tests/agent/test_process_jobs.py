@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import pwd
 import signal
@@ -196,7 +197,7 @@ async def test_a_second_agent_on_the_same_data_dir_is_refused(
 
 
 async def test_jobs_reached_after_an_in_process_restart(
-    agent_config: AgentConfig, tmp_path: Path
+    agent_config: AgentConfig, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     go = tmp_path / "go"
     async with start_agent(agent_config) as context, _client(context.http_port) as http:
@@ -206,7 +207,10 @@ async def test_jobs_reached_after_an_in_process_restart(
         )
         running = await first.wait_status("long", JobStatus.RUNNING)
         await first.wait_log("long", b"a\n")
+    caplog.set_level(logging.INFO, logger="agent.server.jobs")
     async with start_agent(agent_config) as context, _client(context.http_port) as http:
+        # the restarted agent says which jobs it took back
+        assert "re-adopted 1 unfinished job(s): long (run, running)" in caplog.text
         second = AgentApi(http, agent_config.data_dir)
         adopted = await second.state("long")
         assert adopted.status == JobStatus.RUNNING and adopted.pid == running.pid

@@ -63,3 +63,11 @@ class MemoryLeasing:
         row.token, row.owner = None, None
         row.due_at = self.now + due_in
         row.releases.append(due_in)
+
+    async def next_due(self, kind: WorkKind) -> float | None:
+        times = [
+            max(row.due_at, row.expires_at if row.token else 0.0)
+            for (k, _), row in self.rows.items()
+            if k == kind
+        ]
+        return max(0.0, min(times) - self.now) if times else None

@@ -87,7 +87,7 @@ async def test_a_leased_row_is_not_claimed_twice_and_a_lost_lease_is_not_release
 
 async def test_hint_wakes_the_idle_loop_and_stop_lets_rows_in_hand_finish() -> None:
     leasing = MemoryLeasing()
-    config = WorkerConfig(kind="fleets", idle_backoff=(3600.0,), lease_seconds=30)
+    config = WorkerConfig(kind="fleets", idle_cap=3600.0, lease_seconds=30)
     handled: asyncio.Queue[str] = asyncio.Queue()
     release, entered = asyncio.Event(), asyncio.Event()
 

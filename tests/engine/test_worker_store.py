@@ -42,7 +42,7 @@ async def test_two_replicas_process_each_row_exactly_once(db_url: str) -> None:
 
         return process
 
-    config = WorkerConfig(kind="volumes", concurrency=8, idle_backoff=(0.01,))
+    config = WorkerConfig(kind="volumes", concurrency=8, idle_cap=0.01)
     workers = [
         Worker(
             config,

@@ -209,3 +209,28 @@ async def test_store_leasing_per_kind_skips_finished_rows(store: Store, clock: F
     assert await leasing.claim_due("runs", owner="w", limit=10, lease_seconds=30) == []
     clock.advance(1)
     assert len(await leasing.claim_due("runs", owner="w", limit=10, lease_seconds=30)) == 1
+
+
+def test_a_row_woken_while_in_hand_is_due_again_at_release(store: Store, clock: FakeClock) -> None:
+    woken, quiet = _runs(store, 2)
+    leases = store.leases
+    claimed = dict(leases.claim_due(Run, owner="a", limit=2, lease_seconds=30))
+    assert leases.make_due(Run, woken.id)  # an event arrives while the row is processed
+    leases.release(Run, woken.id, claimed[woken.id], due_in=60)
+    leases.release(Run, quiet.id, claimed[quiet.id], due_in=60)
+    assert [
+        row_id for row_id, _ in leases.claim_due(Run, owner="b", limit=5, lease_seconds=30)
+    ] == [woken.id]
+
+
+def test_next_due_says_how_long_until_a_row_can_be_claimed(store: Store, clock: FakeClock) -> None:
+    leases = store.leases
+    assert leases.next_due(Run) is None
+    (run,) = _runs(store, 1)
+    assert leases.next_due(Run) == 0.0  # never processed: due now
+    [(_, token)] = leases.claim_due(Run, owner="a", limit=1, lease_seconds=30)
+    assert leases.next_due(Run) == 30.0  # in hand: claimable when the lease expires
+    leases.release(Run, run.id, token, due_in=12)
+    assert leases.next_due(Run) == 12.0
+    clock.advance(20)
+    assert leases.next_due(Run) == 0.0

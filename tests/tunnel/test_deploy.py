@@ -124,7 +124,9 @@ async def test_refused_key_says_auth_refused(
     stranger = make_client_key(tmp_path / "stranger")
     target = dataclasses.replace(target_of(sshd_hosts[0]), identity_file=str(stranger))
     with pytest.raises(DeployError) as info:
-        await deploy_agent(pool, target, bundle, remote_dir=str(tmp_path / "x"))
+        await deploy_agent(
+            pool, target, bundle, agent_port=free_port(), remote_dir=str(tmp_path / "x")
+        )
     assert info.value.failure is DeployFailure.auth_refused
     assert str(target) in str(info.value) and "authorized_keys" in str(info.value)
 
@@ -150,7 +152,11 @@ async def test_host_without_python_says_no_python(
 ) -> None:
     with pytest.raises(DeployError) as info:
         await deploy_agent(
-            pool, target_of(host_without_python), bundle, remote_dir=str(tmp_path / "a")
+            pool,
+            target_of(host_without_python),
+            bundle,
+            agent_port=free_port(),
+            remote_dir=str(tmp_path / "a"),
         )
     assert info.value.failure is DeployFailure.no_python
     assert "Python ≥ 3.11" in str(info.value)
@@ -196,7 +202,11 @@ async def test_full_disk_says_disk_full(
 ) -> None:
     with pytest.raises(DeployError) as info:
         await deploy_agent(
-            pool, target_of(sshd_hosts[0]), bundle, remote_dir=str(tiny_disk / "agent")
+            pool,
+            target_of(sshd_hosts[0]),
+            bundle,
+            agent_port=free_port(),
+            remote_dir=str(tiny_disk / "agent"),
         )
     assert info.value.failure is DeployFailure.disk_full
     assert "MiB free" in str(info.value)

@@ -31,6 +31,9 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    case,
+    func,
+    literal,
     or_,
     select,
     update,
@@ -111,7 +114,12 @@ class Leases:
         stamp = (
             update(table)
             .where(c.id == bindparam("row_id"))
-            .values(lock_token=bindparam("token"), lock_expires_at=expires, lock_owner=owner)
+            .values(
+                lock_token=bindparam("token"),
+                lock_expires_at=expires,
+                lock_owner=owner,
+                due_at=now,  # `make_due` while in hand clears it: `release` sees the wake
+            )
         )
         with self._claiming() as connection:
             claimed = [(row_id, new_id()) for row_id in connection.execute(query).scalars()]
@@ -178,18 +186,23 @@ class Leases:
     ) -> bool:
         """Drop the lease if still held, with `values` written in the same fenced statement.
 
-        Stamps `last_processed_at=now` and makes the row due again in `due_in` seconds.
+        Stamps `last_processed_at=now` and makes the row due again in `due_in` seconds, or
+        now if `make_due` woke it while it was in hand (an event it must not sleep through).
         Returns whether the fence held (False: the lease had been lost, nothing written).
         """
         table = leased_table(model)
         now = now or self.now()
         update_map: dict[str, Any] = dict(values or {})
+        due_type = table.c.due_at.type
+        later = literal(now + timedelta(seconds=due_in), type_=due_type)
         update_map.update(
             lock_token=None,
             lock_expires_at=None,
             lock_owner=None,
             last_processed_at=now,
-            due_at=now + timedelta(seconds=due_in),
+            due_at=case((table.c.due_at.is_(None), literal(now, type_=due_type)), else_=later)
+            if due_in > 0
+            else now,
         )
         with self._writer.begin() as connection:
             result = connection.execute(
@@ -209,10 +222,34 @@ class Leases:
             return row
 
     def make_due(self, model: type[Base], row_id: str) -> bool:
-        """Make the row due now (after an API write); the caller then hints the worker."""
+        """Make the row due now (after an API write); the caller then hints the worker.
+
+        A row in hand is processed again as soon as its lease is released."""
+        return self.make_due_where(model, leased_table(model).c.id == row_id) > 0
+
+    def make_due_where(self, model: type[Base], where: ColumnElement[bool]) -> int:
+        """Make every row matching `where` due now, in one statement; how many matched."""
         table = leased_table(model)
         with self._writer.begin() as connection:
-            result = connection.execute(
-                update(table).where(table.c.id == row_id).values(due_at=None)
-            )
-        return bool(result.rowcount)
+            result = connection.execute(update(table).where(where).values(due_at=None))
+        return int(result.rowcount)
+
+    def next_due(
+        self, model: type[Base], *, where: ColumnElement[bool] | None = None
+    ) -> float | None:
+        """Seconds until the earliest row matching `where` can be claimed (0: one is due
+        now; a leased row counts at its lease's expiry), or None if there is none."""
+        table = leased_table(model)
+        c = table.c
+        never = literal(datetime(1970, 1, 1, tzinfo=UTC), type_=c.due_at.type)
+        earliest = func.min(func.coalesce(c.lock_expires_at, c.due_at, never), type_=c.due_at.type)
+        query = select(earliest)
+        if where is not None:
+            query = query.where(where)
+        with self._engine.connect() as connection:
+            value = connection.execute(query).scalar()
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return max(0.0, float((value - self.now()).total_seconds()))

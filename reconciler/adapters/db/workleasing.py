@@ -18,7 +18,7 @@ from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, and_, not_
 
-from reconciler.adapters.db.leasing import Leases
+from reconciler.adapters.db.leasing import Leases, leased_table
 from reconciler.adapters.db.models import (
     Base,
     Fleet,
@@ -115,3 +115,23 @@ class StoreLeasing(Generic[L]):
             lease.token,
             due_in=due_in,
         )
+
+    async def next_due(self, kind: WorkKind) -> float | None:
+        """Seconds until the earliest row of `kind` still to process can be claimed."""
+        return await asyncio.to_thread(
+            self._leases.next_due, WORK_MODELS[kind], where=pending_work(kind)
+        )
+
+    async def wake(self, kind: WorkKind, row_ids: Sequence[str]) -> int:
+        """Make these rows of `kind` (those still to process) due now, in one statement."""
+        if not row_ids:
+            return 0
+        model = WORK_MODELS[kind]
+        where = and_(leased_table(model).c.id.in_(list(row_ids)), pending_work(kind))
+        return await asyncio.to_thread(self._leases.make_due_where, model, where)
+
+    async def wake_jobs_on_instance(self, instance_id: str) -> int:
+        """Make every unfinished job placed on the instance due now (its agent's events
+        were missed: the jobs look for themselves)."""
+        where = and_(Job.instance_id == instance_id, pending_work("jobs"))
+        return await asyncio.to_thread(self._leases.make_due_where, Job, where)

@@ -32,6 +32,9 @@ from reconciler.engine.joblogs import job_log_path, write_chunk
 from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
 
 JR = JobTerminationReason
+EVENT_POLL = 60.0
+"""Seconds between the passes of a job whose agent's events are followed (a safety net:
+the events wake it on every change)."""
 Release = Callable[[JobContext, Update], Update]
 
 
@@ -51,13 +54,20 @@ class RunningJobs:
     """See the module docstring."""
 
     def __init__(
-        self, *, store: Store, agents: AgentDirectory, config: JobsConfig, release: Release
+        self,
+        *,
+        store: Store,
+        agents: AgentDirectory,
+        config: JobsConfig,
+        release: Release,
+        event_poll: float = EVENT_POLL,
     ) -> None:
         self.store = store
         self.agents = agents
         self.config = config
         self._release = release
         self._probe_clients: dict[SSHTarget, httpx.AsyncClient] = {}
+        self.event_poll = event_poll
 
     def _instance(self, ctx: JobContext) -> Instance | None:
         return self.store.get(Instance, ctx.job.instance_id or "")
@@ -144,13 +154,44 @@ class RunningJobs:
             if state.pull_progress is not None:
                 update["status_message"] = f"pulling {state.pull_progress:.0%}"
         update["runtime"] = runtime
-        return update, self._poll_after(runtime.get("started_at"))
+        duty = self._duty(ctx, runtime, pulling=state.status is not AgentStatus.RUNNING)
+        return update, self.next_pass(ctx, runtime.get("started_at"), duty=duty)
+
+    def next_pass(
+        self, ctx: JobContext, since: float | None, *, duty: float | None = None
+    ) -> float:
+        """When a job on an agent is looked at next. While its agent's events are followed,
+        every change (state, output) wakes it, so it sleeps until `event_poll` or its next
+        duty (a probe, a limit); otherwise it is polled, quickly in its first seconds (or
+        those of its stop), then at the pace."""
+        if ctx.job.instance_id and self.agents.following(ctx.job.instance_id):
+            return self.event_poll if duty is None else min(self.event_poll, duty)
+        polled = self._poll_after(since)
+        return polled if duty is None else min(polled, duty)
 
     def _poll_after(self, since: float | None) -> float:
         """Poll quickly in the first seconds of a job (or of its stop), then at the pace."""
         if since is None or self.store.clock.now_ts() - float(since) < self.config.quick_for:
             return self.config.quick_poll
         return self.config.active_poll
+
+    def _duty(self, ctx: JobContext, runtime: Mapping[str, Any], *, pulling: bool) -> float | None:
+        """Seconds until a running job must be looked at whatever its agent says: image
+        pull progress, a service probe, a utilization or inactivity window, max_duration."""
+        spec = ctx.slot.spec
+        duties: list[float] = []
+        if pulling:
+            duties.append(self.config.active_poll)
+        probes = spec.get("probes")
+        if spec.get("type") == "service" and probes:
+            duties.append(float(probes[0].get("interval") or 15))
+        if isinstance(spec.get("utilization_policy"), Mapping) or inactivity_limit(spec):
+            duties.append(self.config.active_poll)
+        limit, started = spec.get("max_duration"), runtime.get("started_at")
+        if isinstance(limit, int) and not isinstance(limit, bool) and started is not None:
+            left = float(started) + limit - self.store.clock.now_ts()
+            duties.append(max(left, 0.0) + 0.5)
+        return min(duties) if duties else None
 
     def _over_max_duration(self, ctx: JobContext, runtime: Mapping[str, Any]) -> JR | None:
         limit = ctx.slot.spec.get("max_duration")
@@ -269,7 +310,7 @@ class RunningJobs:
         progress: Update = {"log_offset": offset, "runtime": runtime}
         if not (state.status.is_finished() and drained):
             runtime.setdefault("stop_sent_at", self.store.clock.now_ts())
-            return progress, self._poll_after(runtime["stop_sent_at"])
+            return progress, self.next_pass(ctx, runtime["stop_sent_at"])
         ended = finish(reason, self.store.now(), exit_status=state.exit_status)
         return self._release(ctx, progress | ended | {REMOVE: job_id}), None
 

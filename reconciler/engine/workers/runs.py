@@ -65,11 +65,13 @@ class RunsProcessor:
         hint: Callable[[WorkKind], None],
         stats: RequestStats | None = None,
         poll: float = 2.0,
+        idle: float = 60.0,
     ) -> None:
         self.store = store
         self._hint = hint
         self._stats = stats
         self._poll = poll
+        self._idle = idle
         self._scaled: dict[str, tuple[int, float]] = {}  # run id -> (replicas, when)
 
     async def process(self, run_id: str, token: str) -> float | None:
@@ -169,7 +171,19 @@ class RunsProcessor:
             values["next_triggered_at"] = _dt(step.wait_until)
         if values:
             self._write_run(run, token, values)
-        return (0.0 if values.get("status") == RunStatus.TERMINATING.value else self._poll), touched
+        if values.get("status") == RunStatus.TERMINATING.value:
+            return 0.0, touched
+        return self._next_pass(run, step.wait_until), touched
+
+    def _next_pass(self, run: Run, wait_until: float | None) -> float:
+        """An active run is woken by its jobs' status changes (`make_due` with the job's
+        write); it is looked at on its own only for what time decides: autoscaling, a retry
+        delay, and at `idle` as a safety net."""
+        scaling = run.spec.get("type") == "service" and bool(run.spec.get("scaling"))
+        due = self._poll if scaling else self._idle
+        if wait_until is not None:
+            due = min(due, max(0.0, wait_until - self._now()))
+        return due
 
     def _submit_replica(self, run: Run, replica: int, submission: int) -> None:
         slots = [s for s in expand_jobs(run.spec, replicas=replica + 1) if s.replica_num == replica]
@@ -270,7 +284,6 @@ CONFIG = WorkerConfig(
     concurrency=20,
     lease_seconds=30.0,
     min_interval=5.0,
-    idle_backoff=(0.1, 0.25, 0.5, 1.0),
 )
 
 

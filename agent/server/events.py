@@ -1,0 +1,140 @@
+"""The agent's job event feed: numbered changes of its jobs, served as a long-poll.
+
+``JobEventFeed`` keeps the last events in memory (nothing is read from disk to answer):
+the job manager publishes a ``state`` event whenever a job's status or stop order moves,
+and the feed itself publishes ``output`` when the log of a running job has grown (it
+looks at the sizes of those logs at most once per ``output_interval``, and only while
+someone follows the feed). ``router`` serves ``GET /jobs/events`` (``agent/jobevents.py``
+describes the contract); ``app.create_app`` mounts it ahead of ``/jobs/{job_id}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from agent.jobevents import (
+    EVENTS_PATH,
+    MAX_EVENTS_PER_PAGE,
+    MAX_WAIT_SECONDS,
+    JobEvent,
+    JobEventKind,
+    JobEventsPage,
+)
+
+RunningLogs = Callable[[], Iterable[tuple[str, Path]]]
+"""The (job id, log path) of every running job (the job manager's, in memory)."""
+
+
+class JobEventFeed:
+    """See the module docstring. All methods run on the agent's event loop."""
+
+    def __init__(
+        self,
+        *,
+        running_logs: RunningLogs | None = None,
+        keep: int = 10_000,
+        output_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.epoch = uuid.uuid4().hex
+        self._seq = 0
+        self._events: deque[JobEvent] = deque(maxlen=keep)
+        self._published = asyncio.Event()
+        self._running_logs = running_logs
+        self._output_interval = output_interval
+        self._clock = clock
+        self._sizes: dict[str, int] = {}
+        self._last_followed = float("-inf")
+        self._watcher: asyncio.Task[None] | None = None
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    def publish(self, job_id: str, kind: JobEventKind, status: str = "") -> None:
+        self._seq += 1
+        self._events.append(JobEvent(seq=self._seq, job_id=job_id, kind=kind, status=status))
+        published, self._published = self._published, asyncio.Event()
+        published.set()
+
+    def page(self, since: int, epoch: str) -> JobEventsPage:
+        """The events after `since` (at most a page); `reset` if the reader missed some."""
+        oldest = self._events[0].seq if self._events else self._seq + 1
+        if epoch != self.epoch or since > self._seq or since + 1 < oldest:
+            return JobEventsPage(epoch=self.epoch, seq=self._seq, reset=True)
+        start = since + 1 - oldest
+        events = list(itertools.islice(self._events, start, start + MAX_EVENTS_PER_PAGE))
+        seq = events[-1].seq if events else since
+        return JobEventsPage(epoch=self.epoch, seq=seq, events=events)
+
+    async def wait(self, since: int, epoch: str, wait: float) -> JobEventsPage:
+        """`page` now if it has news, else once something is published or `wait` passed."""
+        self._follow()
+        page = self.page(since, epoch)
+        if page.events or page.reset or wait <= 0:
+            return page
+        published = self._published
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(published.wait(), timeout=wait)
+        return self.page(since, epoch)
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
+
+    # -- output: logs that grew ----------------------------------------------------------
+
+    def _follow(self) -> None:
+        """Someone reads the feed: (re)start looking at log sizes while they do."""
+        self._last_followed = self._clock()
+        if self._running_logs is not None and (self._watcher is None or self._watcher.done()):
+            self._watcher = asyncio.create_task(self._watch_output(), name="job-output-events")
+
+    async def _watch_output(self) -> None:
+        # Stops once nobody has asked for events for a while (a server long gone).
+        while self._clock() - self._last_followed < 2 * MAX_WAIT_SECONDS:
+            await asyncio.sleep(self._output_interval)
+            self.check_output()
+
+    def check_output(self) -> None:
+        """Publish `output` for each running job whose log grew since the last look."""
+        assert self._running_logs is not None
+        sizes: dict[str, int] = {}
+        for job_id, path in self._running_logs():
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                continue
+            sizes[job_id] = size
+            if size > self._sizes.get(job_id, 0):
+                self.publish(job_id, JobEventKind.OUTPUT)
+        self._sizes = sizes
+
+
+def router(feed: JobEventFeed) -> APIRouter:
+    """``GET /jobs/events?since=&epoch=&wait=`` over `feed` (see ``agent/jobevents.py``)."""
+    routes = APIRouter()
+
+    @routes.get(EVENTS_PATH)
+    async def job_events(
+        since: Annotated[int, Query(ge=0)] = 0,
+        epoch: Annotated[str, Query(max_length=64)] = "",
+        wait: Annotated[float, Query(ge=0, le=MAX_WAIT_SECONDS)] = 0.0,
+    ) -> JobEventsPage:
+        return await feed.wait(since, epoch, wait)
+
+    return routes

@@ -1,0 +1,68 @@
+"""The agent's job event feed (``GET /jobs/events``): a long-poll of job state changes and
+log growth, so the server learns of them without polling each job."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agent.jobevents import JobEventKind, JobEventsPage
+from agent.server.events import JobEventFeed
+from tests.agent.conftest import AgentApi
+
+
+async def _page(agent: AgentApi, since: int, epoch: str, wait: float = 0) -> JobEventsPage:
+    response = await agent.http.get(
+        "/jobs/events", params={"since": since, "epoch": epoch, "wait": wait}
+    )
+    response.raise_for_status()
+    return JobEventsPage.model_validate_json(response.content)
+
+
+async def test_a_reader_follows_a_jobs_states_and_its_output(
+    agent: AgentApi, tmp_path: Path
+) -> None:
+    first = await _page(agent, 0, "")
+    assert first.reset and first.events == []  # a new reader: it cannot know what it missed
+    go = tmp_path / "go"
+    waiting = asyncio.create_task(_page(agent, first.seq, first.epoch, wait=30))
+    await agent.submit(id="ev", commands=[f"while [ ! -e {go} ]; do sleep 0.05; done; echo hi"])
+    page = await waiting  # answered as soon as something happened, not after 30 s
+    assert page.events and page.events[0].job_id == "ev"
+    seen = list(page.events)
+    since = page.seq
+    go.touch()
+    while not any(e.status == "exited" for e in seen):
+        page = await _page(agent, since, first.epoch, wait=30)
+        assert not page.reset
+        seen += page.events
+        since = page.seq
+    states = [e.status for e in seen if e.kind is JobEventKind.STATE]
+    assert states[-1] == "exited" and "running" in states
+    assert [e.seq for e in seen] == sorted({e.seq for e in seen})  # in order, none twice
+
+
+async def test_a_reader_of_another_agent_or_too_far_behind_is_told_to_reset() -> None:
+    feed = JobEventFeed(keep=3)
+    for i in range(5):
+        feed.publish(f"j{i}", JobEventKind.STATE, "running")
+    assert feed.page(0, "other-epoch").reset
+    assert feed.page(1, feed.epoch).reset  # events 2..5 were asked for; only 3..5 are kept
+    kept = feed.page(2, feed.epoch)
+    assert not kept.reset and [e.job_id for e in kept.events] == ["j2", "j3", "j4"]
+    assert kept.seq == 5
+    assert feed.page(5, feed.epoch).events == []
+    assert feed.page(9, feed.epoch).reset  # ahead of this agent: another agent's numbers
+
+
+async def test_output_events_are_published_when_a_running_log_grows(tmp_path: Path) -> None:
+    log = tmp_path / "output.log"
+    log.write_bytes(b"")
+    feed = JobEventFeed(running_logs=lambda: [("job", log)])
+    feed.check_output()
+    assert feed.seq == 0  # nothing written yet
+    log.write_bytes(b"line\n")
+    feed.check_output()
+    feed.check_output()  # unchanged since: no second event
+    page = feed.page(0, feed.epoch)
+    assert [(e.job_id, e.kind) for e in page.events] == [("job", JobEventKind.OUTPUT)]
