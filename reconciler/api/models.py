@@ -177,6 +177,7 @@ class Volume(Wire):
     project_name: str
     configuration: dict[str, Any]
     status: str
+    dockyard_status: str | None = None
     status_message: str
     outputs: dict[str, Any] | None = None
     created_at: datetime | None = None

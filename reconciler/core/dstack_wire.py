@@ -102,6 +102,39 @@ def fleet_spec(stored: Any) -> dict[str, Any]:
     }
 
 
+# dstack's statuses of volumes and gateways; ours beyond them (deleting) read as ready.
+_CAPACITY_STATUSES = {
+    "volume": ("submitted", "provisioning", "active", "failed"),
+    "gateway": ("submitted", "provisioning", "running", "failed"),
+}
+
+
+def dstack_capacity_status(kind: str, status: str) -> str:
+    known = _CAPACITY_STATUSES.get(kind, ())
+    if status in known or not known:
+        return status
+    return "failed" if status in ("terminated",) else known[2]
+
+
+def capacity_extras(
+    configuration: Mapping[str, Any], outputs: Mapping[str, Any] | None, created_at: Any
+) -> dict[str, Any]:
+    """dstack's fields of a `Volume` / `Gateway` that our rows do not hold as such."""
+    out = outputs or {}
+    return {
+        "user": "",
+        "external": bool(configuration.get("volume_id")),
+        "last_processed_at": created_at,
+        "deleted": False,
+        "volume_id": out.get("volume_id") or configuration.get("volume_id"),
+        "default": bool(configuration.get("default", False)),
+        "hostname": out.get("hostname") or out.get("ip_address"),
+        "wildcard_domain": configuration.get("domain"),
+        "backend": configuration.get("backend"),
+        "region": configuration.get("region"),
+    }
+
+
 def _env(value: Any) -> dict[str, str]:
     if isinstance(value, Mapping):
         return {str(k): "" if v is None else str(v) for k, v in value.items()}

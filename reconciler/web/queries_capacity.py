@@ -9,7 +9,13 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Fleet, Gateway, Instance, Volume
 from reconciler.api import models as wire
-from reconciler.core.dstack_wire import dstack_backend, fleet_spec, instance_type
+from reconciler.core.dstack_wire import (
+    capacity_extras,
+    dstack_backend,
+    dstack_capacity_status,
+    fleet_spec,
+    instance_type,
+)
 from reconciler.web.errors import NotFoundError
 
 Kind = Literal["fleet", "volume", "gateway"]
@@ -58,16 +64,22 @@ def _fleet(session: Session, project: str, row: Fleet) -> wire.Fleet:
 
 
 def _volume(project: str, row: Volume | Gateway) -> wire.Volume:
+    """A volume or gateway, with dstack's `Volume` / `Gateway` fields beside ours."""
     spec: Any = row.spec
+    configuration = spec if isinstance(spec, dict) else {}
+    outputs = row.outputs if isinstance(row.outputs, dict) else None
+    kind: Kind = "gateway" if isinstance(row, Gateway) else "volume"
     return wire.Volume(
         id=row.id,
         name=row.name,
         project_name=project,
-        configuration=spec if isinstance(spec, dict) else {},
-        status=row.status,
-        status_message=row.status_message,
-        outputs=row.outputs if isinstance(row.outputs, dict) else None,
+        configuration=configuration,
+        status=dstack_capacity_status(kind, row.status),
+        dockyard_status=row.status,
+        status_message=row.status_message or row.status,
+        outputs=outputs,
         created_at=row.created_at,
+        **capacity_extras(configuration, outputs, row.created_at),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,12 @@ from tests.web.serving import Running, running_server, wait_until
 pytest.importorskip("dstack", reason="dstack==0.22.5 is in the dev extra")
 
 DSTACK = str(Path(sys.executable).parent / "dstack")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _real(settings: Settings, store: Store) -> Controller:
@@ -88,6 +95,12 @@ class Dstack:
         path.write_text(text)
         return path
 
+    def fleet_ready(self, name: str) -> bool:
+        with self.server.client(self.server.admin_token) as http:
+            answer = http.post("/api/project/main/fleets/get", json={"name": name})
+        instances = answer.json().get("instances", []) if answer.status_code == 200 else []
+        return any(i["status"] in ("idle", "busy") for i in instances)
+
     def run_status(self, name: str) -> str:
         with self.server.client(self.server.admin_token) as http:
             answer = http.post("/api/project/main/runs/get", json={"run_name": name})
@@ -125,6 +138,7 @@ def dstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
             )
             client.write("fleet.dstack.yml", "type: fleet\nname: local\nnodes: 1\n")
             client.ok("apply", "-f", "fleet.dstack.yml", "-y")
+            wait_until(lambda: client.fleet_ready("local"), timeout=120, what="the local fleet")
             yield client
             with server.client(server.admin_token) as http:
                 active = http.post("/api/runs/list", json={"only_active": True}).json()
