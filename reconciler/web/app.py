@@ -25,6 +25,7 @@ from reconciler.ports import Clock, Controller
 from reconciler.pr.bot import PullRequestBot
 from reconciler.settings import Settings
 from reconciler.web.auth import Principal, require_admin, require_user
+from reconciler.web.console.pages import build_console_router
 from reconciler.web.context import SecretBox, WebContext, get_context
 from reconciler.web.database import Database
 from reconciler.web.errors import ErrorShield, install_error_handlers
@@ -157,6 +158,7 @@ def create_app(
         build_dstack_global_router(),
         build_pr_router(),
         build_pages_router(),
+        build_console_router(settings.data_dir),
     ):
         app.include_router(router)
     _add_openapi_route(app)

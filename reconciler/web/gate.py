@@ -4,7 +4,8 @@ It runs before routing, body parsing and validation, so an anonymous caller lear
 (not even which bodies are valid: a 401 comes first, whatever is sent). Open paths are the
 health check, the webhooks (they verify their own signature), the service proxy (it
 checks tokens per service, as `auth: false` services are public) and the reconcile pages
-(signed links, `reconciler.web.pages`). The principal found is
+(signed links, `reconciler.web.pages`) and the web console (its own session cookie and
+the same project rules). The principal found is
 left in `scope["state"]` for the route dependencies, which then check roles.
 """
 
@@ -18,8 +19,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reconciler.web.auth import authenticate
 from reconciler.web.context import WebContext
 
-OPEN_PATHS = ("/healthcheck",)
-OPEN_PREFIXES = ("/api/webhooks/", "/proxy/services/", "/pages/")  # pages check a signature
+OPEN_PATHS = ("/healthcheck", "/")  # "/" redirects to the console
+# pages check a signature; the console (`reconciler.web.console`) checks its session cookie
+OPEN_PREFIXES = ("/api/webhooks/", "/proxy/services/", "/pages/", "/console/")
 
 
 def is_open(path: str) -> bool:

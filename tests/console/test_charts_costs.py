@@ -1,0 +1,40 @@
+"""The console's pictures and cost figures (pure)."""
+
+from __future__ import annotations
+
+import re
+
+from reconciler.web.console.charts import Series, line_chart, round_up
+from reconciler.web.console.costs import Spend, cost_between, hourly_rates, rate_at
+
+
+def test_a_chart_has_axes_units_and_escaped_text() -> None:
+    svg = line_chart("GPU <memory>", "bytes", [Series("gpu0&", [(0.0, 2**30), (60.0, 3 * 2**30)])])
+    assert "GPU &lt;memory&gt;" in svg and "gpu0&amp;" in svg
+    assert "4 GiB" in svg and "0 B" in svg  # the y axis up to a round maximum, with the unit
+    assert "-1 min" in svg and "now" in svg
+    assert len(re.findall(r"<polyline", svg)) == 1
+
+
+def test_percent_charts_end_at_100_and_empty_charts_say_so() -> None:
+    svg = line_chart("GPU utilization", "%", [Series("gpu0", [(0, 50.0), (5, 97.0)])], y_max=100)
+    assert "100%" in svg
+    assert "no samples yet" in line_chart("CPU", "%", [Series("cpu", [])])
+
+
+def test_round_up() -> None:
+    assert [round_up(v) for v in (0, 0.3, 1, 1.5, 3, 7, 42)] == [1, 0.5, 1, 2, 5, 10, 50]
+
+
+def test_costs_now_over_a_window_and_per_hour() -> None:
+    hour = 3600.0
+    spends = [Spend(4.0, 0.0, 2 * hour), Spend(2.0, hour, None)]
+    assert rate_at(spends, 1.5 * hour) == 6.0
+    assert rate_at(spends, 3 * hour) == 2.0
+    assert cost_between(spends, 0.0, 3 * hour) == 4.0 * 2 + 2.0 * 2
+    assert hourly_rates(spends, 3 * hour, 3) == [
+        (0.0, 4.0),
+        (hour, 6.0),
+        (2 * hour, 2.0),
+        (3 * hour, 2.0),
+    ]
