@@ -1,7 +1,8 @@
 """`dockyard db …`: database maintenance commands (`upgrade`, `current`).
 
 `dockyard db upgrade [--db URL] [--data-dir DIR]` applies the packaged migrations; the server
-does the same at start. Registered in `reconciler.cli.main._COMMAND_MODULES`.
+does the same at start. The work is `reconciler.adapters.db.admin`'s: this is the only CLI
+command that opens the server's database.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy.exc import OperationalError
 
-from reconciler.adapters.db.connecting import create_db_engine, redact_url, resolve_db_url
-from reconciler.adapters.db.migrating import current_revision, head_revision, upgrade_database
-from reconciler.errors import TransientError
+from reconciler.adapters.db.admin import database_revision_at, upgrade_database_at
+from reconciler.adapters.db.connecting import redact_url, resolve_db_url
 
 DbOption = Annotated[
     str | None,
@@ -43,14 +42,7 @@ def register(app: typer.Typer) -> None:
     def upgrade(db: DbOption = None, data_dir: DataDirOption = None) -> None:
         """Apply pending schema migrations (creating the database if needed)."""
         url = resolve_db_url(db, data_dir)
-        engine = create_db_engine(url)
-        try:
-            before = current_revision(engine)
-            after = upgrade_database(engine)
-        except OperationalError as exc:
-            raise TransientError(f"cannot reach the database {redact_url(url)}") from exc
-        finally:
-            engine.dispose()
+        before, after = upgrade_database_at(url)
         console = Console()
         if before == after:
             console.print(f"{redact_url(url)}: already at revision {after}", highlight=False)
@@ -63,15 +55,9 @@ def register(app: typer.Typer) -> None:
     def current(db: DbOption = None, data_dir: DataDirOption = None) -> None:
         """Show the database's schema revision and the newest one this version ships."""
         url = resolve_db_url(db, data_dir)
-        engine = create_db_engine(url)
-        try:
-            revision = current_revision(engine)
-        except OperationalError as exc:
-            raise TransientError(f"cannot reach the database {redact_url(url)}") from exc
-        finally:
-            engine.dispose()
+        revision, head = database_revision_at(url)
         Console().print(
-            f"{redact_url(url)}: revision {revision or 'none (empty)'}; head {head_revision()}",
+            f"{redact_url(url)}: revision {revision or 'none (empty)'}; head {head}",
             highlight=False,
         )
 

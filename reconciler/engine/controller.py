@@ -23,23 +23,13 @@ from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
-
 from agent.bundle import Bundle, build_bundle
 from agent.deploy import deploy_agent
 from agent.diskspace import DiskWatch
 from agent.local import ensure_client_key, ensure_local_agent
 from agent.tunnel import SSHTarget, TunnelPool
-from reconciler.adapters.db.leasing import leased_table
 from reconciler.adapters.db.models import (
-    Fleet,
-    Gateway,
-    Instance,
-    Job,
     Project,
-    Reconcile,
-    Run,
-    Volume,
 )
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
@@ -289,28 +279,12 @@ def _pid_alive(pid: int) -> bool:
 def release_dead_leases(store: Store, identity: str) -> int:
     """Drop the leases held by dead processes of this host and data dir; how many."""
     prefix = identity.rsplit(":", 1)[0] + ":"
-    released = 0
-    with store.writing() as session:
-        for model in (Run, Job, Fleet, Instance, Volume, Gateway, Reconcile):
-            table = leased_table(model)
-            owners = session.execute(
-                select(table.c.lock_owner).where(table.c.lock_owner.like(f"{prefix}%")).distinct()
-            ).scalars()
-            # Our own identity at start-up is a predecessor with our pid (a container's 1).
-            dead = [
-                o
-                for o in owners
-                if o and (o.split("/", 1)[0] == identity or not _pid_alive(_owner_pid(o)))
-            ]
-            if not dead:
-                continue
-            result = session.execute(
-                update(table)
-                .where(table.c.lock_owner.in_(dead))
-                .values(lock_token=None, lock_expires_at=None, lock_owner=None)
-            )
-            released += int(getattr(result, "rowcount", 0) or 0)
-    return released
+
+    def is_dead(owner: str) -> bool:
+        # Our own identity at start-up is a predecessor with our pid (a container's 1).
+        return owner.split("/", 1)[0] == identity or not _pid_alive(_owner_pid(owner))
+
+    return store.take_back_dead_leases(prefix, is_dead)
 
 
 def _owner_pid(owner: str) -> int:

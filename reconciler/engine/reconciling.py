@@ -31,12 +31,9 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import select
-
-from reconciler.adapters.db.models import Fleet, Instance, Project, Reconcile
+from reconciler.adapters.db.models import Project, Reconcile
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.policy import RepoPolicy
@@ -50,7 +47,6 @@ from reconciler.core.reconcile_status import (
 from reconciler.core.rendering_json import to_json_dict
 from reconciler.domain.desired import DesiredState
 from reconciler.domain.plan import Action, Plan
-from reconciler.engine.applying import ApplyContext, apply_action
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.engine.planning import plan_live
 from reconciler.engine.previewing import Previewer, placement_warnings
@@ -246,19 +242,11 @@ class Reconciler:
 
     def _apply(self, row: Reconcile, actions: Sequence[Action]) -> list[ActionResult] | None:
         """Apply actions in one transaction; None when a newer pass got there first."""
-        with self._store.writing() as session:
-            lock = select(Project).where(Project.id == row.project_id).with_for_update()
-            session.execute(lock)
-            if _superseded(session, row):
-                return None
-            ctx = ApplyContext(
-                session=session,
-                project_id=row.project_id,
-                now=self._store.now(),
-                commit=row.attempted_revision,
-            )
-            results = [apply_action(ctx, action) for action in actions]
-        for kind in sorted(ctx.hints):
+        applied = self._store.apply_plan_batch(row.id, actions, applying_stages=_APPLYING_STAGES)
+        if applied is None:
+            return None
+        results, hints = applied
+        for kind in sorted(hints):
             self._hint(kind)
         return results
 
@@ -322,17 +310,6 @@ class Reconciler:
             log.warning("reporting reconcile %s failed: %s", row.id, outcome.message)
 
 
-def _superseded(session: Any, row: Reconcile) -> bool:
-    newer = session.scalars(
-        select(Reconcile.id).where(
-            Reconcile.project_id == row.project_id,
-            Reconcile.created_at > row.created_at,
-            Reconcile.stage.in_(_APPLYING_STAGES),
-        )
-    ).first()
-    return newer is not None
-
-
 def _failed(outcome: Outcome) -> Conclusion:
     """A pass that raised: transient problems abort it (retried), others fail it."""
     status = ReconcileStatus.FAILED
@@ -347,23 +324,4 @@ def capacity_in_flight(store: Store, project_id: str, *, within: float = 600.0) 
     Only capacity created in the last `within` seconds counts: a host that never answers
     must not delay every later run submission.
     """
-    since = store.now() - timedelta(seconds=within)
-    with store.reading() as session:
-        fleet = session.scalars(
-            select(Fleet.id).where(
-                Fleet.project_id == project_id,
-                Fleet.deleted.is_(False),
-                Fleet.status == "submitted",
-                Fleet.created_at >= since,
-            )
-        ).first()
-        if fleet is not None:
-            return True
-        instance = session.scalars(
-            select(Instance.id).where(
-                Instance.project_id == project_id,
-                Instance.status.in_(["pending", "provisioning"]),
-                Instance.created_at >= since,
-            )
-        ).first()
-        return instance is not None
+    return store.capacity_in_flight(project_id, within=within)

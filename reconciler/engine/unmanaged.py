@@ -21,10 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import select
-
-from reconciler.adapters.db.inventory import live_resource
-from reconciler.adapters.db.models import Run
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import requirements_of
 from reconciler.core.planning import plan_desired
@@ -34,15 +30,6 @@ from reconciler.domain.desired import DesiredResource
 from reconciler.domain.kinds import Kind
 from reconciler.domain.observed import to_git_origin
 from reconciler.domain.plan import Action, ActionKind
-from reconciler.engine.applying import (
-    DELETING,
-    FINISHED_RUNS,
-    ApplyContext,
-    active_runs,
-    apply_action,
-    live_capacity,
-    request_stop,
-)
 from reconciler.errors import UsageError
 from reconciler.ports import WorkKind
 from schemas import parse_config
@@ -157,72 +144,26 @@ def apply_one(
     if force and action.action is ActionKind.NOOP and action.kind.is_run:
         action = replace(action, action=ActionKind.REPLACE, reason="re-submitted (--force)")
     project_id = store.get_or_create_project(project).id
-    with store.writing() as session:
-        ctx = ApplyContext(
-            session=session, project_id=project_id, now=store.now(), origin=f"cli:{user}"
-        )
-        result = apply_action(ctx, action)
+    result, hints = store.apply_unmanaged_action(project_id, action, user=user)
     if result.failed:
         raise UsageError(result.message)
-    return action_to_dict(action), ctx.hints
+    return action_to_dict(action), hints
 
 
 def stop_run(store: Store, project: str, name: str, *, abort: bool) -> bool:
     """Ask the active run `name` to stop; False if it had already finished."""
-    project_id = _project_id(store, project)
-    with store.writing() as session:
-        ctx = ApplyContext(session=session, project_id=project_id, now=store.now())
-        runs = active_runs(session, project_id, name)
-        if not runs:
-            known = session.scalars(
-                select(Run.id).where(Run.project_id == project_id, Run.run_name == name)
-            ).first()
-            if known is None:
-                raise UsageError(f"no run {name!r} in project {project!r}")
-            return False
-        for run in runs:
-            request_stop(
-                ctx, run, abort=abort, why="aborted by user" if abort else "stopped by user"
-            )
-    return True
+    return store.stop_run_by_name(_project_id(store, project), project, name, abort=abort)
 
 
 def delete_resource(store: Store, project: str, kind: str, name: str) -> WorkKind:
     """Delete a finished run, or terminate a fleet, volume or gateway; the kind to hint."""
     project_id = _project_id(store, project)
-    with store.writing() as session:
-        now = store.now()
-        if kind in ("run", "task", "service", "dev-environment"):
-            runs = session.scalars(
-                select(Run).where(
-                    Run.project_id == project_id, Run.run_name == name, Run.deleted.is_(False)
-                )
-            ).all()
-            if not runs:
-                raise UsageError(f"no run {name!r} in project {project!r}")
-            if any(r.status not in FINISHED_RUNS for r in runs):
-                raise UsageError(f"run {name!r} is still active: stop it first")
-            for run in runs:
-                run.deleted = True
-            for run_kind in ("task", "service", "dev-environment"):
-                resource = live_resource(session, project_id, run_kind, name)
-                if resource is not None:
-                    resource.deleted_at = resource.updated_at = now
-            return "runs"
-        model_kind = _KINDS.get(kind)
-        if model_kind is None or model_kind.is_run:
-            raise UsageError(f"cannot delete a {kind!r}: use run, fleet, volume or gateway")
-        rows = live_capacity(session, model_kind, project_id, name)
-        if not rows:
-            raise UsageError(f"no {kind} {name!r} in project {project!r}")
-        for row in rows:
-            if row.status not in ("terminating", "terminated"):
-                row.status, row.status_message, row.due_at = "terminating", "deleting", None
-        resource = live_resource(session, project_id, kind, name)
-        if resource is not None:
-            resource.status, resource.updated_at = DELETING, now
-    work: dict[Kind, WorkKind] = {Kind.FLEET: "fleets", Kind.VOLUME: "volumes"}
-    return work.get(model_kind, "gateways")
+    if kind in ("run", "task", "service", "dev-environment"):
+        return store.delete_resource_by_name(project_id, project, None, name)
+    model_kind = _KINDS.get(kind)
+    if model_kind is None or model_kind.is_run:
+        raise UsageError(f"cannot delete a {kind!r}: use run, fleet, volume or gateway")
+    return store.delete_resource_by_name(project_id, project, model_kind, name)
 
 
 def _project_id(store: Store, project: str) -> str:

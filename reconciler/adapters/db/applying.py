@@ -1,11 +1,14 @@
 """Applying a plan: each action becomes *intent rows*, written in the caller's transaction.
 
+Used by the plan-write units of work (`planwrites.PlanWritesStore`), which open the
+transaction; no one outside `reconciler.adapters.db` sees the session.
+
 Nothing here does slow I/O. Applying an action records what must become true — a `runs`
 row to submit, a `fleets`/`volumes`/`gateways` row to bring up, a run or fleet marked for
 termination — and the workers (`reconciler.engine.workers`) carry it out, leasing the rows
-and hinting each other. Because the caller (`reconciling`) applies the whole plan and marks
-the reconcile finished in *one* transaction, a server killed at any point either applied
-the whole plan or nothing; the restart re-plans from the store and converges. Every write
+and hinting each other. Because `PlanWritesStore.apply_plan_batch` applies a batch of
+actions in *one* transaction, a server killed at any point either applied the whole batch
+or nothing; the restart re-plans from the store and converges. Every write
 is keyed by (resource, spec hash), so applying the same action twice changes nothing:
 
 - run `create`: a new run, unless an active run of the resource already has this spec hash;

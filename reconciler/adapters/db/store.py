@@ -16,18 +16,27 @@ from sqlalchemy import Engine
 
 from reconciler.adapters.db.capacity import CapacityStore
 from reconciler.adapters.db.connecting import create_db_engine
+from reconciler.adapters.db.deadleases import DeadLeasesStore
 from reconciler.adapters.db.history import HistoryStore
 from reconciler.adapters.db.inventory import InventoryStore
 from reconciler.adapters.db.jobsteps import JobStepsStore
 from reconciler.adapters.db.leasing import Leases
 from reconciler.adapters.db.migrating import upgrade_database
+from reconciler.adapters.db.planwrites import PlanWritesStore
 from reconciler.adapters.db.runningjobs import RunningJobsStore
 from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
 
 
 class Store(
-    InventoryStore, HistoryStore, WorkloadsStore, JobStepsStore, RunningJobsStore, CapacityStore
+    InventoryStore,
+    HistoryStore,
+    WorkloadsStore,
+    JobStepsStore,
+    RunningJobsStore,
+    CapacityStore,
+    PlanWritesStore,
+    DeadLeasesStore,
 ):
     """Projects, accounts, inventory, history and workloads; see docs/store.md."""
 
