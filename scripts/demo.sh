@@ -2,7 +2,8 @@
 # The quick start: a Dockyard server on the example config repo (examples/config-repo), on
 # the local fleet of this machine. It waits for the task `hello` to run, prints its logs,
 # then stops the service, the server and the local agent. Nothing outside a temp dir is
-# touched (the CLI config goes there too). Keep the files with DEMO_KEEP=1.
+# touched (the CLI config goes there too). Keep the files with DEMO_KEEP=1; keep the server
+# running (for the web console) until Ctrl-C with DEMO_HOLD=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -40,6 +41,7 @@ port=$(.venv/bin/python -c "import socket; s = socket.socket(); s.bind(('127.0.0
 echo "demo: starting dockyard server on 127.0.0.1:$port (data in $work)"
 "$dockyard" server --repo "$repo" --branch main --port "$port" >"$work/server.log" 2>&1 &
 server_pid=$!
+echo "demo: web console at http://127.0.0.1:$port/ (sign in with the token in $DOCKYARD_DATA_DIR/admin-token)"
 
 status=""
 for _ in $(seq 1 300); do
@@ -57,4 +59,9 @@ echo "demo: task hello is ${status:-not started}"
 "$dockyard" ps -a
 echo "demo: dockyard logs hello"
 "$dockyard" logs hello
+if [ "${DEMO_HOLD:-0}" = 1 ] && [ "$status" = done ]; then
+  echo "demo: the server keeps running for the web console at http://127.0.0.1:$port/; Ctrl-C stops it"
+  trap 'cleanup; exit 0' INT TERM
+  wait "$server_pid" || true
+fi
 [ "$status" = done ]
