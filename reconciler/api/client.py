@@ -91,7 +91,10 @@ class Client:
         return model.model_validate(self.post(path, body))
 
     def _many(self, model: type[M], path: str, body: Mapping[str, Any] | None = None) -> list[M]:
-        return TypeAdapter(list[model]).validate_python(self.post(path, body))  # type: ignore[valid-type]
+        data = self.post(path, body)
+        if isinstance(data, list):  # the model's own validator: no new schema to build
+            return [model.model_validate(item) for item in data]
+        return TypeAdapter(list[model]).validate_python(data)  # type: ignore[valid-type]
 
     # -- server, users, projects ------------------------------------------------------------
 

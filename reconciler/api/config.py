@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+import yaml
 
 from reconciler.errors import UsageError
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +49,8 @@ def load_projects(path: Path) -> list[ProjectConfig]:
     if not path.exists():
         return []
     try:
-        data = YAML(typ="safe").load(path.read_text())
-    except (OSError, YAMLError) as exc:
+        data = yaml.load(path.read_text(), Loader=_LOADER)  # a safe loader (libyaml when built)
+    except (OSError, yaml.YAMLError) as exc:
         raise UsageError(f"cannot read {path}: {type(exc).__name__}") from None
     items = data.get("projects") if isinstance(data, dict) else None
     projects: list[ProjectConfig] = []
@@ -71,9 +72,11 @@ def save_projects(path: Path, projects: list[ProjectConfig]) -> None:
         ]
     }
     buffer = io.StringIO()
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.dump(data, buffer)
+    from ruamel.yaml import YAML  # writing only: reading stays on libyaml (fast CLI start)
+
+    writer = YAML(typ="safe", pure=True)
+    writer.default_flow_style = False
+    writer.dump(data, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)

@@ -16,7 +16,6 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-from rich.live import Live
 from rich.table import Table
 
 from reconciler.api import Client
@@ -114,6 +113,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _watch(fetch: Callable[[], list[wire.Run]], verbose: bool) -> None:
+    from rich.live import Live  # only here: the plain listing starts without it
+
     try:
         console = out()
         if not console.is_terminal:  # piped: print a fresh table every interval
