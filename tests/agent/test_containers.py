@@ -141,3 +141,6 @@ def test_process_jobs_see_their_vendors_visibility_variable() -> None:
     assert amd["HIP_VISIBLE_DEVICES"] == "1" and "CUDA_VISIBLE_DEVICES" not in amd
     nvidia = job_environment(spec(executor="process", gpus=[0, 1]), {})
     assert nvidia["CUDA_VISIBLE_DEVICES"] == "0,1" and "HIP_VISIBLE_DEVICES" not in nvidia
+    assert nvidia["NVIDIA_VISIBLE_DEVICES"] == "0,1"
+    none = job_environment(spec(executor="process", gpus=[]), {})
+    assert none["CUDA_VISIBLE_DEVICES"] == "" and none["NVIDIA_VISIBLE_DEVICES"] == "none"

@@ -67,7 +67,9 @@ def gpu_environment(spec: JobSpec) -> dict[str, str]:
     visible = ",".join(str(index) for index in spec.gpus)
     if spec.gpu_vendor == GpuVendor.AMD:
         return {"HIP_VISIBLE_DEVICES": visible, "ROCR_VISIBLE_DEVICES": visible}
-    return {"CUDA_VISIBLE_DEVICES": visible}
+    # NVIDIA_VISIBLE_DEVICES too: a job that starts containers itself passes its GPUs on
+    # ("none": no GPU, but the driver's tools, as the NVIDIA container runtime reads it).
+    return {"CUDA_VISIBLE_DEVICES": visible, "NVIDIA_VISIBLE_DEVICES": visible or "none"}
 
 
 def job_environment(spec: JobSpec, base: dict[str, str]) -> dict[str, str]:
