@@ -7,7 +7,8 @@ changes" with `-y` and no `--force` exits 0 without applying. A run's local `rep
 dir, and changed code is a change of the run. For a run, attached mode
 (the default) waits with a spinner while it is provisioned and pulled, then streams its
 logs and forwards its ports until the run ends or Ctrl-C, which detaches without stopping
-the run; `-d` returns right after submitting.
+the run; `-d` returns right after submitting. The configuration's warnings
+(`schemas.caveats`: a legacy relative `working_dir`, …) are printed on stderr first.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from reconciler.cli.uploading import upload_local
 from reconciler.cli.waiting import follow_run, wait_fleet
 from reconciler.errors import UsageError
 from schemas import ConfigError, parse_config
+from schemas.caveats import config_warnings
 
 RUN_KINDS = ("task", "service", "dev-environment")
 STDIN_PATH = "stdin.dstack.yml"
@@ -48,6 +50,8 @@ def print_problems(exc: ConfigError) -> None:
 def _archives(client: Client, text: str, path: str) -> list[dict[str, str]]:
     """Upload what a run's local `repos`/`files` bring (see `uploading`)."""
     config = parse_config(text, path)
+    for warning in config_warnings(config, text, path):  # shown with the plan, never fatal
+        err().print(f"[yellow]warning:[/yellow] {warning.format()}", highlight=False)
     if str(config.type) not in RUN_KINDS:
         return []
     config_dir = Path.cwd() if path == STDIN_PATH else Path(path).resolve().parent

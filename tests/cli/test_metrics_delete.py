@@ -1,4 +1,4 @@
-"""`dockyard metrics` (dstack's JobMetrics of each job) and `dockyard delete -f FILE`."""
+"""`dockyard metrics` (dstack's JobMetrics), `dockyard delete -f FILE`, and `apply`'s warnings."""
 
 from __future__ import annotations
 
@@ -92,3 +92,10 @@ def test_a_job_without_samples_shows_dashes() -> None:
     from reconciler.cli.metrics import metrics_row
 
     assert metrics_row(1, 0, {"metrics": []}) == ("replica=1 job=0", "-", "-", "-")
+
+
+def test_apply_prints_a_configuration_warning_and_applies(cli: Cli, tmp_path: Path) -> None:
+    text = "type: task\nname: legacy\ncommands: [ls]\nworking_dir: src\n"
+    applied = cli("apply", "-f", _write(tmp_path, "l.dstack.yml", text), "-y", "-d")
+    assert applied.exit_code == 0 and "legacy submitted" in applied.stdout
+    assert "warning: " in applied.stderr and "working_dir: a relative working_dir" in applied.stderr
