@@ -26,7 +26,7 @@ def block_actions(
 ) -> tuple[Action, ...]:
     """`actions` with those in `reasons` blocked, and the runs that wait for them."""
     blocked = [
-        replace(a, action=ActionKind.BLOCKED, reason=BLOCKED_PREFIX + reasons[a.key], preview=None)
+        replace(a, action=ActionKind.BLOCKED, reason=BLOCKED_PREFIX + reasons[a.key])
         if a.key in reasons
         else a
         for a in actions

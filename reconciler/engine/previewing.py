@@ -5,7 +5,8 @@ server's PR plans alike. A changing fleet, volume or gateway action is previewed
 `stacks` engine that would bring it up (`select_engine` picks it from the spec):
 
 - no engine can run it here (no Pulumi CLI, the engine not configured, an unsupported
-  backend) → `PreviewResult.blocked`, the engine's message with its fix;
+  backend) → `PreviewResult.blocked`, the engine's message with its fix (the preview then
+  says why it could not run, with the $/h it would cost);
 - the engine's `preview` fails → `PreviewResult.failure` (the reconcile stops the whole
   pass, a PR plan shows it on the action), retried later when transient;
 - otherwise `PreviewResult.preview`: the steps (resources to create, update, replace,
@@ -113,13 +114,14 @@ class Previewer:
         """The preview of a changing capacity action whose (new, or for a delete old) spec
         is `spec`."""
         label = f"{action.kind.value} {action.name!r} ({action.path})"
-        engine, why = engine_for(self._engines, action.kind.value, spec)
-        if engine is None:
-            return PreviewResult(blocked=why)
         resource = to_stack_resource(
             action.project, action.kind.value, action.name, action.path, spec
         )
         price = per_hour(action.kind.value, spec)
+        engine, why = engine_for(self._engines, action.kind.value, spec)
+        if engine is None:
+            unrun = StackPreview(resource.stack_name, per_hour=price, error=why)
+            return PreviewResult(unrun, blocked=why)
         if action.action is ActionKind.DELETE:
             steps = (PreviewStep("delete", resource.stack_name, "stack (every resource in it)"),)
             saving = -price if price is not None else None
@@ -127,7 +129,8 @@ class Previewer:
         try:
             plan = await engine.preview(resource)
         except (StackUnavailable, StackUnsupported) as exc:
-            return PreviewResult(blocked=str(exc))
+            unrun = StackPreview(resource.stack_name, per_hour=price, error=str(exc))
+            return PreviewResult(unrun, blocked=str(exc))
         except StackError as exc:
             outcome = outcome_of(exc)
             message = f"{exc}" if outcome is None else outcome.event
