@@ -36,6 +36,7 @@ class DeployFailure(enum.StrEnum):
     port_in_use = "port_in_use"
     install_failed = "install_failed"
     start_failed = "start_failed"
+    bad_key = "bad_key"  # the server's key file for the host is refused or unreadable
 
 
 class DeployError(Exception):

@@ -166,6 +166,9 @@ def uvicorn_config(server: Server) -> uvicorn.Config:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        # the client is the socket's peer unless the operator names trusted proxies
+        proxy_headers=server.settings.forwarded_allow_ips is not None,
+        forwarded_allow_ips=server.settings.forwarded_allow_ips or "",
         # a request's line and headers: at most `max_header_bytes` before any auth
         http=bounded_heads(AutoHTTPProtocol, limit, "--max-header-bytes"),
         h11_max_incomplete_event_size=limit,

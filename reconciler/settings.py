@@ -43,6 +43,8 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_PULUMI_PASSPHRASE": "pulumi_passphrase",
     "DOCKYARD_PULUMI_BACKEND": "pulumi_backend",
     "DOCKYARD_GCP_PROJECT": "gcp_project",
+    "DOCKYARD_FORWARDED_ALLOW_IPS": "forwarded_allow_ips",
+    "DOCKYARD_KEY_DIRS": "key_dirs",
 }
 
 LIMIT_FIELDS: tuple[str, ...] = (
@@ -118,6 +120,13 @@ class Settings(BaseModel):
         default=None, description="Pulumi state backend URL; default file://<data-dir>/pulumi/state"
     )
     gcp_project: str | None = Field(default=None, description="GCP project of gcp fleets")
+    # trust (docs/security.md): whose X-Forwarded-For is believed, where key files may be
+    forwarded_allow_ips: str | None = Field(
+        default=None, description="proxies trusted to set X-Forwarded-For (comma-separated)"
+    )
+    key_dirs: str | None = Field(
+        default=None, description="dirs a fleet's identity_file may be in (':'-separated)"
+    )
     # input bounds (docs/security.md, "Limits"); LIMIT_FIELDS makes them flags
     config_max_bytes: int = Field(
         default=MAX_CONFIG_BYTES, gt=0, description="bytes of one configuration file"
@@ -206,6 +215,13 @@ class Settings(BaseModel):
     def public_url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def allowed_key_dirs(self) -> tuple[Path, ...]:
+        """Where fleets' key files may be: `key_dirs`, else the data dir and ~/.ssh."""
+        if self.key_dirs:
+            return tuple(Path(part).expanduser() for part in self.key_dirs.split(":") if part)
+        return (self.data_dir, Path.home() / ".ssh")
 
     @property
     def admin_token_path(self) -> Path:

@@ -100,6 +100,20 @@ def register(app: typer.Typer) -> None:
         project: Annotated[
             str | None, typer.Option(help="Project the repo feeds (main). [DOCKYARD_PROJECT]")
         ] = None,
+        forwarded_allow_ips: Annotated[
+            str | None,
+            typer.Option(
+                help="Proxies whose X-Forwarded-For is believed, comma-separated (none). "
+                "[DOCKYARD_FORWARDED_ALLOW_IPS]"
+            ),
+        ] = None,
+        key_dir: Annotated[
+            list[Path] | None,
+            typer.Option(
+                help="A directory fleets' identity_file may be in (repeatable; default the "
+                "data dir and ~/.ssh). [DOCKYARD_KEY_DIRS, ':'-separated]"
+            ),
+        ] = None,
         **limits: Any,
     ) -> None:
         """Start the server."""
@@ -116,6 +130,8 @@ def register(app: typer.Typer) -> None:
             port=port,
             webhook_secret=webhook_secret,
             project=project,
+            forwarded_allow_ips=forwarded_allow_ips,
+            key_dirs=":".join(str(path) for path in key_dir) if key_dir else None,
             **limits,
         )
         built = build_server(settings)

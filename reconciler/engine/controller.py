@@ -46,6 +46,7 @@ from reconciler.engine.engines import server_engines
 from reconciler.engine.jobevents import JobEventFollower
 from reconciler.engine.joblogs import LogCap
 from reconciler.engine.jobsampling import JobSampler
+from reconciler.engine.keyfiles import check_target_keys
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
 from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
@@ -343,6 +344,7 @@ class _AgentSetup:
     key: Path
     pool: TunnelPool
     bundle: Bundle | None = None
+    key_dirs: tuple[Path, ...] = ()  # where fleets' identity files may be (`keyfiles`)
 
     async def local(self) -> LocalAgent:
         agent = await ensure_local_agent(self.data_dir, self.key, self.pool)
@@ -356,6 +358,7 @@ class _AgentSetup:
     async def deploy(self, target: SSHTarget) -> int:
         if self.bundle is None:
             self.bundle = await asyncio.to_thread(build_bundle, self.data_dir / "bundles")
+        check_target_keys(target, self.key_dirs)
         deployed = await deploy_agent(self.pool, target, self.bundle)
         return deployed.agent_port
 
@@ -375,7 +378,7 @@ def build_controller(
     data_dir = settings.data_dir
     pool = TunnelPool()
     key = ensure_client_key(data_dir / "ssh" / "id_ed25519")
-    agents = _AgentSetup(data_dir, key, pool)
+    agents = _AgentSetup(data_dir, key, pool, key_dirs=settings.allowed_key_dirs)
     runtime = Runtime(
         store=store,
         deps=WorkerDeps(
