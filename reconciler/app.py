@@ -26,6 +26,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from agent.httpheads import bounded_heads
 from reconciler.adapters.db import Store, resolve_db_url
 from reconciler.adapters.db.models import Instance
+from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.api.config import ProjectConfig, add_project, load_projects
 from reconciler.engine.service_stats import RequestStats
@@ -112,7 +113,9 @@ def build_server(
     settings: Settings, *, controller_factory: ControllerFactory | None = None
 ) -> Server:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = Store.from_url(resolve_db_url(settings.db, settings.data_dir), migrate=True)
+    db_url = resolve_db_url(settings.db, settings.data_dir)
+    check_database_for(db_url, this_server())  # before migrating: no other version runs
+    store = Store.from_url(db_url, migrate=True)
     db = Database(store.engine)
     token, wrote_config = _first_start(settings, db)
     stats = RequestStats()

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from reconciler.adapters.db.admin import database_revision_at, upgrade_database_at
 from reconciler.adapters.db.connecting import redact_url, resolve_db_url
+from reconciler.cli.dbbackup import register_backup
 
 DbOption = Annotated[
     str | None,
@@ -61,4 +62,5 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
 
+    register_backup(db_app)
     app.add_typer(db_app, name="db")

@@ -31,6 +31,7 @@ from agent.tunnel import SSHTarget, TunnelPool
 from reconciler.adapters.db.models import (
     Project,
 )
+from reconciler.adapters.db.replicas import this_server
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.archives import GitArchives
@@ -49,6 +50,7 @@ from reconciler.engine.jobsampling import JobSampler
 from reconciler.engine.keyfiles import check_target_keys
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
+from reconciler.engine.replicas import ReplicaHeartbeat
 from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
@@ -84,6 +86,7 @@ class Runtime:
     workers: dict[WorkKind, Worker] = field(default_factory=dict)
     identity: str = ""
     sweeper: RetentionSweeper | None = None  # the retention sweep (docs/operations.md)
+    heartbeat: ReplicaHeartbeat | None = None  # this server among the database's replicas
 
 
 class EngineController:
@@ -116,6 +119,8 @@ class EngineController:
                 log.info("took back %d leases of this server's previous run", released)
         for worker in self.runtime.workers.values():
             await worker.start()
+        if self.runtime.heartbeat is not None:
+            await self.runtime.heartbeat.start()
         if self.runtime.sweeper is not None:
             self.runtime.sweeper.start()
         if self.runtime.reconciler is not None:
@@ -130,6 +135,8 @@ class EngineController:
         self.timers.stop()
         if self.runtime.sweeper is not None:
             await self.runtime.sweeper.stop()
+        if self.runtime.heartbeat is not None:
+            await self.runtime.heartbeat.stop()
         await asyncio.gather(*(w.stop() for w in self.runtime.workers.values()))
         await self.events.aclose()
         await self.agents.aclose()
@@ -427,6 +434,7 @@ def build_controller(
     runtime.sweeper = RetentionSweeper(
         store, data_dir, RetentionPolicy.from_settings(settings), runtime.identity
     )
+    runtime.heartbeat = ReplicaHeartbeat(store, this_server(runtime.identity))
     runtime.workers = make_workers(
         runtime.deps, runtime.reconciler, stats=stats, identity=runtime.identity
     )

@@ -14,9 +14,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, text
 
 from reconciler.adapters.db.connecting import writer_engine
+from reconciler.errors import UsageError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _PG_MIGRATION_LOCK_KEY = 0x646F636B  # "dock": one cluster-wide advisory lock for migrations
@@ -44,6 +46,22 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+def refuse_unknown_revision(engine: Engine) -> None:
+    """A database a newer Dockyard migrated is not touched: say so instead of alembic's
+    "Can't locate revision"."""
+    current = current_revision(engine)
+    if current is None:
+        return
+    try:
+        ScriptDirectory.from_config(alembic_config()).get_revision(current)
+    except CommandError:
+        raise UsageError(
+            f"the database is at schema revision {current}, which this Dockyard does not know "
+            f"(it ships up to {head_revision()}): a newer Dockyard migrated it. Run that "
+            "version (or newer); see docs/operations.md, Upgrades"
+        ) from None
+
+
 def upgrade_database(engine: Engine, revision: str = "head") -> str:
     """Apply every pending migration up to `revision` in one transaction; returns the revision.
 
@@ -53,6 +71,7 @@ def upgrade_database(engine: Engine, revision: str = "head") -> str:
     do. Holding the lock before alembic starts also keeps alembic's process-wide context
     from being shared by two upgrades in one process.
     """
+    refuse_unknown_revision(engine)
     with writer_engine(engine).connect() as connection, connection.begin():
         if connection.dialect.name == "postgresql":
             connection.execute(
