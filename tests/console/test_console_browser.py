@@ -12,8 +12,7 @@ import json
 import os
 import re
 import subprocess
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -25,6 +24,7 @@ from reconciler.api.errors import NotFoundError
 from reconciler.ports import Controller
 from reconciler.settings import Settings
 from tests.console.cdp import CHROMIUM, Browser
+from tests.console.cdp import wait_for as wait_for_within
 from tests.web.serving import Running, running_server
 
 pytestmark = pytest.mark.slow
@@ -45,14 +45,8 @@ def _real(settings: Settings, store: Store) -> Controller:
     return build_controller(settings, store)
 
 
-def wait_for(probe, timeout: float = 60):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise TimeoutError("timed out")
+def wait_for(probe: Callable[[], object], timeout: float = 60) -> object:
+    return wait_for_within(probe, timeout)
 
 
 def status(client: Client, name: str) -> str:

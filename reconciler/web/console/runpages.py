@@ -75,7 +75,13 @@ def add_run_pages(router: APIRouter, console: Console) -> None:
 
 
 def _add_lists(router: APIRouter, console: Console) -> None:
-    @router.get("/console/p/{project}/runs")
+    # The page, and its table alone (what the script fetches again every few seconds).
+    for path, template in (("runs", "runs.html"), ("runs-table", "runs_table.html")):
+        _add_list(router, console, path, template)
+
+
+def _add_list(router: APIRouter, console: Console, path: str, template: str) -> None:
+    @router.get(f"/console/p/{{project}}/{path}")
     async def runs(
         project: str, request: Request, context: WebContext = Depends(get_context)
     ) -> Response:
@@ -83,19 +89,7 @@ def _add_lists(router: APIRouter, console: Console) -> None:
             viewer = await console.viewer(request, context)
             access = await project_of(context, viewer, project)
             found = await _runs(context, access, request)
-            return console.page("runs.html", viewer, project=project, **found)
-
-        return await console.guard(request, body)
-
-    @router.get("/console/p/{project}/runs-table")
-    async def runs_table(
-        project: str, request: Request, context: WebContext = Depends(get_context)
-    ) -> Response:
-        async def body() -> Response:
-            viewer = await console.viewer(request, context)
-            access = await project_of(context, viewer, project)
-            found = await _runs(context, access, request)
-            return console.page("runs_table.html", viewer, project=project, **found)
+            return console.page(template, viewer, project=project, **found)
 
         return await console.guard(request, body)
 
