@@ -50,7 +50,9 @@ def plan(
         errors.append(empty_snapshot_issue(policy))
     if errors:
         unique = sorted(set(errors), key=_issue_order)
-        return Plan(commit=desired.commit, base=base, errors=tuple(unique))
+        return Plan(
+            commit=desired.commit, base=base, errors=tuple(unique), warnings=desired.warnings
+        )
     live = {r.key: r for r in observed.resources if r.project == desired.project}
     actions = [plan_desired(resource, live.get(resource.key)) for resource in desired.resources]
     wanted = {resource.key for resource in desired.resources}
@@ -58,7 +60,8 @@ def plan(
         (r for key, r in live.items() if key not in wanted), key=lambda r: (r.kind.rank, r.name)
     )
     actions += [plan_removed(resource, policy) for resource in removed]
-    return Plan(commit=desired.commit, base=base, actions=order_actions(actions))
+    ordered = order_actions(actions)
+    return Plan(commit=desired.commit, base=base, actions=ordered, warnings=desired.warnings)
 
 
 def _issue_order(issue: ConfigIssue) -> tuple[str, int, int, str, str]:

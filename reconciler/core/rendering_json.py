@@ -5,7 +5,8 @@
 "fields": [{"field", "old", "new"}]}], "summary": {"create": n, ...}}`; an action also has
 `preview` (`{"stack", "steps": [{"op", "name", "type", "diffs"}], "counts": {"create": n,
 …}, "per_hour", "error"}`) when it was previewed and `"drift": true` when it restores
-what changed outside Git; a plan made without a server has `unchecked` (lines).
+what changed outside Git; a plan made without a server has `unchecked` (lines); a plan
+whose valid files deserve a word has `warnings` (the shape of `errors`, never failing it).
 
 The output is canonical: same plan, same bytes (spec values have their keys sorted).
 """
@@ -30,6 +31,8 @@ def to_json_dict(plan: Plan) -> dict[str, Any]:
     }
     if plan.unchecked:
         data["unchecked"] = list(plan.unchecked)
+    if plan.warnings:
+        data["warnings"] = [error_to_dict(warning) for warning in plan.warnings]
     return data
 
 

@@ -104,6 +104,9 @@ def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
     if destroying:
         names = ", ".join(f"{a.kind.value} `{a.name}` ({a.action.value})" for a in destroying)
         lines += ["", f"> ⚠️ destroys data: {names}"]
+    if plan.warnings:
+        lines += ["", f"**⚠️ {len(plan.warnings)} warning(s)** (the plan still applies)", ""]
+        lines += [f"- {_escape(str(warning))}" for warning in plan.warnings[:50]]
     if plan.unchecked:
         lines += ["", "> **Planned without a server; not checked:**"]
         lines += [f"> - {_escape(line)}" for line in plan.unchecked]

@@ -46,6 +46,7 @@ def render_table(plan: Plan, *, show_noop: bool = True) -> RenderableType:
     if plan.unchecked:
         parts.append(Text("Planned without a server; not checked:", style="bold"))
         parts += [Text(f"  - {line}", style="dim") for line in plan.unchecked]
+    parts += [Text(f"warning: {warning}", style="yellow") for warning in plan.warnings]
     return Group(*parts)
 
 

@@ -153,6 +153,9 @@ class Plan:
     actions: tuple[Action, ...] = ()
     unchecked: tuple[str, ...] = ()
     """Checks this plan could not make, each a line saying which and why (offline plans)."""
+    warnings: tuple[PlanError, ...] = ()
+    """What valid files should still tell their authors (a legacy relative `working_dir`,
+    `spot_policy` on an SSH fleet); shown beside the actions, never failing the plan."""
 
     @property
     def ok(self) -> bool:

@@ -84,6 +84,7 @@ def read_report(data: Any, *, source: str = "the plan") -> PlanReport:
             errors=tuple(_issue(e) for e in data.get("errors") or ()),
             actions=tuple(_action(a) for a in data.get("actions") or ()),
             unchecked=tuple(str(line) for line in data.get("unchecked") or ()),
+            warnings=tuple(_issue(w) for w in data.get("warnings") or ()),
         )
         cost = _cost(data["cost"]) if isinstance(data.get("cost"), Mapping) else None
     except (KeyError, TypeError, ValueError) as exc:
