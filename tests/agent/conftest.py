@@ -126,6 +126,15 @@ def agent_config(tmp_path: Path) -> AgentConfig:
 async def agent(agent_config: AgentConfig) -> AsyncIterator[AgentApi]:
     async with start_agent(agent_config) as context, _client(context.http_port) as http:
         yield AgentApi(http, agent_config.data_dir)
+        await _stop_all(http)
+
+
+async def _stop_all(http: httpx.AsyncClient) -> None:
+    """Jobs outlive their agent by design: a test that failed half-way must not leave its
+    jobs running (a busy loop left behind slows every later test on the machine)."""
+    for job in (await http.get("/jobs")).json():
+        if job.get("status") not in ("exited", "failed", "terminated"):
+            await http.post(f"/jobs/{job['id']}/stop", json={"force": True})
 
 
 @dataclass
