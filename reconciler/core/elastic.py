@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from reconciler.core.scheduling import Candidate, Range, Requirements, static_mismatch
+from reconciler.core.scheduling import Candidate, Requirements, static_mismatch
+from schemas.requirements import ANY, Range, resources_of
 
 FleetKind = Literal["local", "ssh", "cloud"]
 _LOCAL_BACKENDS = frozenset({"local", "ssh", "remote"})
@@ -49,14 +50,6 @@ def node_bounds(spec: Mapping[str, Any]) -> tuple[int, int | None]:
     if isinstance(nodes, int) and not isinstance(nodes, bool):
         return nodes, nodes
     return 0, None
-
-
-def _range(value: Any) -> Range:
-    if isinstance(value, Mapping):
-        return Range(value.get("min"), value.get("max"))
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return Range(value, value)
-    return Range()
 
 
 def _overlap(wanted: Range, offered: Range) -> bool:
@@ -88,22 +81,18 @@ def offered_by(spec: Mapping[str, Any]) -> Offered:
     policy = str(spec.get("spot_policy") or "on-demand")
     if not isinstance(res, Mapping):
         return Offered(spot_policy=policy)
-    cpu, gpu, disk = (_mapping(res.get(key)) for key in ("cpu", "gpu", "disk"))
+    offered = resources_of(res)
     return Offered(
-        cpu=_range(cpu.get("count")),
-        cpu_arch=cpu.get("arch"),
-        memory_gb=_range(res.get("memory")),
-        disk_gb=_range(disk.get("size")),
-        gpu_count=_range(gpu.get("count")),
-        gpu_names=tuple(str(n) for n in gpu.get("name") or ()),
-        gpu_vendor=gpu.get("vendor"),
-        gpu_memory_gb=_range(gpu.get("memory")),
+        cpu=offered.cpu or ANY,
+        cpu_arch=offered.cpu_arch,
+        memory_gb=offered.memory_gib or ANY,
+        disk_gb=offered.disk_gib or ANY,
+        gpu_count=offered.gpu_count or ANY,
+        gpu_names=offered.gpu_names,
+        gpu_vendor=offered.gpu_vendor,
+        gpu_memory_gb=offered.gpu_memory_gib or ANY,
         spot_policy=policy,
     )
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _gpu_text(names: Sequence[str], vendor: str | None, memory: Range, count: Range) -> str:

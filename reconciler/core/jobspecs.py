@@ -18,10 +18,11 @@ from typing import Any
 
 from reconciler.core.cloning import clone_commands
 from reconciler.core.inactivity import inactivity_limit
-from reconciler.core.scheduling import Range, Requirements
+from reconciler.core.scheduling import Requirements
 from reconciler.core.uploads import repo_dir
 from reconciler.errors import PermanentError
 from schemas.caveats import resolve_working_dir
+from schemas.requirements import Range, resources_of
 
 _SECRET_RE = re.compile(r"\$\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 DEFAULT_STOP_DURATION = 300
@@ -36,14 +37,6 @@ class JobSlot:
     group_name: str | None
     nodes: int  # nodes of this job's group (multi-node tasks)
     spec: Mapping[str, Any]  # the run spec merged with the group's overrides
-
-
-def _range(value: Any, default_min: float | None = None) -> Range:
-    if isinstance(value, Mapping):
-        return Range(value.get("min"), value.get("max"))
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return Range(value, value)
-    return Range(default_min, None)
 
 
 def _replica_count(value: Any) -> int:
@@ -115,24 +108,23 @@ def requirements_of(spec: Mapping[str, Any]) -> Requirements:
     a laptop with 7.6 GB or a host with 80 GB free still runs a default task.
     """
     res = spec.get("resources") or {}
-    cpu = res.get("cpu") or {}
+    parsed = resources_of(res)
     gpu = res.get("gpu")
-    disk = None if res.get("disk") == _DEFAULT_DISK else res.get("disk")
-    memory = (
-        Range(None, None) if res.get("memory") == _DEFAULT_MEMORY else _range(res.get("memory"), 8)
-    )
-    gpu_count = _range(gpu.get("count"), 1) if isinstance(gpu, Mapping) else Range(0, None)
+    gpu_set = isinstance(gpu, Mapping)
+    disk = res.get("disk")
     return Requirements(
-        cpu=_range(cpu.get("count"), 2),
-        cpu_arch=cpu.get("arch"),
-        memory_gb=memory,
-        disk_gb=_range(disk.get("size")) if isinstance(disk, Mapping) else None,
-        gpu_count=gpu_count,
-        gpu_names=tuple(gpu.get("name") or ()) if isinstance(gpu, Mapping) else (),
-        gpu_vendor=gpu.get("vendor") if isinstance(gpu, Mapping) else None,
-        gpu_memory_gb=(
-            _range(gpu["memory"]) if isinstance(gpu, Mapping) and gpu.get("memory") else None
+        cpu=parsed.cpu or Range(2, None),
+        cpu_arch=parsed.cpu_arch,
+        memory_gb=(
+            Range(None, None)
+            if res.get("memory") == _DEFAULT_MEMORY
+            else parsed.memory_gib or Range(8, None)
         ),
+        disk_gb=parsed.disk_gib if isinstance(disk, Mapping) and disk != _DEFAULT_DISK else None,
+        gpu_count=(parsed.gpu_count or Range(1, None)) if gpu_set else Range(0, None),
+        gpu_names=parsed.gpu_names if gpu_set else (),
+        gpu_vendor=parsed.gpu_vendor if gpu_set else None,
+        gpu_memory_gb=parsed.gpu_memory_gib if gpu_set else None,
         spot_policy=spec.get("spot_policy") or "on-demand",
         max_price=spec.get("max_price"),
         fleets=tuple(_ref_name(f) for f in spec.get("fleets") or ()),

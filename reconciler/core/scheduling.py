@@ -15,38 +15,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from schemas.requirements import Range
 
-@dataclass(frozen=True, slots=True)
-class Range:
-    """An inclusive numeric range; `None` ends are open."""
-
-    min: float | None = None
-    max: float | None = None
-
-    def contains(self, value: float) -> bool:
-        if self.min is not None and value < self.min:
-            return False
-        return not (self.max is not None and value > self.max)
-
-    def describe(self, unit: str = "") -> str:
-        lo = "" if self.min is None else f"{_num(self.min)}{unit}"
-        hi = "" if self.max is None else f"{_num(self.max)}{unit}"
-        return lo if lo == hi else f"{lo}..{hi}"
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+DEFAULT_CPU = Range(2, None)  # dstack's defaults when a spec says nothing
+DEFAULT_MEMORY = Range(8, None)
+ANY_GPUS = Range(0, None)
 
 
 @dataclass(frozen=True, slots=True)
 class Requirements:
     """What one job needs, from the run's `resources` and profile fields."""
 
-    cpu: Range = Range(2, None)
+    cpu: Range = DEFAULT_CPU
     cpu_arch: str | None = None  # "x86" | "arm"
-    memory_gb: Range = Range(8, None)
+    memory_gb: Range = DEFAULT_MEMORY
     disk_gb: Range | None = None
-    gpu_count: Range = Range(0, None)
+    gpu_count: Range = ANY_GPUS
     gpu_names: tuple[str, ...] = ()
     gpu_vendor: str | None = None
     gpu_memory_gb: Range | None = None

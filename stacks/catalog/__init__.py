@@ -4,6 +4,7 @@ from stacks.catalog import load_catalog, requirements_from_spec, find_offers
 offers = find_offers(requirements_from_spec(fleet_spec), load_catalog())
 """
 
+from schemas.requirements import Range, parse_range
 from stacks.catalog.listing import describe_resources, list_offers, offers_for_spec
 from stacks.catalog.matching import (
     GROUP_KEYS,
@@ -14,7 +15,7 @@ from stacks.catalog.matching import (
     load_catalog,
     parse_catalog,
 )
-from stacks.catalog.requirements import Range, Requirements, parse_range, requirements_from_spec
+from stacks.catalog.requirements import Requirements, requirements_from_spec
 
 __all__ = [
     "GROUP_KEYS",

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stacks.catalog.requirements import parse_range, requirements_from_spec
+from schemas.requirements import parse_range
+from stacks.catalog.requirements import requirements_from_spec
 from stacks.offer import Offer
 from stacks.programs.cloudinit import agent_user_data, gateway_user_data
 from stacks.protocol import StackProgramError, StackResource

@@ -15,8 +15,8 @@ from reconciler.core.jobspecs import (
     render_agent_job,
     requirements_of,
 )
-from reconciler.core.scheduling import Range
 from reconciler.errors import PermanentError
+from schemas.requirements import Range
 
 
 def test_task_nodes_expand_to_ranked_jobs() -> None:
