@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import sys
@@ -67,6 +68,11 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         "the agent is root, else the agent's own user; 'self': the agent's own user",
     )
     serve_parser.add_argument(
+        "--allow-root-jobs",
+        action="store_true",
+        help="with a job user: honour a process job's `user: root` (off: such jobs are refused)",
+    )
+    serve_parser.add_argument(
         "--work-root",
         type=Path,
         default=None,
@@ -96,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         account = job_account(args.job_user, args.work_root, args.data_dir.resolve())
+        account = dataclasses.replace(account, allow_root=args.allow_root_jobs)
     except JobAccountError as error:
         print(f"error: --job-user: {error}", file=sys.stderr)
         return 2

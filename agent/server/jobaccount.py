@@ -2,7 +2,8 @@
 
 A job must not get the agent's rights: an agent run by root runs process jobs as an
 unprivileged account it manages (`DEFAULT_JOB_USER`, created with `useradd` when missing)
-unless the job's spec names its `user`; the agent's data dir stays 0700 and the job's
+unless the job's spec names its `user` (root only with `--allow-root-jobs`: a project
+member must not become root by writing `user: root`); the agent's data dir stays 0700 and the job's
 working directory is outside it, under `work_root` (`/var/lib/dockyard-jobs/<agent>/`),
 owned by the job's account. The API refuses that account (`peers`): it is not the
 agent's. An agent run by another user can only run jobs as itself (no setuid): then a job
@@ -85,6 +86,23 @@ class JobAccount:
 
     user: str | None = None
     work_root: Path | None = None
+    allow_root: bool = False  # `--allow-root-jobs`: a job's `user: root` is honoured
+
+    def refusal(self, spec: JobSpec) -> str | None:
+        """Why this host does not run `spec` (None: it does): while jobs run as a job
+        account, a `user` that is root needs the operator's `--allow-root-jobs`."""
+        if self.user is None or spec.user is None or self.allow_root:
+            return None
+        try:
+            uid = user_ids(spec.user)[0]
+        except KeyError:
+            return None  # launching says "no user … here"
+        if uid != 0:
+            return None
+        return (
+            f"user {spec.user}: this host runs no job as root (its agent was started without "
+            "--allow-root-jobs); remove `user` to run as the host's job account"
+        )
 
     def owner(self, spec: JobSpec) -> tuple[int, int] | None:
         """(uid, gid) the job runs as; None: the agent's own. KeyError: unknown user."""

@@ -11,8 +11,10 @@ as root, of the image's login user, which cloud-init passes as `--allow-user`).
 `gated_protocol` wraps uvicorn's HTTP protocol class: when a connection is made it looks
 up, once, the owner of the connecting socket in the kernel's TCP table (`/proc/net/tcp`):
 the row whose local address is the peer's and remote address the agent's, in state
-ESTABLISHED only (a TIME_WAIT row belongs to no process and shows uid 0). A connection
-of anyone else is answered 403 on every request. uvicorn runs with `proxy_headers=False`
+ESTABLISHED only (a TIME_WAIT row belongs to no process and shows uid 0). The process
+holding that socket must also run in the agent's PID namespace: a Docker job on the
+host's network runs as uid 0 but in a container. A connection of anyone else is answered
+403 on every request. uvicorn runs with `proxy_headers=False`
 (`serving`), so `X-Forwarded-For` never changes who the peer is. Where the table cannot be
 read (not Linux), the gate says so once and lets connections through.
 `established_owner` is the pure parsing part.
@@ -44,8 +46,10 @@ def _hex_address(host: str, port: int) -> bytes:
     return f"{int.from_bytes(packed, 'little'):08X}:{port:04X}".encode()
 
 
-def established_owner(table: bytes, client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid owning the ESTABLISHED socket `client` → `server`, from `/proc/net/tcp`.
+def established_socket(
+    table: bytes, client: tuple[str, int], server: tuple[str, int]
+) -> tuple[int, int] | None:
+    """(uid, inode) of the ESTABLISHED socket `client` → `server`, from `/proc/net/tcp`.
 
     Each line is `sl local rem st … uid timeout inode …`; the caller's socket is the one
     whose local address is `client` and remote address `server`. Any other state (a closed
@@ -56,11 +60,46 @@ def established_owner(table: bytes, client: tuple[str, int], server: tuple[str, 
     while at >= 0:
         end = table.find(b"\n", at)
         fields = table[at : end if end >= 0 else len(table)].split()
-        # local, remote, st, tx:rx, tr:when, retrnsmt, uid
-        if len(fields) > 6 and fields[2] == _ESTABLISHED:
-            return int(fields[6])
+        # local, remote, st, tx:rx, tr:when, retrnsmt, uid, timeout, inode
+        if len(fields) > 8 and fields[2] == _ESTABLISHED:
+            return int(fields[6]), int(fields[8])
         at = table.find(needle, at + 1)
     return None
+
+
+def established_owner(table: bytes, client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid of `established_socket`, or None."""
+    found = established_socket(table, client, server)
+    return found[0] if found else None
+
+
+def held_in_container(inode: int, proc: Path = Path("/proc")) -> bool:
+    """Whether a process in another PID namespace than ours (a container's) holds socket
+    `inode`. Only those processes' descriptors are read, so the cost is one `readlink` per
+    process of the host plus the descriptors of containers' processes. Processes this one
+    may not inspect (another user's, for an agent that is not root) are not seen."""
+    try:
+        ours = os.readlink(proc / "self" / "ns" / "pid")
+    except OSError:
+        return False
+    link = f"socket:[{inode}]"
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(f"{entry.path}/ns/pid") == ours:
+                continue
+            fds = os.scandir(f"{entry.path}/fd")
+        except OSError:  # gone, or not ours to read
+            continue
+        with fds:
+            for fd in fds:
+                try:
+                    if os.readlink(fd.path) == link:
+                        return True
+                except OSError:
+                    continue
+    return False
 
 
 def allowed_uids(extra_users: Iterable[str] = ()) -> frozenset[int]:
@@ -77,9 +116,15 @@ def allowed_uids(extra_users: Iterable[str] = ()) -> frozenset[int]:
 class PeerCheck:
     """Decides, once per connection, whether its socket belongs to an allowed uid."""
 
-    def __init__(self, allowed: frozenset[int], read_table: TableReader | None = None) -> None:
+    def __init__(
+        self,
+        allowed: frozenset[int],
+        read_table: TableReader | None = None,
+        in_container: Callable[[int], bool] = held_in_container,
+    ) -> None:
         self.allowed = allowed
         self._read = read_table or TCP_TABLE.read_bytes
+        self._in_container = in_container
         self._checks = True
 
     def permits(self, transport: asyncio.BaseTransport) -> bool:
@@ -95,10 +140,13 @@ class PeerCheck:
             self._checks = False
             return True
         try:
-            uid = established_owner(table, (client[0], client[1]), (server[0], server[1]))
+            found = established_socket(table, (client[0], client[1]), (server[0], server[1]))
         except OSError:  # not an IPv4 address: the agent listens on 127.0.0.1 only
             return False
-        return uid is not None and uid in self.allowed
+        if found is None or found[0] not in self.allowed:
+            return False
+        # a container on the host's network (a Docker job's) may run as root: uid 0
+        return not self._in_container(found[1])
 
 
 async def forbidden(scope: dict[str, Any], receive: Any, send: Any) -> None:

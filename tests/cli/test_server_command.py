@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,8 +100,18 @@ def server_process(tmp_path: Path) -> Iterator[ServerProcess]:
         stop_local_agent(proc.data)
 
 
+@pytest.fixture
+def job_writable() -> Iterator[Path]:
+    """A temp dir the job's account (dockyard-job when the server is root) may write to:
+    the test's own temp dir is private to root."""
+    path = Path(tempfile.mkdtemp(prefix="dockyard-test-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def test_server_first_start_env_and_graceful_shutdown(
-    server_process: ServerProcess, tmp_path: Path
+    server_process: ServerProcess, tmp_path: Path, job_writable: Path
 ) -> None:
     s = server_process
     s.start()
@@ -123,10 +135,10 @@ def test_server_first_start_env_and_graceful_shutdown(
     fleet = tmp_path / "fleet.dstack.yml"
     fleet.write_text("type: fleet\nname: local\nnodes: 1\n")
     assert s.cli("apply", "-f", str(fleet), "-y").returncode == 0
-    ticks = tmp_path / "ticks"
+    ticks = job_writable / "ticks"
     task = tmp_path / "tick.dstack.yml"
-    task.write_text(  # `user: root`: the job writes to the test's private temp dir
-        "type: task\nname: tick\nuser: root\ncommands:\n"
+    task.write_text(
+        "type: task\nname: tick\ncommands:\n"
         f"  - for i in $(seq 1 600); do echo $i >> {ticks}; sleep 0.1; done\n"
     )
     assert s.cli("apply", "-f", str(task), "-y", "-d").returncode == 0

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.client import AgentClient
+from agent.client import AgentClient, AgentError
 from agent.local import LocalAgent, ensure_client_key, ensure_local_agent, stop_local_agent
 from agent.protocol import JobSpec, JobState, JobStatus
 from agent.tunnel import TunnelPool
@@ -108,3 +108,15 @@ async def test_data_directories_are_private(
     data_dir = local_fleet[0]
     for path in (data_dir, data_dir / "local-agent", data_dir / "local-agent" / "data"):
         assert path.stat().st_mode & 0o777 == 0o700, path
+
+
+async def test_user_root_is_refused_unless_the_host_allows_it(
+    local_fleet: tuple[Path, LocalAgent, AgentClient],
+) -> None:
+    client = local_fleet[2]
+    spec = JobSpec(id="as-root", run_name="as-root", commands=["id -u"], user="root")
+    with pytest.raises(AgentError) as refused:
+        await client.submit(spec)
+    assert refused.value.code == "invalid_request"
+    assert "runs no job as root" in refused.value.message
+    assert "--allow-root-jobs" in refused.value.message

@@ -100,7 +100,7 @@ class ProcessExecutor:
         moved = [port for port in spec.ports if port.host_port not in (None, port.container_port)]
         if moved:
             return "a process job listens on the host: host_port must equal container_port"
-        return None
+        return self.account.refusal(spec)
 
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
         if not spec.archives:
