@@ -15,6 +15,7 @@ class GpuSample:
 
     utilization_percent: float
     memory_used_bytes: int
+    host_index: int = -1  # the GPU's index on its host (-1: not known)
 
 
 @dataclass(frozen=True, slots=True)

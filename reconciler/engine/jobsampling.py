@@ -43,5 +43,5 @@ class JobSampler:
             timestamp=metrics.timestamp,
             cpu_percent=metrics.cpu_percent,
             memory_bytes=metrics.memory_bytes,
-            gpus=tuple(GpuSample(g.utilization, g.memory_used_mib * MIB) for g in gpus),
+            gpus=tuple(GpuSample(g.utilization, g.memory_used_mib * MIB, g.index) for g in gpus),
         )

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
+from reconciler.domain.metrics import GpuSample, JobSample
+from reconciler.web.console.capacitypages import with_idle_gpus
 from reconciler.web.console.charts import Series, line_chart, round_up
 from reconciler.web.console.costs import Spend, cost_between, hourly_rates, rate_at
+from reconciler.web.console.samples import combined
 
 
 def test_a_chart_has_axes_units_and_escaped_text() -> None:
@@ -37,4 +40,17 @@ def test_costs_now_over_a_window_and_per_hour() -> None:
         (hour, 6.0),
         (2 * hour, 2.0),
         (3 * hour, 2.0),
+    ]
+
+
+def test_an_instances_usage_adds_its_jobs_up_and_shows_every_gpu() -> None:
+    one = JobSample(5.0, 50.0, 2**30, (GpuSample(90.0, 2**30, host_index=1),))
+    two = JobSample(5.0, 25.0, 2**29, (GpuSample(10.0, 2**29, host_index=3),))
+    total = with_idle_gpus(combined([one, two], at=6.0), 4)
+    assert (total.timestamp, total.cpu_percent, total.memory_bytes) == (6.0, 75.0, 3 * 2**29)
+    assert [(g.host_index, g.utilization_percent) for g in total.gpus] == [
+        (0, 0.0),
+        (1, 90.0),
+        (2, 0.0),
+        (3, 10.0),
     ]

@@ -117,6 +117,7 @@ def test_sign_in_every_page_live_logs_stop_and_sign_out(server: Running) -> None
             "runs": "/console/p/main/runs",
             "run": "/console/p/main/runs/hello",
             "fleets": "/console/p/main/fleets",
+            "instance": "/console/p/main/instances/local-0",
             "volumes": "/console/p/main/volumes",
             "secrets": "/console/p/main/secrets",
             "deliveries": "/console/deliveries",
@@ -129,6 +130,10 @@ def test_sign_in_every_page_live_logs_stop_and_sign_out(server: Running) -> None
         browser.go(f"{server.url}/console/p/main/reconciles/" + _a_reconcile(server))
         browser.screenshot(SHOTS / "plan-1280.png", 1280)
 
+        browser.go(f"{server.url}/console/p/main/instances/local-0")
+        browser.wait_until(  # the live charts of the instance's jobs: ticker's CPU at least
+            "document.querySelectorAll('#charts polyline').length >= 2"
+        )
         browser.go(f"{server.url}/console/p/main/runs/ticker")
         first = browser.run("document.getElementById('log').textContent")
         last = int(re.findall(r"line (\d+)", first)[-1])

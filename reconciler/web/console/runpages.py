@@ -126,7 +126,7 @@ def _add_run(router: APIRouter, console: Console) -> None:
                     strip_nulls(found.run_spec.get("configuration") or {}), indent=2, sort_keys=True
                 ),
                 ports=_ports(found),
-                charts=_charts(console.samples.of(_key(project, run_name))),
+                charts=usage_charts(console.samples.of(_key(project, run_name))),
                 attach=f"dockyard attach {run_name}",
             )
 
@@ -175,7 +175,7 @@ def _add_run_live(router: APIRouter, console: Console) -> None:
             sample = await context.controller.sample_job(access.project_id, run_name)
             if sample is not None:
                 console.samples.add(_key(project, run_name), sample)
-            svg = "".join(_charts(console.samples.of(_key(project, run_name))))
+            svg = "".join(usage_charts(console.samples.of(_key(project, run_name))))
             return HTMLResponse(svg, headers=SECURITY_HEADERS)
 
         return await console.guard(request, body)
@@ -221,7 +221,7 @@ def _ports(run: wire.Run) -> dict[str, Any]:
     return {"ports": ports, "url": run.service.url if run.service else None}
 
 
-def _charts(samples: list[JobSample]) -> list[str]:
+def usage_charts(samples: list[JobSample]) -> list[str]:
     def series(label: str, pick: Any) -> Series:
         return Series(label, [(s.timestamp, float(pick(s))) for s in samples])
 

@@ -10,8 +10,9 @@ again after a restart.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 
-from reconciler.domain.metrics import JobSample
+from reconciler.domain.metrics import GpuSample, JobSample
 
 
 class SampleBook:
@@ -30,3 +31,18 @@ class SampleBook:
 
     def of(self, key: str) -> list[JobSample]:
         return list(self._samples.get(key, ()))
+
+
+def combined(samples: Sequence[JobSample], at: float) -> JobSample:
+    """An instance's usage from its running jobs' samples (pure): CPU and memory added up,
+    each GPU once by its host index, in host order."""
+    gpus: dict[int, GpuSample] = {}
+    for sample in samples:
+        for gpu in sample.gpus:
+            gpus[gpu.host_index] = gpu
+    return JobSample(
+        timestamp=at,
+        cpu_percent=sum(s.cpu_percent for s in samples),
+        memory_bytes=sum(s.memory_bytes for s in samples),
+        gpus=tuple(gpus[index] for index in sorted(gpus)),
+    )
