@@ -93,7 +93,12 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
     process = ProcessExecutor(config.job_account)
     executors: dict[ExecutorKind, Executor] = {ExecutorKind.PROCESS: process}
     if config.docker:
-        executors[ExecutorKind.DOCKER] = DockerExecutor(base_url=config.docker_url)
+        # jobs isolated under a job account get no privileged containers unless allowed
+        account = config.job_account
+        privileged = account.user is None or account.allow_root
+        executors[ExecutorKind.DOCKER] = DockerExecutor(
+            base_url=config.docker_url, allow_privileged=privileged
+        )
     return executors
 
 

@@ -4,7 +4,8 @@ A job on a whole instance gets `network_mode: host`, so it can connect to the ag
 127.0.0.1, and its processes are uid 0 (root in the container is root on the host): the
 uid of its socket is one the agent serves. The agent also checks that the process holding
 the socket runs in its own PID namespace, so the container's request is refused
-(docs/security.md, "Jobs and the host").
+(docs/security.md, "Jobs and the host"). A privileged container (root on the host) runs
+only where the operator allowed it (`--allow-root-jobs`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from agent.protocol import API_PREFIX, JobStatus
+from agent.server.jobaccount import DEFAULT_JOB_USER, JobAccount, ensure_job_user
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import AgentApi, recorded_tools
 from tests.security.local_users import need_root
@@ -65,3 +67,33 @@ async def test_a_host_network_container_cannot_call_the_agent(
     assert state.status == JobStatus.EXITED, (state, log)
     assert log.rstrip().endswith("0"), f"the container runs as root: {log}"
     assert "403" in log and "rc=0" not in log, f"the container reached the agent's API: {log}"
+
+
+async def test_a_privileged_container_needs_the_hosts_consent(
+    tmp_path: Path, docker_engine: DockerEngine
+) -> None:
+    need_root()
+    ensure_job_user(DEFAULT_JOB_USER)
+    config = AgentConfig(
+        data_dir=tmp_path / "agent",
+        http_port=0,
+        docker_url=docker_engine.base_url,
+        tool_runner=recorded_tools(False),
+        job_account=JobAccount(DEFAULT_JOB_USER, tmp_path / "work"),
+    )
+    async with start_agent(config) as context:
+        base = f"http://127.0.0.1:{context.http_port}{API_PREFIX}"
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            response = await http.post(
+                "/jobs",
+                json={
+                    "id": "priv",
+                    "run_name": "priv",
+                    "executor": "docker",
+                    "image": docker_engine.image,
+                    "privileged": True,
+                    "commands": ["true"],
+                },
+            )
+    assert response.status_code == 422, response.text
+    assert "--allow-root-jobs" in response.json()["message"]

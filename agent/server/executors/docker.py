@@ -52,8 +52,9 @@ class DockerExecutor:
 
     kind = ExecutorKind.DOCKER
 
-    def __init__(self, base_url: str | None = None) -> None:
+    def __init__(self, base_url: str | None = None, *, allow_privileged: bool = True) -> None:
         self._base_url = base_url
+        self._allow_privileged = allow_privileged  # off: `privileged` jobs are refused
         self._clients: dict[bool, docker.DockerClient] = {}
         self._clients_lock = threading.Lock()  # clients are made in worker threads
         self._followers: dict[str, LogFollower] = {}
@@ -87,7 +88,14 @@ class DockerExecutor:
             return False
 
     def check(self, spec: JobSpec) -> str | None:
-        return None if spec.image else "a docker job needs an image"
+        if not spec.image:
+            return "a docker job needs an image"
+        if spec.privileged and not self._allow_privileged:
+            return (
+                "privileged: a privileged container is root on the host, and this host runs "
+                "none (its agent was started without --allow-root-jobs)"
+            )
+        return None
 
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
         loop = asyncio.get_running_loop()
