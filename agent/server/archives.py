@@ -3,7 +3,11 @@
 At submit time the job manager *stages* every archive: decodes the base64, and extracts the
 tar.gz with ``tarfile``'s ``data`` filter (no absolute members, no ``..``, no links or
 devices leading out, no setuid bits) into ``<job dir>/archives/<n>/``. A bad archive is
-refused there (``invalid_request``) and nothing of the job is kept. The stored spec keeps
+refused there (``invalid_request``) and nothing of the job is kept. Extraction is bounded
+before anything is written: at most ``MAX_EXTRACTED_BYTES`` and ``MAX_EXTRACTED_FILES`` per
+job, counted from each member's header (a decompression bomb stops at its first big
+member), and a job's archives are extracted once: concurrent submits of the same job (the
+server's retries) wait on one lock file and find the staged tree. The stored spec keeps
 the archives' paths but not their data, so ``job.json`` stays small.
 
 Before the job starts, each executor puts the staged trees at their targets (``path``,
@@ -19,16 +23,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
 import io
 import os
 import posixpath
 import shutil
 import tarfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from agent.protocol import MAX_ARCHIVES_BYTES, Archive, JobSpec
+
+MAX_EXTRACTED_BYTES = 4 * 2**30
+"""Bytes a job's archives may extract to, all together (the server checks each upload
+against its own, lower `--archive-max-extracted-bytes` first)."""
+MAX_EXTRACTED_FILES = 200_000
+"""Members a job's archives may have, all together."""
 
 
 class ArchiveError(ValueError):
@@ -62,22 +73,47 @@ def stage_archives(archives: list[Archive], job_root: Path) -> None:
     """
     created = not job_root.exists()
     job_root.mkdir(mode=0o711, parents=True, exist_ok=True)
-    scratch = job_root / f".archives-{uuid.uuid4().hex}"
-    scratch.mkdir(mode=0o700)
-    try:
-        for index, archive in enumerate(archives):
-            _extract(index, archive, scratch / str(index))
-        target = staged_root(job_root)
+    target = staged_root(job_root)
+    with open(job_root / ".archives.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one extraction per job, whatever the retries
         if target.exists():
-            shutil.rmtree(scratch)  # staged already by an earlier submit of this id
-        else:
+            return  # staged already by an earlier submit of this id
+        scratch = job_root / f".archives-{uuid.uuid4().hex}"
+        scratch.mkdir(mode=0o700)
+        try:
+            budget = _Budget()
+            for index, archive in enumerate(archives):
+                _extract(index, archive, scratch / str(index), budget)
             scratch.rename(target)
-    except BaseException:
-        shutil.rmtree(job_root if created else scratch, ignore_errors=True)
-        raise
+        except BaseException:
+            shutil.rmtree(job_root if created else scratch, ignore_errors=True)
+            raise
 
 
-def _extract(index: int, archive: Archive, dest: Path) -> None:
+class _Budget:
+    """What a job's archives have extracted so far, refused past the limits."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.files = 0
+
+    def take(self, index: int, member: tarfile.TarInfo) -> None:
+        self.files += 1
+        self.bytes += max(member.size, 0)
+        if self.files > MAX_EXTRACTED_FILES:
+            raise ArchiveError(
+                f"archives[{index}]: more than {MAX_EXTRACTED_FILES} files in the job's "
+                "archives (the agent's limit): bring fewer files"
+            )
+        if self.bytes > MAX_EXTRACTED_BYTES:
+            raise ArchiveError(
+                f"archives[{index}]: extracts to more than {MAX_EXTRACTED_BYTES} bytes "
+                f"(the agent's limit; {member.name[:200]!r} alone is {member.size}): "
+                "bring less"
+            )
+
+
+def _extract(index: int, archive: Archive, dest: Path, budget: _Budget) -> None:
     try:
         raw = base64.b64decode(archive.data, validate=True)
     except (binascii.Error, ValueError) as error:
@@ -85,11 +121,25 @@ def _extract(index: int, archive: Archive, dest: Path) -> None:
     dest.mkdir(mode=0o755)
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
-            tar.extractall(dest, filter=_safe_member)
+            tar.extractall(dest, filter=_counted(index, budget))
+    except ArchiveError:
+        raise
     except tarfile.FilterError as error:
         raise ArchiveError(f"archives[{index}]: unsafe member refused: {error}") from error
     except (tarfile.TarError, EOFError, OSError, ValueError) as error:
         raise ArchiveError(f"archives[{index}]: not a readable tar.gz: {error}") from error
+
+
+def _counted(
+    index: int, budget: _Budget
+) -> Callable[[tarfile.TarInfo, str], tarfile.TarInfo | None]:
+    """The extraction filter: counts each member against `budget`, then `_safe_member`."""
+
+    def check(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        budget.take(index, member)
+        return _safe_member(member, dest)
+
+    return check
 
 
 def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:

@@ -7,13 +7,23 @@ as the request body: no multipart parser needed), and names them in the apply re
 (`file_archives: [{id, path}]`). The server keeps them content-addressed
 (`reconciler.adapters.blobs`); at most once an hour an upload also deletes the archives
 that no run names any more and that are older than a day.
+
+Bounded before anything is kept (docs/security.md, "Uploads"): the body is read up to
+`--upload-max-bytes`; it must be a gzip-compressed tar whose members extract to at most
+`--archive-max-extracted-bytes` and number at most `--archive-max-files`
+(`reconciler.core.archivecheck`, in a thread); and what each user has uploaded and the
+server still keeps is at most `--upload-quota-bytes` (uploads are not per project in
+dstack's API, so the quota is per user; `files/.owners/<user id>/<digest>` records who
+uploaded what).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -23,6 +33,7 @@ from sqlalchemy.orm import Session
 from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.models import Run
 from reconciler.api import requests as req
+from reconciler.core.archivecheck import archive_problem
 from reconciler.web.auth import Principal, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError, NotFoundError
@@ -30,7 +41,8 @@ from reconciler.web.webhooks import BodyTooLargeError, read_limited
 
 log = logging.getLogger(__name__)
 MAX_ARCHIVE_BYTES = 24 * 1024 * 1024
-"""One archive's size; a job brings at most 32 MiB of base64 (`agent.protocol`)."""
+"""One archive's size at most (`--upload-max-bytes` may only lower it): a job brings at
+most 32 MiB of base64 (`agent.protocol`)."""
 
 
 def blob_store(context: WebContext) -> BlobStore:
@@ -70,27 +82,68 @@ async def _sweep_now_and_then(store: BlobStore, context: WebContext) -> None:
         log.info("deleted %d uploaded archive(s) no run names any more", deleted)
 
 
+def _uploaded_bytes(store: BlobStore, owners: Path, new: str) -> int:
+    """Bytes of the archives this user uploaded that the server still keeps (not `new`);
+    records of swept archives are dropped on the way."""
+    if not owners.is_dir():
+        return 0
+    used = 0
+    for record in owners.iterdir():
+        blob = store.root / record.name
+        try:
+            size = blob.stat().st_size
+        except FileNotFoundError:
+            record.unlink(missing_ok=True)
+            continue
+        if record.name != new:
+            used += size
+    return used
+
+
 def build_files_router() -> APIRouter:
     router = APIRouter(prefix="/api/files")
 
     @router.post("/upload_archive", tags=["files"])
     async def upload_archive(
         request: Request,
-        _: Principal = Depends(require_user),
+        principal: Principal = Depends(require_user),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
+        settings = context.settings
+        limit = min(settings.upload_max_bytes, MAX_ARCHIVE_BYTES)
         try:
-            data = await read_limited(request, MAX_ARCHIVE_BYTES)
+            data = await read_limited(request, limit)
         except BodyTooLargeError:
             raise InvalidError(
-                f"archive larger than {MAX_ARCHIVE_BYTES // 2**20} MiB: bring less "
+                f"archive larger than {limit} bytes (upload-max-bytes): bring less "
                 "(`files` instead of the whole repo, or a .gitignore)"
             ) from None
         if not data:
             raise InvalidError("post the archive's bytes as the request body")
+        problem = await asyncio.to_thread(
+            archive_problem,
+            data,
+            max_bytes=settings.archive_max_extracted_bytes,
+            max_files=settings.archive_max_files,
+        )
+        if problem is not None:
+            raise InvalidError(problem)
         store = blob_store(context)
-        digest = store.put(data)
-        await _sweep_now_and_then(store, context)
+        store.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        await _sweep_now_and_then(store, context)  # first: swept archives count no more
+        digest = hashlib.sha256(data).hexdigest()
+        owners = store.root / ".owners" / principal.user_id
+        used = await asyncio.to_thread(_uploaded_bytes, store, owners, digest)
+        if used + len(data) > settings.upload_quota_bytes:
+            raise InvalidError(
+                f"upload quota reached: you keep {used} bytes of archives and this one is "
+                f"{len(data)} (upload-quota-bytes is {settings.upload_quota_bytes}); archives "
+                "no run names are deleted after a day, or ask an admin to raise "
+                "DOCKYARD_UPLOAD_QUOTA_BYTES"
+            )
+        store.put(data)
+        owners.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (owners / digest).touch()
         return {"id": digest, "blob_hash": digest}
 
     @router.post("/get_archive_by_hash", tags=["files"])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import tarfile
 import time
 from pathlib import Path
 
@@ -12,8 +14,18 @@ from reconciler.web.routes_files import MAX_ARCHIVE_BYTES
 from tests.web.serving import Running
 
 
+def tar_gz(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def test_upload_lookup_and_refusals(server: Running) -> None:
-    data = b"\x1f\x8b not really gzip, the server does not care"
+    data = tar_gz({"train.py": b"print('hi')\n"})
     digest = hashlib.sha256(data).hexdigest()
     with server.client(server.admin_token) as http:
         missing = http.post("/api/files/get_archive_by_hash", json={"hash": digest})
@@ -25,7 +37,9 @@ def test_upload_lookup_and_refusals(server: Running) -> None:
         assert found.status_code == 200
         assert (server.settings.data_dir / "files" / digest).read_bytes() == data
         too_big = http.post("/api/files/upload_archive", content=b"x" * (MAX_ARCHIVE_BYTES + 1))
-        assert too_big.status_code == 400 and "MiB" in too_big.text
+        assert too_big.status_code == 400 and "upload-max-bytes" in too_big.text
+        not_gzip = http.post("/api/files/upload_archive", content=b"\x1f\x8b not really gzip")
+        assert not_gzip.status_code == 400 and "not a readable tar.gz" in not_gzip.text
         assert http.post("/api/files/upload_archive", content=b"").status_code == 400
         unknown = http.post(
             "/api/project/main/runs/get_plan",
@@ -47,9 +61,10 @@ def test_an_upload_now_and_then_sweeps_archives_no_run_names(server: Running) ->
     two_days_ago = time.time() - 2 * 86400
     os.utime(old, (two_days_ago, two_days_ago))
     with server.client(server.admin_token) as http:
-        assert http.post("/api/files/upload_archive", content=b"new").status_code == 200
+        new = tar_gz({"new": b"new"})
+        assert http.post("/api/files/upload_archive", content=new).status_code == 200
     assert not old.exists(), "an old archive no run names is deleted"
-    assert (files / hashlib.sha256(b"new").hexdigest()).exists(), "the new one stays"
+    assert (files / hashlib.sha256(new).hexdigest()).exists(), "the new one stays"
 
 
 def test_sweep_keeps_named_and_recent_archives(tmp_path: Path) -> None:
