@@ -5,16 +5,22 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
 
 - ``latency``: for each of N commits that add a task, the time from the commit (the moment
   a push webhook would queue the reconcile) until the task's job is ``running`` as the
-  store records it; p50/p95/max in ms (goal p50 ≤ 1 s);
+  store records it; p50/p95/max in ms (goals p50 ≤ 150 ms, p95 ≤ 300 ms);
 - ``throughput``: one commit adding M tasks (``echo``), time until every run is ``done``,
-  and runs/s; with the reconcile's own stage timings (commit → every run row written),
-  the rest being the runs and jobs workers and the agent;
+  and runs/s (goal ≥ 50), beside the spawn floor: the same M commands run one after the
+  other with ``sh -c`` on this host, no Dockyard; with the reconcile's own stage timings
+  (commit → every run row written), the rest being the runs and jobs workers and the agent;
+- ``sql_per_job``: for one commit of 60 and one of 1,000 tasks (all queued at once behind
+  the local fleet's capacity), the SQL statements and transactions the server ran from the
+  commit until every run was done, divided by the tasks; the ratio of the two (goal:
+  constant, ≤ 1.2) and the statements per task (goal ≤ 30) — load-independent costs;
 - ``proxy``: requests/s through the service proxy beside direct requests/s to the same
   service, and their ratio (goal ≥ 0.7) — `bench/proxy_server.py` (the real
   `dockyard server`) and `bench/proxy.py` (the proxy alone, both of its paths, three kinds
   of service), each run in its own process and embedded here.
 
-    .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500] [--proxy-seconds 5]
+    .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500] [--counted 60,1000]
+        [--proxy-seconds 5]
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlalchemy import Engine, event
 
 from agent.local import stop_local_agent
 from reconciler.adapters.db.models import Job, Run
@@ -136,7 +144,71 @@ async def measure_throughput(
     }
 
 
-async def main(commits: int, tasks: int) -> dict[str, Any]:
+class SQLCounter:
+    """Counts the statements and transactions run on an engine (SQLAlchemy events)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.statements = 0
+        self.transactions = 0
+        event.listen(engine, "before_cursor_execute", self._statement)
+        event.listen(engine, "begin", self._begin)
+
+    def _statement(self, *args: Any) -> None:
+        self.statements += 1
+
+    def _begin(self, *args: Any) -> None:
+        self.transactions += 1
+
+    def snapshot(self) -> tuple[int, int]:
+        return self.statements, self.transactions
+
+
+def spawn_floor(tasks: int) -> float:
+    """Seconds to run the throughput's commands one after the other, without Dockyard."""
+    started = time.perf_counter()
+    for i in range(tasks):
+        subprocess.run(["sh", "-c", f"echo {i}"], capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
+async def measure_sql(
+    controller: EngineController,
+    store: Store,  # the bench's own connection: its reads are not counted
+    repo: Path,
+    project_id: str,
+    counter: SQLCounter,
+    tasks: int,
+) -> dict[str, Any]:
+    """Statements and transactions per task for one commit of `tasks` tasks, to all done."""
+    before = len(run_statuses(store, project_id))
+    files = {
+        f"q{tasks}-{i}.dstack.yml": TASK.format(name=f"q{tasks}-{i}", command="true")
+        for i in range(tasks)
+    }
+    commit(repo, files, f"{tasks} queued tasks")
+    statements, transactions = counter.snapshot()
+    started = time.perf_counter()
+    await controller.request_reconcile("main", trigger="webhook")
+
+    def all_done() -> bool:
+        statuses = run_statuses(store, project_id)
+        return len(statuses) >= before + tasks and all(
+            s in ("done", "failed", "terminated") for s in statuses
+        )
+
+    await wait(all_done, within=3600, interval=0.25)
+    elapsed = time.perf_counter() - started
+    ran_statements, ran_transactions = counter.snapshot()
+    return {
+        "tasks": tasks,
+        "seconds": round(elapsed, 1),
+        "runs_per_second": round(tasks / elapsed, 2),
+        "statements_per_task": round((ran_statements - statements) / tasks, 1),
+        "transactions_per_task": round((ran_transactions - transactions) / tasks, 1),
+    }
+
+
+async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="dockyard-bench-") as tmp:
         root = Path(tmp)
@@ -150,6 +222,7 @@ async def main(commits: int, tasks: int) -> dict[str, Any]:
             repo=str(repo), data_dir=root / "data", fetch_interval=3600, cli_config=root / "c"
         )
         store = Store.from_url(f"sqlite:///{root / 'dockyard.db'}", migrate=True)
+        counter = SQLCounter(store.engine)
         controller = build_controller(settings, store)
         project_id = store.get_or_create_project("main").id
         await controller.start()
@@ -157,6 +230,12 @@ async def main(commits: int, tasks: int) -> dict[str, Any]:
             await wait(lambda: run_statuses(store, project_id) == ["done"], within=120)
             latency = await measure_latency(controller, store, repo, project_id, commits)
             throughput = await measure_throughput(controller, store, repo, project_id, tasks)
+            observer = Store.from_url(f"sqlite:///{root / 'dockyard.db'}")
+            sql = [
+                await measure_sql(controller, observer, repo, project_id, counter, n)
+                for n in counted
+            ]
+            observer.close()
         finally:
             await controller.stop()
             stop_local_agent(root / "data")
@@ -171,10 +250,34 @@ async def main(commits: int, tasks: int) -> dict[str, Any]:
             "p50": round(statistics.median(ordered), 1),
             "p95": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 1),
             "max": round(ordered[-1], 1),
-            "goal_p50": 1000,
+            "goal_p50": 150,
+            "goal_p95": 300,
         },
-        "throughput": throughput,
+        "throughput": throughput | {"goal_runs_per_second": 50} | floor(tasks, throughput),
+        "sql_per_job": sql_figures(sql),
     }
+
+
+def floor(tasks: int, throughput: dict[str, Any]) -> dict[str, Any]:
+    """The spawn floor of the same commands, beside Dockyard's figure."""
+    seconds = spawn_floor(tasks)
+    return {
+        "spawn_floor_seconds": round(seconds, 2),
+        "spawn_floor_runs_per_second": round(tasks / seconds, 1),
+        "seconds_over_floor": round(throughput["seconds"] / seconds, 1),
+    }
+
+
+def sql_figures(sql: list[dict[str, Any]]) -> dict[str, Any]:
+    figures: dict[str, Any] = {"counts": sql, "goal_ratio": 1.2, "goal_statements_per_task": 30}
+    if len(sql) >= 2 and sql[0]["statements_per_task"]:
+        figures["statements_ratio_last_to_first"] = round(
+            sql[-1]["statements_per_task"] / sql[0]["statements_per_task"], 2
+        )
+        figures["transactions_ratio_last_to_first"] = round(
+            sql[-1]["transactions_per_task"] / max(sql[0]["transactions_per_task"], 0.1), 2
+        )
+    return figures
 
 
 def proxy_figures(seconds: float) -> dict[str, Any]:
@@ -201,8 +304,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=20)
     parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--counted", default="60,1000", help="queue sizes for sql_per_job")
     parser.add_argument("--proxy-seconds", type=float, default=5.0)
     args = parser.parse_args()
-    result = asyncio.run(main(args.commits, args.tasks))
+    counted = [int(n) for n in args.counted.split(",") if n]
+    result = asyncio.run(main(args.commits, args.tasks, counted))
     result["proxy"] = proxy_figures(args.proxy_seconds)
     print(json.dumps(result, indent=2))

@@ -55,6 +55,18 @@ def run_status_for(reason: RunTerminationReason) -> RunStatus:
     return RunStatus.FAILED
 
 
+def stopped_run_reason(
+    reason: RunTerminationReason, latest_job_statuses: Iterable[JobStatus]
+) -> RunTerminationReason:
+    """Why a run that was being stopped ended: a stop that came as its jobs were ending on
+    their own, all of them `done`, ends it `all_jobs_done` (the jobs' own end wins)."""
+    statuses = list(latest_job_statuses)
+    stopped = reason is RunTerminationReason.STOPPED_BY_USER
+    if stopped and statuses and all(s is JobStatus.DONE for s in statuses):
+        return RunTerminationReason.ALL_JOBS_DONE
+    return reason
+
+
 def retry_event_for(reason: JobTerminationReason) -> RetryEvent | None:
     """Which `retry.on_events` entry covers a job that ended for `reason` (None: no retry)."""
     if job_status_for(reason) is not JobStatus.FAILED:

@@ -13,6 +13,7 @@ from reconciler.core.transitions import (
     run_status_for,
     should_retry,
     status_message,
+    stopped_run_reason,
 )
 from reconciler.domain.statuses import (
     JobStatus,
@@ -110,3 +111,13 @@ def test_status_messages() -> None:
     )
     assert status_message(JobStatus.TERMINATED, JR.TERMINATED_BY_USER, None) == "stopped"
     assert status_message(JobStatus.ABORTED, JR.ABORTED_BY_USER, None) == "aborted"
+
+
+def test_a_stop_that_came_as_the_jobs_ended_on_their_own_ends_the_run_done() -> None:
+    stopped = RR.STOPPED_BY_USER
+    done = stopped_run_reason(stopped, [JobStatus.DONE])
+    assert done is RR.ALL_JOBS_DONE  # a replaced run whose job ended: done
+    assert stopped_run_reason(stopped, [JobStatus.DONE, JobStatus.TERMINATED]) is stopped
+    assert stopped_run_reason(stopped, []) is stopped
+    aborted = RR.ABORTED_BY_USER
+    assert stopped_run_reason(aborted, [JobStatus.DONE]) is aborted

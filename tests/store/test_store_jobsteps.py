@@ -133,3 +133,32 @@ def test_a_release_gives_blocks_back_and_wakes_the_oldest_waiting(store: Store) 
     woken = store.get(Job, waiting.id)
     assert woken is not None and woken.due_at is None
     assert len(store.list_events(project_id=instance.project_id)) == 1  # no event asked
+
+
+def test_room_made_wakes_a_waiting_service_ahead_of_older_tasks(store: Store) -> None:
+    instance, job, _ = _rig(store)
+    store.update(Job, job.id, status="provisioning")  # placed: not waiting
+    tasks = [
+        store.add(
+            Job(
+                run_id=job.run_id,
+                status="submitted",
+                job_spec={},
+                submitted_at=store.now(),
+                replica_num=i + 1,
+                due_at=store.now(),
+            )
+        )
+        for i in range(3)
+    ]
+    service_run = store.add(
+        Run(project_id=instance.project_id, run_name="api", run_type="service", spec={},
+            spec_hash="s", status="submitted", submitted_at=store.now())
+    )  # fmt: skip
+    service = store.add(
+        Job(run_id=service_run.id, status="submitted", job_spec={}, submitted_at=store.now(),
+            due_at=store.now())
+    )  # fmt: skip
+    store.wake_waiting_jobs(instance.project_id, 2)
+    woken = [j.id for j in (store.get(Job, t.id) for t in [service, *tasks]) if j and not j.due_at]
+    assert woken[0] == service.id and len(woken) == 2  # the service first, then a task

@@ -11,7 +11,8 @@ Each method is one transaction:
   and the cluster siblings placed with it; blocks given back and the oldest waiting jobs
   woken; the status-change event, and the run (and a fleet) made due. Capacity and the
   fenced write commit together or not at all, so a lost lease cannot leak blocks.
-- `wake_waiting_jobs(project_id, count)` makes the oldest jobs waiting for room due now.
+- `wake_waiting_jobs(project_id, count)` makes the first jobs waiting for room due now
+  (services and dev environments ahead of tasks).
 """
 
 from __future__ import annotations
@@ -259,11 +260,13 @@ def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> U
 
 
 def wake_waiting_statement(project_id: str, count: int) -> Update:
-    """Make the `count` oldest jobs of the project waiting for capacity due now.
+    """Make the `count` first jobs of the project waiting for capacity due now.
 
     Jobs that found no room sleep (`JobsConfig.wait_backoff`) instead of polling; blocks
-    given back, or an instance that became ready, wake the oldest of them, first come
-    first served, in the same transaction as the change that made room.
+    given back, or an instance that became ready, wake the first of them in the same
+    transaction as the change that made room: services and dev environments ahead of
+    tasks (someone waits on them; a queue of batch tasks must not hold them back), then
+    first come first served.
     """
     oldest = (
         select(Job.id)
@@ -274,7 +277,7 @@ def wake_waiting_statement(project_id: str, count: int) -> Update:
             Job.instance_id.is_(None),
             Job.due_at.is_not(None),
         )
-        .order_by(Job.submitted_at, Job.id)
+        .order_by(case((Run.run_type == "task", 1), else_=0), Job.submitted_at, Job.id)
         .limit(count)
     )
     return update(Job).where(Job.id.in_(oldest)).values(due_at=None)

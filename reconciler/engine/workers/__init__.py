@@ -60,8 +60,10 @@ class WorkerTimings:
     """How long an agent may be unreachable before its jobs fail `instance_unreachable`."""
     instance_check_interval: float = 14.0
     fleet_check_interval: float = 15.0
-    wait_backoff: float = 10.0
-    """How long a job no instance has room for sleeps; room made wakes it at once."""
+    wait_backoff: float = 300.0
+    """How long a job no instance has room for sleeps (a safety net): room made — blocks
+    given back, an instance ready — wakes it at once, so a queue costs nothing while it
+    waits (a shorter sleep re-placed every waiting job again and again)."""
 
 
 @dataclass(frozen=True, slots=True)

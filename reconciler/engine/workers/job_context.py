@@ -38,7 +38,7 @@ class JobsConfig:
     data_dir: Path
     unreachable_grace: float = 120.0
     wait_poll: float = 2.0
-    wait_backoff: float = 10.0  # a job no instance has room for; room made wakes it sooner
+    wait_backoff: float = 300.0  # a job no instance has room for; room made wakes it
     active_poll: float = 1.0
     quick_poll: float = 0.2  # the first seconds after submit/stop: most short jobs end there
     quick_for: float = 5.0

@@ -311,7 +311,11 @@ class RunningJobs:
         if not (state.status.is_finished() and drained):
             runtime.setdefault("stop_sent_at", self.store.clock.now_ts())
             return progress, self.next_pass(ctx, runtime["stop_sent_at"])
-        ended = finish(reason, self.store.now(), exit_status=state.exit_status)
+        if state.status is AgentStatus.EXITED:  # it ended on its own before the stop: that wins
+            reason, message = _exit_reason(state)
+            ended = finish(reason, self.store.now(), message, exit_status=state.exit_status)
+        else:
+            ended = finish(reason, self.store.now(), exit_status=state.exit_status)
         return self._release(ctx, progress | ended | {REMOVE: job_id}), None
 
     async def remove(self, ctx: JobContext, job_id: str) -> None:

@@ -287,7 +287,7 @@ class JobsProcessor:
             "runtime": runtime,
             "unreachable_since": None,
             "status_message": note,
-        }, self.config.quick_poll
+        }, self._running.next_pass(ctx, None)
 
     def _render(self, ctx: JobContext, instance: Instance) -> tuple[dict[str, Any], str]:
         """The agent's job body, and a note on what it could not bring (`repos`/`files`)."""

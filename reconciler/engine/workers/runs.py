@@ -23,7 +23,7 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.autoscaling import ScalingPolicy, desired_replicas
 from reconciler.core.jobspecs import expand_jobs
 from reconciler.core.runflow import JobView, RunStep, RunView, step_run
-from reconciler.core.transitions import run_status_for
+from reconciler.core.transitions import run_status_for, stopped_run_reason
 from reconciler.domain.statuses import (
     JobStatus,
     JobTerminationReason,
@@ -131,8 +131,10 @@ class RunsProcessor:
         if active:
             changed = stop_jobs(self.store, active, job_reason_for(reason))
             return self._poll, changed > 0
-        final = run_status_for(reason)
-        values: dict[str, Any] = {"status": final.value}
+        ended = stopped_run_reason(reason, _latest_statuses(jobs))
+        values: dict[str, Any] = {"status": run_status_for(ended).value}
+        if ended is not reason:
+            values["termination_reason"] = ended.value
         fire = None
         if reason not in (RR.STOPPED_BY_USER, RR.ABORTED_BY_USER):
             fire = next_cron_fire(run.spec, self._now())
@@ -239,6 +241,16 @@ class RunsProcessor:
                 + (f" ({reason})" if reason else ""),
             )
         return held
+
+
+def _latest_statuses(jobs: list[Job]) -> list[JobStatus]:
+    """The status of each job slot's latest submission."""
+    latest: dict[tuple[int, int], Job] = {}
+    for job in jobs:
+        key = (job.replica_num, job.job_num)
+        if key not in latest or job.submission_num > latest[key].submission_num:
+            latest[key] = job
+    return [JobStatus(j.status) for j in latest.values()]
 
 
 def _seconds(value: Any, default: float) -> float:
