@@ -94,8 +94,11 @@ def test_the_action_plans_offline_and_posts_the_comment(tmp_path: Path) -> None:
 def test_the_example_workflow_uses_the_action_with_write_permissions() -> None:
     workflow = yaml.safe_load(WORKFLOW.read_text())
     assert workflow[True]["pull_request"]["types"] == ["opened", "synchronize", "reopened"]
-    assert workflow["permissions"]["pull-requests"] == "write"
-    assert workflow["permissions"]["statuses"] == "write"
+    assert workflow["permissions"] == {}  # each job says what it needs
+    permissions = workflow["jobs"]["plan"]["permissions"]
+    assert permissions["pull-requests"] == "write"
+    assert permissions["statuses"] == "write"
     steps = workflow["jobs"]["plan"]["steps"]
     assert steps[0]["with"]["fetch-depth"] == 0
-    assert steps[1]["uses"].endswith("/.github/actions/plan@main")
+    assert steps[0]["with"]["persist-credentials"] is False
+    assert re.search(r"/\.github/actions/plan@[0-9a-f]{40}$", steps[1]["uses"])
