@@ -11,6 +11,9 @@ prune:
   allow_empty: false     # an empty snapshot is an error unless true
 default_fleet: null      # runs go to this fleet; unset: the implicit `local` fleet if none
 fetch_interval: 60s      # int seconds or 30s / 5m / 1h
+policy:                  # limits on runs, checked by every plan (docs/policies.md)
+  runs: {max_gpus: 8, gpus: [H100], backends: [aws], max_duration: 24h,
+         privileged: false, instance_volumes: false}
 ```
 
 Nothing else in a config repo is Dockyard-specific. `parse_policy` validates it like any
@@ -52,6 +55,29 @@ class PrunePolicy(_Strict):
     allow_empty: bool = False
 
 
+class RunLimits(_Strict):
+    """What one run may ask for; unset means no limit."""
+
+    max_gpus: int | None = Field(default=None, ge=0)
+    """GPUs of the whole run: per job times its jobs (task nodes, service max replicas)."""
+    gpus: tuple[str, ...] | None = None
+    """GPU names a run may ask for (dstack's names: H100, A100, …)."""
+    backends: tuple[str, ...] | None = None
+    """Backends a run may name in `backends:` (a run naming none passes)."""
+    max_duration: Annotated[int | None, BeforeValidator(_to_seconds), Field(ge=1)] = None
+    """Longest `max_duration` (a run without one, or `off`, breaks this limit)."""
+    privileged: bool = True
+    """Whether `privileged: true` is allowed."""
+    instance_volumes: bool = True
+    """Whether instance volumes (`/host/path:/path`) are allowed."""
+
+
+class PolicyRules(_Strict):
+    """`policy:` of `.dockyard.yml`: limits checked on every plan and enforced at apply."""
+
+    runs: RunLimits = RunLimits()
+
+
 class RepoPolicy(_Strict):
     """The validated `.dockyard.yml`; every field has a default."""
 
@@ -60,6 +86,7 @@ class RepoPolicy(_Strict):
     prune: PrunePolicy = PrunePolicy()
     default_fleet: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9-]{1,40}$")
     fetch_interval: Annotated[int, BeforeValidator(_to_seconds), Field(ge=1)] = 60
+    policy: PolicyRules = PolicyRules()
 
     @property
     def allow_empty(self) -> bool:

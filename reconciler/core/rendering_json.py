@@ -52,6 +52,8 @@ def action_to_dict(action: Action) -> dict[str, Any]:
         data["preview"] = preview_to_dict(action.preview)
     if action.drift:
         data["drift"] = True
+    if action.violations:
+        data["violations"] = list(action.violations)
     return data
 
 

@@ -5,7 +5,8 @@ block per changed resource with its field diff, then one block listing the uncha
 resources. A previewed fleet, volume or gateway shows its stack preview in its block (the
 counts per op and the estimated $/h, then its steps, or why there is no preview); actions
 that restore drift (what changed outside Git) come after the PR's own changes under their
-own heading; a plan made without a server says which checks it could not make.
+own heading; a plan made without a server says which checks it could not make; runs that
+break the repo policy (`.dockyard.yml` `policy`) are listed first, with each rule.
 
 GitHub rejects comments of 65,536 characters or more, so the text is always shorter than
 `limit`: blocks that do not fit are left out and a note says how many resources and
@@ -91,6 +92,16 @@ def render_markdown(
 def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
     base = f" against `{plan.base[:12]}`" if plan.base else ""
     lines = [f"### Dockyard plan for `{plan.commit[:12]}`{base}", ""]
+    broken = [a for a in plan.actions if a.violations]
+    if broken:  # first: the PR cannot land as it is
+        lines += [
+            f"**⛔ Policy: {len(broken)} run(s) break the repo policy and will not be applied**",
+            "",
+        ]
+        lines += [
+            f"- {a.kind.value} `{a.name}`: {_escape(line)}" for a in broken for line in a.violations
+        ]
+        lines.append("")
     counts = [f"{n} {kind}" for kind, n in plan.summary.items() if n]
     lines.append("**" + (", ".join(counts) if counts else "no resources") + "**")
     if summary_lines:

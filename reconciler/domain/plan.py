@@ -135,6 +135,8 @@ class Action:
     """The stack preview of a changing capacity action (None: not previewed)."""
     drift: bool = False
     """The action restores what changed outside Git (its reason starts with `drift:`)."""
+    violations: tuple[str, ...] = ()
+    """The repo policy's rules this run breaks (`core.rules`); such an action is blocked."""
 
     key: ResourceKey = field(init=False, repr=False, compare=False)
     """(project, kind, name), computed once: plans look resources up by it a lot."""

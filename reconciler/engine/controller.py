@@ -38,7 +38,7 @@ from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.gpugroups import gpu_groups
-from reconciler.core.policy import RepoPolicy
+from reconciler.core.policy import RepoPolicy, RunLimits
 from reconciler.core.rendering_json import action_to_dict
 from reconciler.domain.metrics import JobSample
 from reconciler.engine import unmanaged
@@ -55,7 +55,7 @@ from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
 from reconciler.engine.workers import LocalAgent, WorkerDeps, WorkerTimings
-from reconciler.errors import UsageError
+from reconciler.errors import DockyardError, UsageError
 from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
 from schemas import parse_config
@@ -96,6 +96,8 @@ class EngineController:
         self.runtime = runtime
         self.store = runtime.store
         self.agents = runtime.deps.agents
+        self.source: ConfigSource | None = None  # the config repo (its policy's run limits)
+        self.policies: dict[str, RepoPolicy] = {}  # the last policy each reconcile saw
         self.pool = pool
         self.timers = Timers(self._timer_request, fetch_interval=runtime.fetch_interval)
         self._started = False
@@ -184,10 +186,26 @@ class EngineController:
 
     def apply_policy(self, project: str, policy: RepoPolicy) -> None:
         """The reconciler's policy hook: a `fetch_interval` in `.dockyard.yml` wins."""
+        self.policies[project] = policy
         if "fetch_interval" in policy.model_fields_set and self.timers.set_interval(
             project, float(policy.fetch_interval)
         ):
             log.info("fetching %s every %ss (.dockyard.yml)", project, policy.fetch_interval)
+
+    def run_limits(self, project: str) -> RunLimits:
+        """The run limits of the config repo's policy (`.dockyard.yml` `policy.runs`) at the
+        project's last applied revision, which `dockyard apply` and the dstack API enforce
+        as the reconcile does; the last policy a reconcile saw when that cannot be read."""
+        source = self.source
+        row = self.store.get_project(project)
+        revision = self.store.last_applied_revision(row.id) if row is not None else None
+        if source is not None and revision is not None:
+            try:
+                _, policy = source.load(revision)
+            except DockyardError:
+                policy = self.policies.get(project, RepoPolicy())
+            return policy.policy.runs if policy.project == project else RunLimits()
+        return self.policies.get(project, RepoPolicy()).policy.runs
 
     def retry_later(self, project_id: str, delay: float) -> None:
         """The reconciler's retry hook: queue the branch head again after `delay`."""
@@ -208,7 +226,13 @@ class EngineController:
     ) -> dict[str, Any]:
         def plan() -> dict[str, Any]:
             action = unmanaged.plan_one(
-                self.store, project, text=text, path=path, user=user, file_archives=file_archives
+                self.store,
+                project,
+                text=text,
+                path=path,
+                user=user,
+                file_archives=file_archives,
+                limits=self.run_limits(project),
             )
             offers = unmanaged.offers_for(self.store, project, action)
             return {**action_to_dict(action), "offers": offers}
@@ -234,6 +258,7 @@ class EngineController:
             user=user,
             force=force,
             file_archives=file_archives,
+            limits=await asyncio.to_thread(self.run_limits, project),
         )
         for kind in sorted(hints):
             self.hint(kind)
@@ -420,6 +445,7 @@ def build_controller(
         source = GitConfigSource(git_source)
         archives = GitArchives(lambda: Path(git_source.mirror.repo.git_dir))
         runtime.deps = dataclasses_replace(runtime.deps, archives=archives.build)
+    controller.source = source
     if source is not None:
         runtime.reconciler = Reconciler(
             store,

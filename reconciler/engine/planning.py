@@ -20,7 +20,8 @@ only wait for it (`core.blocking`), a preview that fails is recorded on the acti
 `refresh`, each deployed capacity resource the plan leaves alone is refreshed, and one
 changed outside Dockyard becomes its own `update` action marked `drift`.
 
-Policy checks (issue 16) hook in `plan_commit` between the pure plan and the previews.
+The repo policy's run limits (`core.rules`, `.dockyard.yml` `policy.runs`) are checked on
+the pure plan, before the previews: a run breaking one is `blocked` with the rule.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.blocking import block_actions
 from reconciler.core.planning import plan as pure_plan
 from reconciler.core.policy import RepoPolicy
+from reconciler.core.rules import check_runs
 from reconciler.domain.desired import DesiredState
 from reconciler.domain.kinds import ResourceKey
 from reconciler.domain.observed import ObservedResource, ObservedState
@@ -110,16 +112,17 @@ def _pure(
     base: str | None,
     partial: bool,
 ) -> Plan:
-    """The pure plan; with `partial`, errors plus the actions of the valid files."""
+    """The pure plan, its runs checked against the policy's limits (`core.rules`); with
+    `partial`, errors plus the actions of the valid files."""
     result = pure_plan(desired, observed, policy, base=base)
-    if not partial or result.ok or not desired.issues or not desired.resources:
-        return result
-    invalid = {issue.path for issue in desired.issues}
-    valid = replace(desired, issues=())
-    kept = ObservedState(
-        observed.project, tuple(r for r in observed.resources if r.path not in invalid)
-    )
-    return replace(result, actions=pure_plan(valid, kept, policy, base=base).actions)
+    if partial and not result.ok and desired.issues and desired.resources:
+        invalid = {issue.path for issue in desired.issues}
+        valid = replace(desired, issues=())
+        kept = ObservedState(
+            observed.project, tuple(r for r in observed.resources if r.path not in invalid)
+        )
+        result = replace(result, actions=pure_plan(valid, kept, policy, base=base).actions)
+    return replace(result, actions=check_runs(result.actions, policy.policy.runs))
 
 
 async def _preview_all(

@@ -24,7 +24,9 @@ from typing import Any
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import requirements_of
 from reconciler.core.planning import plan_desired
+from reconciler.core.policy import RunLimits
 from reconciler.core.rendering_json import action_to_dict
+from reconciler.core.rules import check_runs
 from reconciler.core.scheduling import static_mismatch
 from reconciler.domain.desired import DesiredResource
 from reconciler.domain.kinds import Kind
@@ -58,8 +60,10 @@ def plan_one(
     path: str,
     user: str,
     file_archives: Sequence[Mapping[str, str]] = (),
+    limits: RunLimits | None = None,
 ) -> Action:
-    """Pure planning of one posted config against what `project` has (raises ConfigError)."""
+    """Pure planning of one posted config against what `project` has (raises ConfigError);
+    a run breaking the repo policy's `limits` is planned blocked with the rule."""
     model = parse_config(text, path)
     kind = _KINDS.get(str(model.type))
     if kind is None:
@@ -94,7 +98,8 @@ def plan_one(
         )
     if live is not None:  # our own: plan it as if it were managed, to get update/replace
         live = replace(live, origin=to_git_origin(live.path or path, "cli"))
-    return plan_desired(resource, live)
+    (action,) = check_runs([plan_desired(resource, live)], limits or RunLimits())
+    return action
 
 
 def offers_for(store: Store, project: str, action: Action) -> list[dict[str, Any]]:
@@ -136,9 +141,18 @@ def apply_one(
     user: str,
     force: bool,
     file_archives: Sequence[Mapping[str, str]] = (),
+    limits: RunLimits | None = None,
 ) -> tuple[dict[str, Any], set[WorkKind]]:
     """Plan and apply one posted config as `cli:<user>`; the plan JSON and kinds to hint."""
-    action = plan_one(store, project, text=text, path=path, user=user, file_archives=file_archives)
+    action = plan_one(
+        store,
+        project,
+        text=text,
+        path=path,
+        user=user,
+        file_archives=file_archives,
+        limits=limits,
+    )
     if action.action is ActionKind.BLOCKED:
         raise UsageError(action.reason)
     if force and action.action is ActionKind.NOOP and action.kind.is_run:

@@ -99,10 +99,13 @@ def describe(plan: Plan) -> str:
 
 
 def plan_status(report: PlanReport, *, target_url: str | None = None) -> CommitStatus:
-    """`dockyard/plan`: failure when the plan has errors, else success."""
+    """`dockyard/plan`: failure when the plan has errors or breaks the repo policy."""
     plan = report.plan
-    state = StatusState.FAILURE if plan.errors else StatusState.SUCCESS
+    broken = sum(1 for action in plan.actions if action.violations)
+    state = StatusState.FAILURE if plan.errors or broken else StatusState.SUCCESS
     description = describe(plan)
+    if broken:
+        description = f"{broken} run(s) break the repo policy; " + description
     if report.cost is not None and report.cost.actions:
         description += f"; {money(report.cost.total_delta, signed=True)}"
     return CommitStatus(state, PLAN_CONTEXT, description, target_url)

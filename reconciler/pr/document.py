@@ -121,6 +121,7 @@ def _action(data: Mapping[str, Any]) -> Action:
         implicit=bool(data.get("implicit")),
         preview=_preview(data.get("preview")),
         drift=bool(data.get("drift")),
+        violations=tuple(str(v) for v in data.get("violations") or ()),
     )
 
 
