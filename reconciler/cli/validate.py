@@ -3,6 +3,8 @@
 Directories are scanned for `*.dstack.yml`, `*.dstack.yaml` and `.dstack.yml`; files
 named explicitly are checked whatever their name. People get `file:line:col: field:
 message` with the offending line and a caret; `--json` prints one object per file.
+A symbolic link is reported as an error and never followed; files are read within the
+`DOCKYARD_CONFIG_MAX_*` limits (docs/security.md).
 Valid files may carry warnings (`schemas.caveats`: legacy or ignored fields), printed as
 `file:line:col: warning: field: message`; warnings never change the exit code.
 Exit 0 when every file is valid, 1 when any is invalid, 2 on usage errors.
@@ -10,8 +12,11 @@ Exit 0 when every file is valid, 1 when any is invalid, 2 on usage errors.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +25,7 @@ import typer
 
 from schemas import ConfigError, Problem, is_config_path, parse_config, peek_kind
 from schemas.caveats import config_warnings
+from schemas.limits import ConfigLimits, size_problem
 
 _SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
 
@@ -97,19 +103,55 @@ def _scan(root: Path) -> list[Path]:
     return found
 
 
-def check_file(path: Path) -> FileReport:
-    """Parse one file; unreadable files are reported as a problem on line 1."""
+def config_limits(environ: Mapping[str, str]) -> ConfigLimits:
+    """The server's `DOCKYARD_CONFIG_MAX_*` bounds, so validate agrees with the server."""
+    values: dict[str, int] = {}
+    for name in ("max_bytes", "max_values", "max_depth"):
+        raw = environ.get(f"DOCKYARD_CONFIG_{name.upper()}", "")
+        if raw.isdigit() and int(raw) > 0:
+            values[name] = int(raw)
+    return ConfigLimits(**values)
+
+
+def read_config_file(path: Path, limits: ConfigLimits) -> bytes | Problem:
+    """The file's bytes, or why it is not read: a symbolic link is never followed (its
+    target is not opened, let alone shown), nor is anything but a regular file; a file
+    over `limits.max_bytes` is not read at all."""
     shown = str(path)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        problem = Problem(shown, 1, 1, "", f"cannot read the file: {exc.strerror or exc}")
-        return FileReport(shown, "", None, None, (problem,))
+        if exc.errno == errno.ELOOP:
+            return Problem(shown, 1, 1, "", LINK_MESSAGE)
+        return Problem(shown, 1, 1, "", f"cannot read the file: {exc.strerror or exc}")
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return Problem(shown, 1, 1, "", "not a regular file: Dockyard reads only files")
+        too_big = size_problem(info.st_size, shown, limits)
+        if too_big is not None:
+            return too_big
+        return handle.read(limits.max_bytes + 1)
+
+
+LINK_MESSAGE = (
+    "the file is a symbolic link: Dockyard never reads a link's target in a config repo "
+    "(the server does not either); commit the configuration itself"
+)
+
+
+def check_file(path: Path, limits: ConfigLimits | None = None) -> FileReport:
+    """Parse one file; unreadable files are reported as a problem on line 1."""
+    shown = str(path)
+    limits = limits if limits is not None else config_limits(os.environ)
+    data = read_config_file(path, limits)
+    if isinstance(data, Problem):
+        return FileReport(shown, "", None, None, (data,))
     text = data.decode("utf-8", errors="replace")
     try:
-        config = parse_config(data, shown)
+        config = parse_config(data, shown, limits)
     except ConfigError as exc:
-        kind, name = peek_kind(data)
+        kind, name = peek_kind(data, limits)
         return FileReport(shown, text, kind, name, exc.problems)
     warnings = config_warnings(config, data, shown)
     return FileReport(shown, text, config.type, config.name, (), warnings)

@@ -71,6 +71,12 @@ class DocumentCache:
         return cached
 
 
+LINK_MESSAGE = (
+    "the file is a symbolic link: Dockyard never reads a link's target in a config repo; "
+    "commit the configuration itself"
+)
+
+
 def load_snapshot(snapshot: Snapshot, read: BlobReader, cache: DocumentCache) -> LoadedSnapshot:
     """The desired state of `snapshot`, parsing only blobs the cache has not seen."""
     policy_path = snapshot.policy_path
@@ -80,6 +86,11 @@ def load_snapshot(snapshot: Snapshot, read: BlobReader, cache: DocumentCache) ->
         policy = found
     else:
         policy, issues = RepoPolicy(), list(found)
+    issues += [
+        ConfigIssue(path, None, None, None, LINK_MESSAGE)
+        for path in sorted(snapshot.links)
+        if path == policy_path or policy.is_config_path(snapshot.relative(path))
+    ]
     selected = [
         (path, blob)
         for path, blob in snapshot.files.items()

@@ -5,6 +5,10 @@ and `.dockyard.yml`, under the optional subdirectory) to their blob SHAs; conten
 read (and parsed) only for blobs not seen before. The first snapshot lists the commit's
 tree once (`git ls-tree`); the next ones apply `git diff-tree` between the two commits to
 the previous snapshot, so a one-file commit costs one small diff.
+
+A config file committed as a symbolic link is never read (its target could be any file
+of the server, e.g. `/etc/passwd`): its path is kept in `links`, and loading reports it as
+an error of the commit (docs/security.md, "Config inputs").
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ class Snapshot:
     commit: str
     files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     subdir: str = ""
+    links: frozenset[str] = frozenset()
+    """Config paths committed as symbolic links: reported, never read."""
 
     @property
     def policy_path(self) -> str:
@@ -51,16 +57,27 @@ def list_snapshot(repo: git.Repo, commit: str, subdir: str = "") -> Snapshot:
         args += ["--", subdir]
     out = repo.git.ls_tree(*args)
     files: dict[str, str] = {}
+    links: set[str] = set()
     for entry in out.split("\0"):
         if not entry:
             continue
         meta, _, path = entry.partition("\t")
         mode, kind, sha = meta.split()
-        if kind == "blob" and mode != "120000" and is_snapshot_file(path, subdir):
+        if kind != "blob" or not is_snapshot_file(path, subdir):
+            continue
+        if mode == _LINK:
+            links.add(path)
+        else:
             files[path] = sha
     return Snapshot(
-        commit=commit, files=MappingProxyType(dict(sorted(files.items()))), subdir=subdir
+        commit=commit,
+        files=MappingProxyType(dict(sorted(files.items()))),
+        subdir=subdir,
+        links=frozenset(links),
     )
+
+
+_LINK = "120000"
 
 
 def advance_snapshot(repo: git.Repo, previous: Snapshot, commit: str) -> Snapshot:
@@ -72,15 +89,24 @@ def advance_snapshot(repo: git.Repo, previous: Snapshot, commit: str) -> Snapsho
         args += ["--", previous.subdir]
     out = repo.git.diff_tree(*args)
     files = dict(previous.files)
+    links = set(previous.links)
     parts = out.split("\0")
     for meta, path in zip(parts[0::2], parts[1::2], strict=False):
         if not meta.startswith(":"):
             continue
         _old_mode, new_mode, _old_sha, new_sha, status = meta[1:].split()
-        if status.startswith("D") or new_mode in ("000000", "120000", "160000"):
-            files.pop(path, None)
-        elif is_snapshot_file(path, previous.subdir):
-            files[path] = new_sha
+        files.pop(path, None)
+        links.discard(path)
+        if status.startswith("D") or new_mode in ("000000", "160000"):
+            continue
+        if is_snapshot_file(path, previous.subdir):
+            if new_mode == _LINK:
+                links.add(path)
+            else:
+                files[path] = new_sha
     return Snapshot(
-        commit=commit, files=MappingProxyType(dict(sorted(files.items()))), subdir=previous.subdir
+        commit=commit,
+        files=MappingProxyType(dict(sorted(files.items()))),
+        subdir=previous.subdir,
+        links=frozenset(links),
     )
