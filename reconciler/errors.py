@@ -31,3 +31,16 @@ class WaitingError(TransientError):
 
 class UsageError(DockyardError):
     """The command line or API call itself is wrong (bad flag, unknown name)."""
+
+
+class NotFoundError(DockyardError):
+    """The named thing does not exist (in this project). The API answers 400
+    `resource_not_exists`, as dstack does."""
+
+
+class ConflictError(DockyardError):
+    """The request contradicts what exists (a duplicate name, an active run)."""
+
+
+class InvalidError(DockyardError):
+    """The request is well-formed but cannot be done as asked."""

@@ -10,43 +10,24 @@ project that exists and one that does not, so project names do not leak.
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.models import Member, Project, Token, User
+from reconciler.adapters.db.accounts import hash_token as hash_token
+from reconciler.adapters.db.accounts import new_token as new_token
+from reconciler.adapters.db.readmodels.accounts import find_membership as find_membership
+from reconciler.adapters.db.readmodels.accounts import find_principal as find_principal
+from reconciler.domain.principals import Principal as Principal
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.database import Database
 from reconciler.web.errors import NotFoundError
 
 Role = Literal["user", "manager", "admin"]
 _RANK: dict[str, int] = {"user": 0, "manager": 1, "admin": 2}
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(32)
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    user_id: str
-    username: str
-    global_role: str
-
-    @property
-    def is_admin(self) -> bool:
-        return self.global_role == "admin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,26 +43,6 @@ class ProjectAccess:
 
 def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
-
-
-def find_principal(session: Session, token_hash: str) -> Principal | None:
-    row = session.execute(
-        select(User.id, User.name, User.global_role)
-        .join(Token, Token.user_id == User.id)
-        .where(Token.token_hash == token_hash)
-    ).first()
-    return None if row is None else Principal(row[0], row[1], row[2])
-
-
-def find_membership(session: Session, project_name: str, user_id: str) -> tuple[str, str | None]:
-    """(project id or "", the user's role there or None)."""
-    project_id = session.scalar(select(Project.id).where(Project.name == project_name))
-    if project_id is None:
-        return "", None
-    role = session.scalar(
-        select(Member.role).where(Member.project_id == project_id, Member.user_id == user_id)
-    )
-    return project_id, role
 
 
 async def authenticate(context: WebContext, header: str) -> Principal:

@@ -19,22 +19,29 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reconciler.errors import DockyardError, PermanentError, TransientError, UsageError
+from reconciler.errors import (
+    ConflictError,
+    DockyardError,
+    InvalidError,
+    NotFoundError,
+    PermanentError,
+    TransientError,
+    UsageError,
+)
 from schemas.problems import ConfigError
 
 log = logging.getLogger(__name__)
 
-
-class NotFoundError(DockyardError):
-    """The named thing does not exist (in this project)."""
-
-
-class ConflictError(DockyardError):
-    """The request contradicts what exists (a duplicate name, an active run)."""
-
-
-class InvalidError(DockyardError):
-    """The request is well-formed but cannot be done as asked."""
+# The API's errors live in `reconciler.errors` (the store's read models raise them too).
+__all__ = [
+    "ConflictError",
+    "ErrorShield",
+    "InvalidError",
+    "NotFoundError",
+    "error_body",
+    "install_error_handlers",
+    "log_unexpected",
+]
 
 
 # (class, HTTP status, dstack's ServerClientErrorCode); the first match wins.

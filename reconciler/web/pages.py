@@ -22,10 +22,9 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.models import Project, Reconcile
+from reconciler.adapters.db.models import Reconcile
+from reconciler.adapters.db.readmodels.project import find_reconcile_page
 from reconciler.pr.bot import PullRequestBot
 from reconciler.web.context import get_context
 
@@ -143,16 +142,6 @@ def _actions(actions: Sequence[Mapping[str, Any]], outcomes: Sequence[tuple[str,
     return f'<table id="actions">{head}{"".join(rows)}</table>'
 
 
-def _find(session: Session, kind: str, ident: str) -> tuple[Reconcile, str] | None:
-    query = select(Reconcile, Project.name).join(Project, Project.id == Reconcile.project_id)
-    if kind == "reconciles":
-        query = query.where(Reconcile.id == ident)
-    else:
-        query = query.where(Reconcile.attempted_revision == ident)
-    found = session.execute(query.order_by(Reconcile.created_at.desc()).limit(1)).first()
-    return None if found is None else (found[0], found[1])
-
-
 def build_pages_router() -> APIRouter:
     router = APIRouter(prefix="/pages", include_in_schema=False)
 
@@ -163,7 +152,7 @@ def build_pages_router() -> APIRouter:
             raise HTTPException(404, "no such page")
         if not bot.is_signed(kind, ident, sig):
             raise HTTPException(403, "this link is not signed by this server")
-        found = await get_context(request).db.read(_find, kind, ident)
+        found = await get_context(request).db.read(find_reconcile_page, kind, ident)
         if found is None:
             body = (
                 f"<!doctype html><title>Waiting</title><p>No reconcile of {html.escape(ident)}.</p>"

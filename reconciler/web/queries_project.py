@@ -1,171 +1,37 @@
-"""Events, reconciles, webhook deliveries and project secrets, as wire models.
+"""The API's read models of a project's secrets, events, reconciles, deliveries (in the store).
 
-Secrets arrive here already encrypted (`ciphertext`); this module never sees plain values
-except as the return of `get_secret_ciphertext`, which the route decrypts for admins only.
+The queries are `reconciler.adapters.db.readmodels.project` (each runs in the one transaction
+`Database.read`/`.write` opens); the routes keep importing them by their names here.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from reconciler.adapters.db.readmodels.project import (
+    delete_secret,
+    get_reconcile,
+    get_secret_ciphertext,
+    list_deliveries,
+    list_events,
+    list_reconciles,
+    list_secrets,
+    project_exists,
+    put_secret,
+    record_delivery,
+    set_delivery,
+    to_reconcile,
+)
 
-from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-
-from reconciler.adapters.db.models import Delivery, Event, Project, Reconcile, Secret
-from reconciler.api import models as wire
-from reconciler.web.errors import NotFoundError
-
-
-def list_events(
-    session: Session,
-    project_id: str,
-    project: str,
-    *,
-    limit: int,
-    since: datetime | None,
-    target_type: str | None,
-    target_name: str | None,
-) -> list[wire.Event]:
-    query = select(Event).where(Event.project_id == project_id)
-    if since is not None:
-        query = query.where(Event.created_at >= since)
-    if target_type is not None:
-        query = query.where(Event.target_type == target_type)
-    if target_name is not None:
-        query = query.where(Event.target_name == target_name)
-    rows = list(session.scalars(query.order_by(Event.created_at.desc(), Event.id).limit(limit)))
-    return [
-        wire.Event(
-            id=row.id,
-            message=row.message,
-            timestamp=row.created_at,
-            targets=[
-                wire.EventTarget(
-                    type=row.target_type,
-                    project_name=project,
-                    id=row.target_id,
-                    name=row.target_name,
-                )
-            ],
-        )
-        for row in reversed(rows)
-    ]
-
-
-def to_reconcile(row: Reconcile, project: str) -> wire.Reconcile:
-    return wire.Reconcile(
-        id=row.id,
-        project_name=project,
-        trigger=row.trigger,
-        delivery_id=row.delivery_id,
-        attempted_revision=row.attempted_revision,
-        applied_revision=row.applied_revision,
-        status=row.status,
-        stage=row.stage,
-        plan=row.plan,
-        outcome=row.outcome,
-        error=row.error,
-        stage_timings=row.stage_timings,
-        created_at=row.created_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-    )
-
-
-def list_reconciles(
-    session: Session, project_id: str, project: str, limit: int
-) -> list[wire.Reconcile]:
-    rows = session.scalars(
-        select(Reconcile)
-        .where(Reconcile.project_id == project_id)
-        .order_by(Reconcile.created_at.desc(), Reconcile.id)
-        .limit(limit)
-    )
-    return [to_reconcile(row, project) for row in rows]
-
-
-def get_reconcile(
-    session: Session, project_id: str, project: str, reconcile_id: str
-) -> wire.Reconcile:
-    row = session.get(Reconcile, reconcile_id)
-    if row is None or row.project_id != project_id:
-        raise NotFoundError(f"reconcile {reconcile_id} not found")
-    return to_reconcile(row, project)
-
-
-def list_deliveries(session: Session, limit: int) -> list[wire.Delivery]:
-    rows = session.scalars(
-        select(Delivery).order_by(Delivery.received_at.desc(), Delivery.id).limit(limit)
-    )
-    return [
-        wire.Delivery(
-            id=row.id,
-            provider=row.provider,
-            delivery_id=row.delivery_id,
-            event=row.event,
-            ref=row.ref,
-            status_code=row.status_code,
-            outcome=row.outcome,
-            reason=row.reason,
-            received_at=row.received_at,
-        )
-        for row in rows
-    ]
-
-
-def record_delivery(session: Session, row: Delivery) -> bool:
-    """Insert the delivery; False when (provider, delivery_id) was recorded before."""
-    try:
-        with session.begin_nested():
-            session.add(row)
-    except IntegrityError:
-        return False
-    return True
-
-
-def set_delivery(session: Session, delivery_pk: str, *, outcome: str, reason: str | None) -> None:
-    row = session.get(Delivery, delivery_pk)
-    if row is not None:
-        row.outcome, row.reason = outcome, reason
-
-
-def project_exists(session: Session, name: str) -> bool:
-    return session.scalar(select(Project.id).where(Project.name == name)) is not None
-
-
-def list_secrets(session: Session, project_id: str) -> list[wire.Secret]:
-    rows = session.execute(
-        select(Secret.id, Secret.name).where(Secret.project_id == project_id).order_by(Secret.name)
-    )
-    return [wire.Secret(id=row_id, name=name) for row_id, name in rows]
-
-
-def get_secret_ciphertext(session: Session, project_id: str, name: str) -> tuple[str, str]:
-    row = session.scalar(select(Secret).where(Secret.project_id == project_id, Secret.name == name))
-    if row is None:
-        raise NotFoundError(f"secret {name} not found")
-    return row.id, row.ciphertext
-
-
-def put_secret(
-    session: Session, project_id: str, name: str, ciphertext: str, now: datetime
-) -> wire.Secret:
-    row = session.scalar(select(Secret).where(Secret.project_id == project_id, Secret.name == name))
-    if row is None:
-        row = Secret(
-            project_id=project_id, name=name, ciphertext=ciphertext, created_at=now, updated_at=now
-        )
-        session.add(row)
-        session.flush()
-    else:
-        row.ciphertext, row.updated_at = ciphertext, now
-    return wire.Secret(id=row.id, name=name)
-
-
-def delete_secret(session: Session, project_id: str, name: str) -> None:
-    result = session.execute(
-        delete(Secret).where(Secret.project_id == project_id, Secret.name == name)
-    )
-    if not getattr(result, "rowcount", 0):
-        raise NotFoundError(f"secret {name} not found")
+__all__ = [
+    "delete_secret",
+    "get_reconcile",
+    "get_secret_ciphertext",
+    "list_deliveries",
+    "list_events",
+    "list_reconciles",
+    "list_secrets",
+    "project_exists",
+    "put_secret",
+    "record_delivery",
+    "set_delivery",
+    "to_reconcile",
+]

@@ -26,6 +26,11 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def new_token() -> str:
+    """A new random API token (shown once; only its `hash_token` is stored)."""
+    return secrets.token_urlsafe(32)
+
+
 class AccountsStore(StoreBase):
     # -- projects ---------------------------------------------------------------------------
 

@@ -1,0 +1,20 @@
+"""Who is calling: the `Principal` an API token resolves to.
+
+Built by the web's authentication (`reconciler.web.auth`) and read by the store's read
+models (`reconciler.adapters.db.readmodels`) to scope what a caller sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    user_id: str
+    username: str
+    global_role: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.global_role == "admin"
