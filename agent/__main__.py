@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.diskspace import DEFAULT_MIN_FREE
+from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from agent.protocol import agent_version
 from agent.server.jobaccount import (
     DEFAULT_JOB_USER,
@@ -66,6 +67,13 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         metavar="NAME",
         help="process jobs without a `user` run as NAME; auto: dockyard-job (created) when "
         "the agent is root, else the agent's own user; 'self': the agent's own user",
+    )
+    serve_parser.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=DEFAULT_MAX_HEADER_BYTES,
+        metavar="N",
+        help="a request's line and headers at most (larger: 431 and the connection closed)",
     )
     serve_parser.add_argument(
         "--allow-root-jobs",
@@ -114,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         docker_url=args.docker_url,
         allow_users=tuple(args.allow_user),
         min_free_disk=args.min_free_disk,
+        max_header_bytes=args.max_header_bytes,
     )
     try:
         allowed_uids(config.allow_users)

@@ -30,6 +30,7 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from agent.diskspace import DEFAULT_MIN_FREE, DiskWatch, docker_root
+from agent.httpheads import DEFAULT_MAX_HEADER_BYTES, bounded_heads
 from agent.protocol import ExecutorKind, HostInfo, agent_version
 from agent.server.app import create_app
 from agent.server.executors.base import Executor
@@ -61,6 +62,7 @@ class AgentConfig:
     allow_users: tuple[str, ...] = ()  # API callers besides the agent's user and root
     min_free_disk: int = DEFAULT_MIN_FREE  # below it in the data dir or Docker's, no new jobs
     job_account: JobAccount = field(default_factory=JobAccount)  # who process jobs run as
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES  # a request's line and headers, at most
 
 
 @dataclass
@@ -172,7 +174,12 @@ def _uvicorn_config(app: FastAPI, config: AgentConfig) -> uvicorn.Config:
         lifespan="off",
         # the peer is the socket's, never what X-Forwarded-For says (`peers`)
         proxy_headers=False,
-        http=gated_protocol(AutoHTTPProtocol, check),
+        # a request's head is bounded before the peer's answer (`agent.httpheads`)
+        http=gated_protocol(
+            bounded_heads(AutoHTTPProtocol, config.max_header_bytes, "--max-header-bytes"),
+            check,
+        ),
+        h11_max_incomplete_event_size=config.max_header_bytes,
     )
 
 

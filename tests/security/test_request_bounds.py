@@ -2,12 +2,14 @@
 
 Against the real server (`reconciler.app.uvicorn_config`, uvicorn on loopback): 8
 connections each sending a 60 MB header get `431` after `max_header_bytes` (and the
-server's traced memory stays small); a signed webhook whose JSON nests 100 000 levels
+server's traced memory stays small), and so do 8 such connections to a host agent's
+HTTP API, before its peer check answers; a signed webhook whose JSON nests 100 000 levels
 deep is answered 400, not 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import socket
@@ -23,8 +25,10 @@ import pytest
 import uvicorn
 
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
+from agent.server.serving import AgentConfig, start_agent
 from reconciler.app import Server, build_server, uvicorn_config
 from reconciler.settings import Settings
+from tests.agent.conftest import recorded_tools
 from tests.web.fakes import FakeController
 from tests.web.serving import wait_until
 
@@ -104,6 +108,7 @@ def test_eight_connections_with_60_mb_headers_are_refused_early(
     for sent, answer in results:
         assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
         assert b"--max-header-bytes" in answer
+        assert b"--max-header-bytes" in answer
         assert sent < 16 * 2**20  # the connection was closed long before 60 MB
     # 8 connections x (64 KiB limit + a read): far from 8 x 60 MB
     assert peak < 40 * 2**20
@@ -134,3 +139,18 @@ def test_a_100k_deep_signed_webhook_is_answered_400(server: tuple[Server, str]) 
     )
     assert answer.status_code == 400
     assert "nests too deeply" in answer.json()["reason"]
+
+
+async def test_the_agent_refuses_60_mb_headers_from_8_connections(tmp_path: Path) -> None:
+    config = AgentConfig(
+        data_dir=tmp_path / "agent", http_port=0, docker=False, tool_runner=recorded_tools(False)
+    )
+    async with start_agent(config) as context:
+        port = context.http_port
+        results = await asyncio.gather(
+            *(asyncio.to_thread(_send_huge_header, port) for _ in range(8))
+        )
+    for sent, answer in results:
+        assert sent < 16 * 2**20
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert b"--max-header-bytes" in answer
