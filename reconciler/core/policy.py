@@ -60,6 +60,8 @@ class RunLimits(_Strict):
 
     max_gpus: int | None = Field(default=None, ge=0)
     """GPUs of the whole run: per job times its jobs (task nodes, service max replicas)."""
+    max_price: float | None = Field(default=None, ge=0)
+    """$/h of the whole run at its best offer (the bundled catalog; local and SSH fleets $0)."""
     gpus: tuple[str, ...] | None = None
     """GPU names a run may ask for (dstack's names: H100, A100, …)."""
     backends: tuple[str, ...] | None = None
@@ -72,10 +74,21 @@ class RunLimits(_Strict):
     """Whether instance volumes (`/host/path:/path`) are allowed."""
 
 
+class Budget(_Strict):
+    hourly: float | None = Field(default=None, ge=0)
+    """$/h for every run of the project: what runs now plus what a plan adds."""
+
+
 class PolicyRules(_Strict):
     """`policy:` of `.dockyard.yml`: limits checked on every plan and enforced at apply."""
 
+    budget: Budget = Budget()
     runs: RunLimits = RunLimits()
+
+    @property
+    def prices_runs(self) -> bool:
+        """Whether checking needs the runs' prices."""
+        return self.budget.hourly is not None or self.runs.max_price is not None
 
 
 class RepoPolicy(_Strict):

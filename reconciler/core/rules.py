@@ -1,12 +1,14 @@
-"""The repo's run limits (`.dockyard.yml` `policy.runs`) checked on a plan (pure, no I/O).
+"""The repo policy (`.dockyard.yml` `policy`) checked on a plan's runs (pure, no I/O).
 
 Called by the one plan function (`reconciler.engine.planning`), so the PR plan, the
 reconcile and `dockyard plan` see the same verdicts, and by `dockyard apply` / the
 dstack-compatible API (`reconciler.engine.unmanaged`). A run that a create, update or
 replace would bring to a spec breaking a limit is planned `blocked`, with one line per rule
 it breaks (`policy: runs.max_gpus: run train asks 16 GPUs, the policy allows 8`) in its
-reason and in `Action.violations`: the reconcile applies nothing of it and everything else,
-and `apply` refuses it with the rule. Deletes and unchanged runs are never blocked.
+reason and in `Action.violations`; `price_violations` judges `runs.max_price` and
+`budget.hourly` from prices the engine computes (`engine/policing.py`). The reconcile
+applies nothing of a blocked run and everything else, and `apply` refuses it with the rule.
+Deletes and unchanged runs are never blocked.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from reconciler.core.policy import RunLimits
+from reconciler.core.policy import PolicyRules, RunLimits
+from reconciler.domain.kinds import ResourceKey
 from reconciler.domain.plan import Action, ActionKind
 
 POLICY_PREFIX = "policy: "
@@ -24,14 +27,56 @@ _CHANGING = (ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE)
 
 def check_runs(actions: Sequence[Action], limits: RunLimits) -> tuple[Action, ...]:
     """`actions`, with each changing run that breaks a limit blocked with its violations."""
+    return block(actions, {a.key: violations(a, limits) for a in actions if a.action in _CHANGING})
+
+
+def block(
+    actions: Sequence[Action], found: Mapping[ResourceKey, Sequence[str]]
+) -> tuple[Action, ...]:
+    """`actions`, each changing run with violations in `found` blocked with them."""
     checked = []
     for action in actions:
-        broken = violations(action, limits) if action.action in _CHANGING else ()
+        broken = tuple(found.get(action.key, ())) if action.action in _CHANGING else ()
         if broken:
             reason = "; ".join(broken)
             action = replace(action, action=ActionKind.BLOCKED, reason=reason, violations=broken)
         checked.append(action)
     return tuple(checked)
+
+
+def price_violations(
+    actions: Sequence[Action],
+    rules: PolicyRules,
+    prices: Mapping[ResourceKey, tuple[float | None, float]],
+    running: float,
+) -> dict[ResourceKey, list[str]]:
+    """The `runs.max_price` and `budget.hourly` violations of the changing runs.
+
+    `prices` maps a run to (its new $/h or None when unpriced, the $/h it adds); `running`
+    is what the project's runs cost now. Over budget, each run that adds cost breaks it.
+    """
+    found: dict[ResourceKey, list[str]] = {}
+    limit = rules.runs.max_price
+    for action in actions:
+        new = prices.get(action.key, (None, 0.0))[0]
+        if action.action in _CHANGING and limit is not None and new is not None and new > limit:
+            found.setdefault(action.key, []).append(
+                f"{POLICY_PREFIX}runs.max_price: run {action.name} costs ${new:.2f}/h, "
+                f"the policy allows ${limit:.2f}/h"
+            )
+    budget = rules.budget.hourly
+    after = running + sum(added for _, added in prices.values())
+    if budget is None or after <= budget:
+        return found
+    for action in actions:
+        added = prices.get(action.key, (None, 0.0))[1]
+        if action.action in _CHANGING and added > 0:
+            found.setdefault(action.key, []).append(
+                f"{POLICY_PREFIX}budget.hourly: this brings project {action.project} to "
+                f"${after:.2f}/h, over its ${budget:.2f}/h budget (run {action.name} adds "
+                f"${added:.2f}/h)"
+            )
+    return found
 
 
 def violations(action: Action, limits: RunLimits) -> tuple[str, ...]:

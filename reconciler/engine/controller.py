@@ -38,7 +38,7 @@ from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.gpugroups import gpu_groups
-from reconciler.core.policy import RepoPolicy, RunLimits
+from reconciler.core.policy import PolicyRules, RepoPolicy
 from reconciler.core.rendering_json import action_to_dict
 from reconciler.domain.metrics import JobSample
 from reconciler.engine import unmanaged
@@ -192,10 +192,10 @@ class EngineController:
         ):
             log.info("fetching %s every %ss (.dockyard.yml)", project, policy.fetch_interval)
 
-    def run_limits(self, project: str) -> RunLimits:
-        """The run limits of the config repo's policy (`.dockyard.yml` `policy.runs`) at the
-        project's last applied revision, which `dockyard apply` and the dstack API enforce
-        as the reconcile does; the last policy a reconcile saw when that cannot be read."""
+    def policy_rules(self, project: str) -> PolicyRules:
+        """The config repo's `policy` (`.dockyard.yml`) at the project's last applied revision,
+        which `dockyard apply` and the dstack API enforce as the reconcile does; the last
+        policy a reconcile saw when that cannot be read."""
         source = self.source
         row = self.store.get_project(project)
         revision = self.store.last_applied_revision(row.id) if row is not None else None
@@ -204,8 +204,8 @@ class EngineController:
                 _, policy = source.load(revision)
             except DockyardError:
                 policy = self.policies.get(project, RepoPolicy())
-            return policy.policy.runs if policy.project == project else RunLimits()
-        return self.policies.get(project, RepoPolicy()).policy.runs
+            return policy.policy if policy.project == project else PolicyRules()
+        return self.policies.get(project, RepoPolicy()).policy
 
     def retry_later(self, project_id: str, delay: float) -> None:
         """The reconciler's retry hook: queue the branch head again after `delay`."""
@@ -232,7 +232,7 @@ class EngineController:
                 path=path,
                 user=user,
                 file_archives=file_archives,
-                limits=self.run_limits(project),
+                rules=self.policy_rules(project),
             )
             offers = unmanaged.offers_for(self.store, project, action)
             return {**action_to_dict(action), "offers": offers}
@@ -258,7 +258,7 @@ class EngineController:
             user=user,
             force=force,
             file_archives=file_archives,
-            limits=await asyncio.to_thread(self.run_limits, project),
+            rules=await asyncio.to_thread(self.policy_rules, project),
         )
         for kind in sorted(hints):
             self.hint(kind)

@@ -20,8 +20,8 @@ only wait for it (`core.blocking`), a preview that fails is recorded on the acti
 `refresh`, each deployed capacity resource the plan leaves alone is refreshed, and one
 changed outside Dockyard becomes its own `update` action marked `drift`.
 
-The repo policy's run limits (`core.rules`, `.dockyard.yml` `policy.runs`) are checked on
-the pure plan, before the previews: a run breaking one is `blocked` with the rule.
+The repo policy (`.dockyard.yml` `policy`: run limits, prices, budget; `policing`) is
+checked on the pure plan, before the previews: a run breaking a rule is `blocked` with it.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.blocking import block_actions
 from reconciler.core.planning import plan as pure_plan
 from reconciler.core.policy import RepoPolicy
-from reconciler.core.rules import check_runs
 from reconciler.domain.desired import DesiredState
-from reconciler.domain.kinds import ResourceKey
+from reconciler.domain.kinds import Kind, ResourceKey
 from reconciler.domain.observed import ObservedResource, ObservedState
 from reconciler.domain.plan import Action, ActionKind, Plan
 from reconciler.engine.drifting import drift_actions
+from reconciler.engine.policing import police
 from reconciler.engine.previewing import PREVIEWED, Previewer, PreviewFailure, PreviewResult
 
 OFFLINE_UNCHECKED = (
@@ -112,7 +112,7 @@ def _pure(
     base: str | None,
     partial: bool,
 ) -> Plan:
-    """The pure plan, its runs checked against the policy's limits (`core.rules`); with
+    """The pure plan, its runs checked against the repo policy (`policing`); with
     `partial`, errors plus the actions of the valid files."""
     result = pure_plan(desired, observed, policy, base=base)
     if partial and not result.ok and desired.issues and desired.resources:
@@ -122,7 +122,9 @@ def _pure(
             observed.project, tuple(r for r in observed.resources if r.path not in invalid)
         )
         result = replace(result, actions=pure_plan(valid, kept, policy, base=base).actions)
-    return replace(result, actions=check_runs(result.actions, policy.policy.runs))
+    fleets = [r.spec for r in desired.resources if r.kind is Kind.FLEET]
+    checked = police(result.actions, policy.policy, fleets=fleets, observed=observed)
+    return replace(result, actions=checked)
 
 
 async def _preview_all(

@@ -24,14 +24,14 @@ from typing import Any
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import requirements_of
 from reconciler.core.planning import plan_desired
-from reconciler.core.policy import RunLimits
+from reconciler.core.policy import PolicyRules
 from reconciler.core.rendering_json import action_to_dict
-from reconciler.core.rules import check_runs
 from reconciler.core.scheduling import static_mismatch
 from reconciler.domain.desired import DesiredResource
 from reconciler.domain.kinds import Kind
 from reconciler.domain.observed import to_git_origin
 from reconciler.domain.plan import Action, ActionKind
+from reconciler.engine.policing import police
 from reconciler.errors import UsageError
 from reconciler.ports import WorkKind
 from schemas import parse_config
@@ -60,10 +60,10 @@ def plan_one(
     path: str,
     user: str,
     file_archives: Sequence[Mapping[str, str]] = (),
-    limits: RunLimits | None = None,
+    rules: PolicyRules | None = None,
 ) -> Action:
     """Pure planning of one posted config against what `project` has (raises ConfigError);
-    a run breaking the repo policy's `limits` is planned blocked with the rule."""
+    a run breaking the repo policy's `rules` is planned blocked with the rule."""
     model = parse_config(text, path)
     kind = _KINDS.get(str(model.type))
     if kind is None:
@@ -83,7 +83,8 @@ def plan_one(
         spec_hash=spec_hash,
         model=model,
     )
-    live = store.load_observed(project).by_key().get(resource.key)
+    observed = store.load_observed(project)
+    live = observed.by_key().get(resource.key)
     if live is not None and live.is_managed:
         where = live.path or "the config repo"
         return Action(
@@ -98,7 +99,9 @@ def plan_one(
         )
     if live is not None:  # our own: plan it as if it were managed, to get update/replace
         live = replace(live, origin=to_git_origin(live.path or path, "cli"))
-    (action,) = check_runs([plan_desired(resource, live)], limits or RunLimits())
+    fleets = [r.spec for r in observed.resources if r.kind is Kind.FLEET]
+    planned = [plan_desired(resource, live)]
+    (action,) = police(planned, rules or PolicyRules(), fleets=fleets, observed=observed)
     return action
 
 
@@ -141,7 +144,7 @@ def apply_one(
     user: str,
     force: bool,
     file_archives: Sequence[Mapping[str, str]] = (),
-    limits: RunLimits | None = None,
+    rules: PolicyRules | None = None,
 ) -> tuple[dict[str, Any], set[WorkKind]]:
     """Plan and apply one posted config as `cli:<user>`; the plan JSON and kinds to hint."""
     action = plan_one(
@@ -151,7 +154,7 @@ def apply_one(
         path=path,
         user=user,
         file_archives=file_archives,
-        limits=limits,
+        rules=rules,
     )
     if action.action is ActionKind.BLOCKED:
         raise UsageError(action.reason)

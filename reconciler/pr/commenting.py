@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from reconciler.core.rendering_markdown import render_markdown
 from reconciler.domain.plan import ActionKind, Plan
-from reconciler.pr.costing import ActionCost, PlanCost, money
+from reconciler.engine.costing import ActionCost, PlanCost, money
 from reconciler.pr.hosting import CommitStatus, StatusState
 from reconciler.pr.reviewing import PlanReport
 

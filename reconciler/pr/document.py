@@ -29,8 +29,8 @@ from reconciler.domain.plan import (
     Rollout,
     StackPreview,
 )
+from reconciler.engine.costing import ActionCost, PlanCost, Price
 from reconciler.errors import UsageError
-from reconciler.pr.costing import ActionCost, PlanCost, Price
 from reconciler.pr.reviewing import PlanReport
 
 

@@ -25,8 +25,8 @@ from reconciler.domain.desired import DesiredState
 from reconciler.domain.kinds import Kind
 from reconciler.domain.observed import ObservedState
 from reconciler.domain.plan import Plan
+from reconciler.engine.costing import PlanCost, estimate
 from reconciler.engine.planning import plan_offline
-from reconciler.pr.costing import PlanCost, estimate
 from stacks.catalog import CatalogRow
 
 
@@ -88,6 +88,6 @@ def priced(
     old_fleets = [r.spec for r in observed.resources if r.kind is Kind.FLEET]
     old_specs = {r.key: r.spec for r in observed.resources}
     cost = estimate(
-        result, fleets=fleets, old_fleets=old_fleets, old_specs=old_specs, catalog=catalog
+        result.actions, fleets=fleets, old_fleets=old_fleets, old_specs=old_specs, catalog=catalog
     )
     return PlanReport(result, cost)

@@ -6,6 +6,7 @@ dstack API, which goes through the same unmanaged apply) refuses with the rule."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,8 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.loading import load_desired, parse_document
 from reconciler.core.policy import RepoPolicy, parse_policy
 from reconciler.core.rendering_markdown import render_markdown
-from reconciler.domain.observed import ObservedState
+from reconciler.domain.kinds import Kind
+from reconciler.domain.observed import ObservedResource, ObservedState
 from reconciler.engine import unmanaged
 from reconciler.engine.planning import plan_offline
 from reconciler.errors import UsageError
@@ -82,12 +84,12 @@ def test_apply_refuses_a_run_breaking_a_limit_with_the_rule(tmp_path: Path) -> N
     store = Store.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", migrate=True)
     policy = parse_policy(POLICY)
     assert isinstance(policy, RepoPolicy)
-    limits = policy.policy.runs
+    rules = policy.policy
     with pytest.raises(
         UsageError, match=r"runs.max_gpus: run big asks 4 GPUs, the policy allows 1"
     ):
         unmanaged.apply_one(
-            store, "main", text=BIG, path="big.dstack.yml", user="alice", force=False, limits=limits
+            store, "main", text=BIG, path="big.dstack.yml", user="alice", force=False, rules=rules
         )
     plan, _ = unmanaged.apply_one(
         store,
@@ -96,6 +98,72 @@ def test_apply_refuses_a_run_breaking_a_limit_with_the_rule(tmp_path: Path) -> N
         path="small.dstack.yml",
         user="alice",
         force=False,
-        limits=limits,
+        rules=rules,
     )
     assert plan["action"] == "create"
+
+
+CLOUD = "type: fleet\nname: cloud\nbackends: [aws]\nnodes: 0..2\n"
+PRICED = "policy:\n  budget:\n    hourly: 20\n  runs:\n    max_price: 15\n"
+
+
+def _gpu_task(name: str, gpu: str) -> str:
+    return task_yaml(name).replace("resources:\n", f"fleets: [cloud]\nresources:\n  gpu: {gpu}\n")
+
+
+def _plan(files: dict[str, str], policy_text: str, observed: ObservedState) -> list[Any]:
+    policy = parse_policy(policy_text)
+    assert isinstance(policy, RepoPolicy)
+    documents = [parse_document(text.encode(), path, parse_config) for path, text in files.items()]
+    desired = load_desired(documents, commit="c" * 40, policy=policy, parse=parse_config)
+    return list(plan_offline(desired, policy, observed, base=None).actions)
+
+
+def test_max_price_and_the_budget_are_judged_at_the_best_offer() -> None:
+    files = {
+        "cloud.dstack.yml": CLOUD,
+        "big.dstack.yml": _gpu_task("big", "H100:8"),
+        "small.dstack.yml": _gpu_task("small", "T4:1"),
+    }
+    actions = {a.name: a for a in _plan(files, PRICED, ObservedState("main", ()))}
+    big = actions["big"]
+    assert big.action.value == "blocked"
+    assert big.violations[0].startswith("policy: runs.max_price: run big costs $")
+    assert "the policy allows $15.00/h" in big.violations[0]
+    assert big.violations[1].startswith("policy: budget.hourly: this brings project main to $")
+    assert "over its $20.00/h budget (run big adds $" in big.violations[1]
+    assert actions["small"].action.value == "blocked"  # it adds cost too, and the total is over
+    assert [v.split(":")[1] for v in actions["small"].violations] == [" budget.hourly"]
+
+
+def test_within_the_budget_nothing_is_blocked_and_local_runs_cost_nothing() -> None:
+    on_here = _gpu_task("big", "H100:8").replace("fleets: [cloud]", "fleets: [here]")
+    files = {
+        "cloud.dstack.yml": CLOUD,
+        "here.dstack.yml": "type: fleet\nname: here\nnodes: 1\n",
+        "small.dstack.yml": _gpu_task("small", "T4:1"),
+        "big.dstack.yml": on_here,
+    }
+    actions = {a.name: a for a in _plan(files, PRICED, ObservedState("main", ()))}
+    assert actions["small"].action.value == "create" and not actions["small"].violations
+    assert actions["big"].action.value == "create"  # on a local fleet: $0/h
+
+
+def test_the_budget_counts_what_runs_now_cli_runs_included() -> None:
+    def observed(name: str, text: str, kind: Kind, origin: str) -> ObservedResource:
+        model = parse_config(text, f"{name}.dstack.yml")
+        return ObservedResource(
+            kind, name, "main", origin, model.normalized(), model.spec_hash(), "running"
+        )
+
+    now = ObservedState(
+        "main",
+        (
+            observed("cloud", CLOUD, Kind.FLEET, "git:cloud.dstack.yml@" + "a" * 40),
+            observed("adhoc", _gpu_task("adhoc", "H100:8"), Kind.TASK, "cli:alice"),
+        ),
+    )
+    files = {"cloud.dstack.yml": CLOUD, "small.dstack.yml": _gpu_task("small", "T4:1")}
+    actions = {a.name: a for a in _plan(files, PRICED, now)}
+    assert actions["small"].action.value == "blocked"
+    assert "budget.hourly: this brings project main to $" in actions["small"].violations[0]

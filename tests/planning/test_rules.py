@@ -71,11 +71,16 @@ def test_a_service_counts_its_most_replicas_and_no_duration_breaks_max_duration(
 
 def test_only_changing_runs_are_blocked_and_keep_their_violations() -> None:
     limits = RunLimits(max_gpus=1)
+
+    def named(name: str, action: ActionKind = ActionKind.CREATE, text: str = TRAIN) -> Action:
+        return run(text.replace("name: train", f"name: {name}"), action)
+
+    small = TRAIN.replace("H100:8", "H100:1").replace("nodes: 2", "nodes: 1")
     actions = [
-        run(TRAIN),
-        run(TRAIN, ActionKind.DELETE),
-        run(TRAIN, ActionKind.NOOP),
-        run(TRAIN.replace("H100:8", "H100:1").replace("nodes: 2", "nodes: 1")),
+        named("big"),
+        named("gone", ActionKind.DELETE),
+        named("same", ActionKind.NOOP),
+        named("small", text=small),
     ]
     checked = check_runs(actions, limits)
     assert [a.action for a in checked] == [
@@ -85,7 +90,7 @@ def test_only_changing_runs_are_blocked_and_keep_their_violations() -> None:
         ActionKind.CREATE,
     ]
     assert checked[0].violations == (
-        "policy: runs.max_gpus: run train asks 16 GPUs, the policy allows 1",
+        "policy: runs.max_gpus: run big asks 16 GPUs, the policy allows 1",
     )
     assert checked[0].reason == checked[0].violations[0]
 

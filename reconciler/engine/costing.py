@@ -9,7 +9,8 @@ one for a dev environment). A create adds the new price, a delete removes the ol
 update or replace changes one into the other; unchanged resources cost nothing extra.
 Capacity itself (fleets) is not added: a run is paid through the instance it runs on.
 
-Pure: the catalog rows and the fleets are passed in.
+Pure: the catalog rows and the fleets are passed in. The plan function's policy checks
+(`engine/policing.py`) and the PR comment (`reconciler.pr`) price runs here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.domain.kinds import Kind, ResourceKey
-from reconciler.domain.plan import ActionKind, Plan
+from reconciler.domain.plan import Action, ActionKind
 from stacks.catalog import CatalogRow, offers_for_spec
 from stacks.protocol import select_engine
 
@@ -125,17 +126,17 @@ def price_run(
 
 
 def estimate(
-    plan: Plan,
+    actions: Iterable[Action],
     *,
     fleets: Sequence[Mapping[str, Any]],
     old_fleets: Sequence[Mapping[str, Any]],
     old_specs: Mapping[ResourceKey, Mapping[str, Any]],
     catalog: Iterable[CatalogRow],
 ) -> PlanCost:
-    """Cost of every changing run action of `plan` (see the module docstring)."""
+    """Cost of every changing run action of a plan (see the module docstring)."""
     rows = list(catalog)
     costs: list[ActionCost] = []
-    for action in plan.actions:
+    for action in actions:
         if not action.kind.is_run or not action.action.changes:
             continue
         new = old = None
