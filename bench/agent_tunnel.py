@@ -115,7 +115,7 @@ async def bench_local(work: Path, mib: int, chunk: int) -> dict[str, Any]:
     key = ensure_client_key(work / "server_key")
     pool = TunnelPool()
     try:
-        agent = await ensure_local_agent(work, key, pool)
+        agent = await ensure_local_agent(work, key, pool, job_user="self")  # venv Python
         target = SSHTarget("127.0.0.1", agent.ssh_port, user=RUN, identity_file=str(key))
         data_dir = work / "local-agent" / "data"
         log_path = str(data_dir / "jobs" / "{job_id}" / "output.log")

@@ -109,6 +109,7 @@ def main(concurrency: int, seconds: float) -> dict[str, Any]:
     env = os.environ | {
         "DOCKYARD_DATA_DIR": str(data),
         "DOCKYARD_CONFIG": str(root / "cli-config.yml"),
+        "DOCKYARD_LOCAL_JOB_USER": "self",  # services run this venv's Python (private home)
     }
     port = _free_port()
     dockyard = str(Path(sys.executable).parent / "dockyard")

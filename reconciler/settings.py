@@ -45,6 +45,7 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_GCP_PROJECT": "gcp_project",
     "DOCKYARD_FORWARDED_ALLOW_IPS": "forwarded_allow_ips",
     "DOCKYARD_KEY_DIRS": "key_dirs",
+    "DOCKYARD_LOCAL_JOB_USER": "local_job_user",
 }
 
 LIMIT_FIELDS: tuple[str, ...] = (
@@ -126,6 +127,10 @@ class Settings(BaseModel):
     )
     key_dirs: str | None = Field(
         default=None, description="dirs a fleet's identity_file may be in (':'-separated)"
+    )
+    local_job_user: str = Field(
+        default="auto",
+        description="the local fleet's job account: auto (dockyard-job when root), self, NAME",
     )
     # input bounds (docs/security.md, "Limits"); LIMIT_FIELDS makes them flags
     config_max_bytes: int = Field(

@@ -377,9 +377,12 @@ class _AgentSetup:
     pool: TunnelPool
     bundle: Bundle | None = None
     key_dirs: tuple[Path, ...] = ()  # where fleets' identity files may be (`keyfiles`)
+    local_job_user: str = "auto"  # the local agent's --job-user
 
     async def local(self) -> LocalAgent:
-        agent = await ensure_local_agent(self.data_dir, self.key, self.pool)
+        agent = await ensure_local_agent(
+            self.data_dir, self.key, self.pool, job_user=self.local_job_user
+        )
         return LocalAgent(
             hostname=agent.target.hostname,
             ssh_port=agent.ssh_port,
@@ -410,7 +413,13 @@ def build_controller(
     data_dir = settings.data_dir
     pool = TunnelPool()
     key = ensure_client_key(data_dir / "ssh" / "id_ed25519")
-    agents = _AgentSetup(data_dir, key, pool, key_dirs=settings.allowed_key_dirs)
+    agents = _AgentSetup(
+        data_dir,
+        key,
+        pool,
+        key_dirs=settings.allowed_key_dirs,
+        local_job_user=settings.local_job_user,
+    )
     runtime = Runtime(
         store=store,
         deps=WorkerDeps(
