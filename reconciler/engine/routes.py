@@ -18,18 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 
 from reconciler.adapters.db.models import Instance
+from reconciler.adapters.db.readmodels.runs import agent_ports as agent_ports
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import container_ports
 from reconciler.domain.statuses import JobStatus
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.service_routes import ServiceRoute, Upstream
-
-
-def agent_ports(instance: Instance) -> frozenset[int]:
-    """Ports of the instance's host that the service proxy and `runs/forward` never reach,
-    whatever a run declares: the agent's API (the server's own tunnels may call it; 10998
-    is the agent's default, as in `AgentDirectory.address`)."""
-    return frozenset({instance.agent_port or 10998})
 
 
 class StoreRoutes:

@@ -119,7 +119,7 @@ def create_app(
         settings=settings,
         db=db,
         controller=controller,
-        metrics=Metrics(db.engine, services=request_stats, disk=server_disk(settings)),
+        metrics=Metrics(db, services=request_stats, disk=server_disk(settings)),
         secrets=secrets,
         clock=clock,
     )

@@ -12,23 +12,18 @@ The tunnel opener is given by the composition root; without one the route answer
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
 from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from agent.tunnel import AgentUnreachable
-from reconciler.adapters.db.models import Instance, Job
-from reconciler.core.jobspecs import container_ports
-from reconciler.engine.routes import agent_ports
+from reconciler.adapters.db.models import Instance
+from reconciler.adapters.db.readmodels.runs import find_endpoint as find_endpoint
 from reconciler.errors import DockyardError
 from reconciler.web.auth import authenticate, find_membership
 from reconciler.web.context import WebContext
-from reconciler.web.errors import InvalidError, NotFoundError
-from reconciler.web.queries_runs import find_run
 
 CHUNK = 64 * 1024
 
@@ -47,35 +42,6 @@ class StreamWriter(Protocol):
 
 OpenTunnel = Callable[[Instance, int], Awaitable[tuple[Any, Any]]]
 """`open(instance, host_port)` → (reader, writer) of a channel to 127.0.0.1:port there."""
-
-
-def find_endpoint(
-    session: Session, project_id: str, run_name: str, replica_num: int, job_num: int, port: int
-) -> tuple[Instance, int]:
-    """The instance of the running job and the host port its container `port` maps to."""
-    run = find_run(session, project_id, run_name)
-    spec = run.spec if isinstance(run.spec, Mapping) else {}
-    if port not in container_ports(spec):
-        raise InvalidError(f"run {run_name} does not expose port {port}")
-    job = session.scalar(
-        select(Job)
-        .where(Job.run_id == run.id, Job.replica_num == replica_num, Job.job_num == job_num)
-        .order_by(Job.submission_num.desc())
-        .limit(1)
-    )
-    if job is None or job.status != "running" or job.instance_id is None:
-        raise NotFoundError(f"run {run_name} has no running job {job_num} (replica {replica_num})")
-    instance = session.get(Instance, job.instance_id)
-    if instance is None:
-        raise NotFoundError(f"the instance of run {run_name} is gone")
-    runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
-    host_port = int((runtime.get("ports") or {}).get(str(port), port))
-    if host_port in agent_ports(instance):
-        raise InvalidError(
-            f"port {port} of run {run_name} is the agent's own port on its host: "
-            "it is never forwarded; declare another port"
-        )
-    return instance, host_port
 
 
 async def _pump_in(websocket: WebSocket, writer: StreamWriter) -> None:

@@ -27,11 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from reconciler.adapters.blobs import BlobStore
-from reconciler.adapters.db.models import Run
+from reconciler.adapters.db.readmodels.runs import referenced_archives
 from reconciler.api import requests as req
 from reconciler.core.archivecheck import archive_problem
 from reconciler.web.auth import Principal, require_user
@@ -52,18 +50,6 @@ def blob_store(context: WebContext) -> BlobStore:
 SWEEP_EVERY = 3600.0
 KEEP_UNNAMED = 86400.0
 """An archive no run names is kept this long (an apply may still be on its way)."""
-
-
-def referenced_archives(session: Session) -> set[str]:
-    """Every archive id a run's spec names (runs of any status: a finished run's
-    archives are kept until the run itself is deleted or re-applied)."""
-    named: set[str] = set()
-    for spec in session.scalars(select(Run.spec)):
-        refs = spec.get("file_archives") if isinstance(spec, dict) else None
-        for ref in refs or ():
-            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
-                named.add(ref["id"])
-    return named
 
 
 async def _sweep_now_and_then(store: BlobStore, context: WebContext) -> None:

@@ -9,6 +9,7 @@ built-in proxy path) and `service.model.base_url` (`…/v1`) when `model` is set
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +19,8 @@ from sqlalchemy.orm import Session
 from reconciler.adapters.db.models import Fleet, Instance, Job, Resource, Run
 from reconciler.api import models as wire
 from reconciler.core.dstack_wire import job_spec, provisioning_data
-from reconciler.errors import NotFoundError
+from reconciler.core.jobspecs import container_ports
+from reconciler.errors import InvalidError, NotFoundError
 
 FINISHED_RUN = ("terminated", "failed", "done")
 FINISHED_JOB = ("terminated", "aborted", "failed", "done")
@@ -203,3 +205,51 @@ def find_job(
         .limit(1)
     )
     return run, job
+
+
+def referenced_archives(session: Session) -> set[str]:
+    """Every archive id a run's spec names (runs of any status: a finished run's
+    archives are kept until the run itself is deleted or re-applied)."""
+    named: set[str] = set()
+    for spec in session.scalars(select(Run.spec)):
+        refs = spec.get("file_archives") if isinstance(spec, dict) else None
+        for ref in refs or ():
+            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                named.add(ref["id"])
+    return named
+
+
+def agent_ports(instance: Instance) -> frozenset[int]:
+    """Ports of the instance's host that the service proxy and `runs/forward` never reach,
+    whatever a run declares: the agent's API (the server's own tunnels may call it; 10998
+    is the agent's default, as in `AgentDirectory.address`)."""
+    return frozenset({instance.agent_port or 10998})
+
+
+def find_endpoint(
+    session: Session, project_id: str, run_name: str, replica_num: int, job_num: int, port: int
+) -> tuple[Instance, int]:
+    """The instance of the running job and the host port its container `port` maps to."""
+    run = find_run(session, project_id, run_name)
+    spec = run.spec if isinstance(run.spec, Mapping) else {}
+    if port not in container_ports(spec):
+        raise InvalidError(f"run {run_name} does not expose port {port}")
+    job = session.scalar(
+        select(Job)
+        .where(Job.run_id == run.id, Job.replica_num == replica_num, Job.job_num == job_num)
+        .order_by(Job.submission_num.desc())
+        .limit(1)
+    )
+    if job is None or job.status != "running" or job.instance_id is None:
+        raise NotFoundError(f"run {run_name} has no running job {job_num} (replica {replica_num})")
+    instance = session.get(Instance, job.instance_id)
+    if instance is None:
+        raise NotFoundError(f"the instance of run {run_name} is gone")
+    runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
+    host_port = int((runtime.get("ports") or {}).get(str(port), port))
+    if host_port in agent_ports(instance):
+        raise InvalidError(
+            f"port {port} of run {run_name} is the agent's own port on its host: "
+            "it is never forwarded; declare another port"
+        )
+    return instance, host_port
