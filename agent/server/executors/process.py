@@ -33,6 +33,7 @@ from agent.protocol import ExecutorKind, GpuVendor, JobReason, JobSpec, PortMapp
 from agent.server.archives import place_archives, resolve_path_env
 from agent.server.executors import proctable
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
+from agent.server.executors.containers import amd_device_groups
 from agent.server.jobaccount import JobAccount
 from agent.server.store import JobFiles, write_atomically
 
@@ -211,7 +212,8 @@ def _spawn(spec: JobSpec, files: JobFiles, account: JobAccount) -> subprocess.Po
                 start_new_session=True,
                 user=owner[0] if owner else None,
                 group=owner[1] if owner else None,
-                extra_groups=[] if owner else None,
+                # another account: no groups of ours, only those of its AMD GPUs' devices
+                extra_groups=amd_device_groups(spec) if owner else None,
             )
     finally:
         os.close(exit_fd)
