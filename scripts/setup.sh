@@ -15,6 +15,7 @@ if [ "$dev" = 1 ]; then
   command -v ssh >/dev/null || need+=(openssh-client)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v chromium >/dev/null || need+=(chromium)
+  command -v firefox-esr >/dev/null || need+=(firefox-esr)  # the console's tests drive both browsers
   command -v ip >/dev/null || need+=(iproute2)
   [ -x /bin/busybox ] || need+=(busybox-static)  # the Docker test image is made from it
   command -v wrk >/dev/null || need+=(wrk)  # bench/proxy*.py: a load generator in C

@@ -8,6 +8,7 @@ the cookie's flags, escaping, secrets by name only, pages readable without scrip
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from reconciler.api.client import Client
 from reconciler.api.errors import NotFoundError
 from reconciler.ports import Controller
 from reconciler.settings import Settings
+from tests.console.bidi import FIREFOX, Firefox
 from tests.console.cdp import CHROMIUM, Browser
 from tests.console.cdp import wait_for as wait_for_within
 from tests.web.serving import Running, running_server
@@ -64,7 +66,7 @@ def git(repo: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     """A config repo (the local fleet and `hello`, then a commit changing `hello`), a real
-    server on it, and `ticker`, a CLI task printing a line every 0.2 s."""
+    server on it. Each browser test adds its own CLI task printing a line every 0.2 s."""
     from agent.local import stop_local_agent
 
     tmp = tmp_path_factory.mktemp("console")
@@ -84,10 +86,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             git(repo, "commit", "-q", "-am", "hello again")
             client.trigger_reconcile()
             wait_for(lambda: "again" in json.dumps(client.get_run("hello").run_spec))
-            client.apply(TICKER, path="ticker.dstack.yml")
-            wait_for(lambda: status(client, "ticker") == "running")
             yield running
-            client.stop_runs(["ticker"], abort=True)
+            for kind in BROWSERS:
+                with contextlib.suppress(NotFoundError):
+                    client.stop_runs([f"tick-{kind}"], abort=True)
     finally:
         stop_local_agent(tmp / "data")
 
@@ -99,12 +101,26 @@ def signed_in(server: Running, token: str) -> httpx.Client:
     return http
 
 
-@pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="chromium is not installed (scripts/setup.sh installs it)"
-)
-def test_sign_in_every_page_live_logs_stop_and_sign_out(server: Running) -> None:
+BROWSERS = {
+    "chromium": (CHROMIUM, lambda: Browser()),
+    "firefox": (FIREFOX, lambda: Firefox()),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROWSERS))
+def test_sign_in_every_page_live_logs_stop_and_sign_out(server: Running, kind: str) -> None:
+    binary, start = BROWSERS[kind]
+    if not Path(binary).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{kind} is not installed (scripts/setup.sh --dev installs it)")
+        pytest.skip(f"{kind} is not installed (scripts/setup.sh --dev installs it)")
     SHOTS.mkdir(parents=True, exist_ok=True)
-    browser = Browser()
+    prefix = "" if kind == "chromium" else f"{kind}-"
+    ticker = f"tick-{kind}"
+    client = Client(server.url, server.admin_token)
+    client.apply(TICKER.replace("name: ticker", f"name: {ticker}"), path=f"{ticker}.dstack.yml")
+    wait_for(lambda: status(client, ticker) == "running")
+    browser = start()
     try:
         browser.go(f"{server.url}/console/p/main/runs")
         assert browser.run("location.pathname") == "/console/login"
@@ -126,15 +142,15 @@ def test_sign_in_every_page_live_logs_stop_and_sign_out(server: Running) -> None
             browser.go(server.url + path)
             assert browser.run("document.querySelector('h1') !== null"), name
             for width in (1280, 390):
-                browser.screenshot(SHOTS / f"{name}-{width}.png", width)
+                browser.screenshot(SHOTS / f"{prefix}{name}-{width}.png", width)
         browser.go(f"{server.url}/console/p/main/reconciles/" + _a_reconcile(server))
-        browser.screenshot(SHOTS / "plan-1280.png", 1280)
+        browser.screenshot(SHOTS / f"{prefix}plan-1280.png", 1280)
 
         browser.go(f"{server.url}/console/p/main/instances/local-0")
         browser.wait_until(  # the live charts of the instance's jobs: ticker's CPU at least
             "document.querySelectorAll('#charts polyline').length >= 2"
         )
-        browser.go(f"{server.url}/console/p/main/runs/ticker")
+        browser.go(f"{server.url}/console/p/main/runs/{ticker}")
         first = browser.run("document.getElementById('log').textContent")
         last = int(re.findall(r"line (\d+)", first)[-1])
         browser.wait_until(  # followed live: later lines arrive without a reload
@@ -147,11 +163,10 @@ def test_sign_in_every_page_live_logs_stop_and_sign_out(server: Running) -> None
         )
         shown = browser.run("document.getElementById('log').textContent").split("\n")
         assert shown and all("line 1" in line for line in shown)
-        browser.screenshot(SHOTS / "run-live-1280.png", 1280)
+        browser.screenshot(SHOTS / f"{prefix}run-live-1280.png", 1280)
 
-        browser.submit("form[action='/console/p/main/runs/ticker/stop']")
-        client = Client(server.url, server.admin_token)
-        wait_for(lambda: client.get_run("ticker").status in ("terminating", "terminated"))
+        browser.submit(f"form[action='/console/p/main/runs/{ticker}/stop']")
+        wait_for(lambda: status(client, ticker) in ("terminating", "terminated"))
 
         browser.submit("form[action='/console/logout']")
         assert browser.run("location.pathname") == "/console/login"
@@ -219,4 +234,4 @@ def test_pages_escape_values_hide_secrets_and_read_without_script(server: Runnin
     assert "hf_token" in secrets and SECRET_VALUE not in secrets
     assert server.admin_token not in run + secrets
     runs = http.get("/console/p/main/runs?status=done").text
-    assert ">hello<" in runs and ">ticker<" not in runs  # filters work server-side
+    assert ">hello<" in runs and ">tick-" not in runs  # filters work server-side
