@@ -8,11 +8,17 @@ creates is `cli:admin`, and a Git-owned run is refused with `dockyard apply`'s m
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import signal
 import subprocess
+import time
 
 import pytest
 
-from tests.compat.conftest import Dstack
+from tests.compat.conftest import DSTACK, Dstack
+from tests.web.serving import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +56,7 @@ def test_apply_detached_ps_and_logs_from_a_plain_directory(dstack: Dstack) -> No
     assert "Run hello submitted" in out
     dstack.wait_status("hello", "done")
     assert dstack.ok("logs", "hello").splitlines() == ["hello from hello", "second line"]
+    assert "hello from hello" in dstack.ok("logs", "hello", "--diagnose")  # no runner logs
     table = dstack.ok("ps", "-a")
     assert "hello" in table and "done" in table
     verbose = dstack.ok("ps", "-a", "-v")
@@ -100,3 +107,36 @@ def test_what_dstack_creates_is_unmanaged_cli_work(dstack: Dstack) -> None:
     with dstack.server.client(dstack.server.admin_token) as http:
         run = http.post("/api/project/main/runs/get", json={"run_name": "owned"}).json()
     assert run["origin"] == "cli:admin"
+
+
+def test_ps_watch_shows_the_table_until_interrupted(dstack: Dstack) -> None:
+    main, child = pty.openpty()  # rich draws its live table only on a terminal
+    watcher = subprocess.Popen(
+        [DSTACK, "ps", "-a", "-w"],
+        cwd=dstack.workdir,
+        env={**dstack.env, "TERM": "xterm"},
+        stdin=child,
+        stdout=child,
+        stderr=child,
+    )
+    os.close(child)
+    seen = b""
+    deadline = time.monotonic() + 120
+    try:
+        while b"SUBMITTED" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if ready:
+                seen += os.read(main, 65536)
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.wait(timeout=60)
+        os.close(main)
+    assert b"NAME" in seen and b"SUBMITTED" in seen, seen[-2000:]
+
+
+def test_zz_fleet_delete_instances_is_refused_then_delete(dstack: Dstack) -> None:
+    refused = dstack("fleet", "delete", "local", "-i", "0", "-y")
+    assert refused.returncode == 1
+    assert "deleting single instances is not supported yet" in " ".join(refused.stdout.split())
+    dstack.ok("fleet", "delete", "local", "-y")
+    wait_until(lambda: "local" not in dstack.ok("fleet", "list"), what="the fleet to go")
