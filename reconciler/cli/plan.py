@@ -80,13 +80,17 @@ def plan_command(
     ] = None,
 ) -> None:
     """Plan a commit of the config repo on the server (live state) or offline (--base)."""
+    from reconciler.cli.validate import config_limits
     from schemas import parse_config  # the config contract; imported when planning
 
     directory = _data_dir(data_dir)
     location = location_from_env(
         repo, branch=branch, subdir=path, ssh_key=ssh_key, environ=os.environ, token_env=token_env
     )
-    source = GitSource(location, data_dir=directory, parse=parse_config)
+    limits = config_limits(os.environ)  # DOCKYARD_CONFIG_MAX_*, as on the server
+    source = GitSource(
+        location, data_dir=directory, parse=lambda text, name: parse_config(text, name, limits)
+    )
     source.fetch()
     commit = source.resolve(ref)
     if base is not None:

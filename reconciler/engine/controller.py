@@ -450,7 +450,10 @@ def build_controller(
             subdir=settings.path,
             environ=os.environ if environ is None else environ,
         )
-        git_source = GitSource(location, data_dir=data_dir, parse=parse_config)
+        limits = settings.config_limits  # --config-max-bytes/values/depth
+        git_source = GitSource(
+            location, data_dir=data_dir, parse=lambda text, path: parse_config(text, path, limits)
+        )
         source = GitConfigSource(git_source)
         archives = GitArchives(lambda: Path(git_source.mirror.repo.git_dir))
         runtime.deps = dataclasses_replace(runtime.deps, archives=archives.build)

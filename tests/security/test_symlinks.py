@@ -88,3 +88,20 @@ def test_plan_reports_a_committed_link(config_repo: ConfigRepo, data_dir: Path) 
     errors = json.loads(result.stdout)["errors"]
     assert any("secrets.dstack.yml" in json.dumps(e) and "symbolic link" in json.dumps(e)
                for e in errors), errors  # fmt: skip
+
+
+def test_plan_reads_configs_within_the_configured_limits(
+    config_repo: ConfigRepo, data_dir: Path
+) -> None:
+    config_repo.write("train.dstack.yml", TASK.format(name="train", command="a"))
+    first = config_repo.commit("one")
+    config_repo.write("big.dstack.yml", TASK.format(name="big", command="b" * 300))
+    config_repo.commit("big")
+    result = CliRunner().invoke(
+        build_app(),
+        ["plan", "--repo", str(config_repo.path), "--base", first,
+         "--data-dir", str(data_dir), "--format", "json"],
+        env={"DOCKYARD_CONFIG_MAX_BYTES": "200"},
+    )  # fmt: skip
+    errors = json.dumps(json.loads(result.stdout)["errors"])
+    assert "big.dstack.yml" in errors and "config-max-bytes" in errors
