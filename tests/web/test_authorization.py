@@ -32,6 +32,15 @@ ANY_USER = {
 }
 
 
+# The web console (reconciler/web/console) has its own session cookie: its routes are open at
+# the token gate and checked by `test_every_console_route_needs_a_session` below.
+CONSOLE_OPEN = {"/", "/console/login", "/console/static/{name}"}
+
+
+def is_console(path: str) -> bool:
+    return path == "/" or path.startswith("/console/")
+
+
 def _walk(routes: list[Any]) -> list[Any]:
     """Every route, descending into included routers (FastAPI nests them)."""
     flat: list[Any] = []
@@ -76,7 +85,7 @@ def test_enumeration_finds_the_routes(server: Running) -> None:
 
 def test_every_route_needs_a_valid_token(server: Running) -> None:
     checked = 0
-    routes = [(m, p) for m, p in _routes(server) if p not in OPEN]
+    routes = [(m, p) for m, p in _routes(server) if p not in OPEN and not is_console(p)]
     for token in (None, "not-a-token", server.admin_token[:-2] + "xx"):
         with server.client(token) as http:
             for method, path in routes:
@@ -89,7 +98,7 @@ def test_every_route_needs_a_valid_token(server: Running) -> None:
 def test_another_projects_token_gets_nothing(server: Running, outsider: str) -> None:
     with server.client(outsider) as http:
         for method, path in _routes(server):
-            if path in OPEN:
+            if path in OPEN or is_console(path):
                 continue
             answer = _call(http, method, path)
             if path in ANY_USER:
@@ -143,3 +152,29 @@ def test_project_roles(server: Running) -> None:
     with server.client(server.admin_token) as http:
         secret = http.post("/api/project/main/secrets/get", json={"name": "HF_TOKEN"}).json()
         assert secret["value"] == "s3"
+
+
+def _console_url(path: str) -> str:
+    for param in ("{project}", "{run_name}", "{reconcile_id}", "{name}"):
+        path = path.replace(param, "main" if param == "{project}" else "x")
+    return path
+
+
+def test_every_console_route_needs_a_session(server: Running, outsider: str) -> None:
+    """No session (a bearer token is not one, a forged cookie neither) → the sign-in page;
+    an outsider's session → 403 on every page of project `main`."""
+    routes = [(m, p) for m, p in _routes(server) if is_console(p) and p not in CONSOLE_OPEN]
+    assert len(routes) > 10
+    for cookie in ({}, {"dockyard_console": "forged.value"}):
+        with server.client(server.admin_token) as http:
+            http.cookies.update(cookie)
+            for method, path in routes:
+                answer = http.request(method, _console_url(path))
+                assert answer.status_code == 303, (method, path, answer.text)
+                assert answer.headers["location"].startswith("/console/login")
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        assert http.post("/console/login", data={"token": outsider}).status_code == 303
+        for method, path in routes:
+            answer = http.request(method, _console_url(path))
+            expected = 200 if path == "/console/" else 403  # the projects page: only theirs
+            assert answer.status_code == expected, (method, path, answer.status_code)
