@@ -59,6 +59,7 @@ from reconciler.errors import DockyardError, UsageError
 from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
 from schemas import parse_config
+from stacks.credentials import host_probe, missing_credentials
 from stacks.protocol import Engine, EngineName
 
 log = logging.getLogger(__name__)
@@ -398,6 +399,11 @@ class _AgentSetup:
         return deployed.agent_port
 
 
+def host_credentials(backend: str) -> str | None:
+    """None when this host has credentials for the cloud `backend`, else why not."""
+    return missing_credentials(backend, host_probe(os.environ, Path.home()))
+
+
 def build_controller(
     settings: Settings,
     store: Store,
@@ -442,6 +448,8 @@ def build_controller(
         fetch_interval=settings.fetch_interval,
     )
     runtime.deps = dataclasses_replace(runtime.deps, hint=_hinter(runtime))
+    # Cloud credentials are checked on the server's own engines (injected ones are doubles).
+    credentials = None if engines is not None else host_credentials
     controller = EngineController(runtime, pool=pool)
     if source is None and settings.repo:
         location = location_from_env(
@@ -462,7 +470,7 @@ def build_controller(
         runtime.reconciler = Reconciler(
             store,
             source,
-            previewer=Previewer(runtime.deps.engines),
+            previewer=Previewer(runtime.deps.engines, credentials=credentials),
             hint=runtime.deps.hint,
             reporter=reporter,
             retry=controller.retry_later,

@@ -4,9 +4,10 @@ Called by the plan function (`reconciler.engine.planning`), for the reconcile pa
 server's PR plans alike. A changing fleet, volume or gateway action is previewed by the
 `stacks` engine that would bring it up (`select_engine` picks it from the spec):
 
-- no engine can run it here (no Pulumi CLI, the engine not configured, an unsupported
-  backend) → `PreviewResult.blocked`, the engine's message with its fix (the preview then
-  says why it could not run, with the $/h it would cost);
+- no engine can run it here (no Pulumi CLI, the engine not configured, no credentials
+  for the cloud on this host, an unsupported backend) → `PreviewResult.blocked`, the
+  engine's message with its fix (the preview then says why it could not run, with the
+  $/h it would cost);
 - the engine's `preview` fails → `PreviewResult.failure` (the reconcile stops the whole
   pass, a PR plan shows it on the action), retried later when transient;
 - otherwise `PreviewResult.preview`: the steps (resources to create, update, replace,
@@ -21,7 +22,7 @@ no instance up could ever hold).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
@@ -31,7 +32,6 @@ from reconciler.core.scheduling import NoFit, place_job
 from reconciler.domain.plan import Action, ActionKind, PreviewStep, StackPreview
 from reconciler.engine.outcomes import outcome_of
 from reconciler.engine.workers.growing import elastic_fleets
-from reconciler.engine.workers.placing import load_candidates
 from stacks.catalog import offers_for_spec
 from stacks.programs.config import node_count
 from stacks.protocol import (
@@ -104,11 +104,32 @@ class PreviewResult:
     failure: PreviewFailure | None = None
 
 
-class Previewer:
-    """Previews capacity actions with the configured engines (see the module docstring)."""
+CredentialCheck = Callable[[str], str | None]
+"""backend (aws, gcp) → None when this host has credentials for it, else the message."""
 
-    def __init__(self, engines: Mapping[EngineName, Engine]) -> None:
+
+class Previewer:
+    """Previews capacity actions with the configured engines (see the module docstring).
+
+    `credentials` checks a cloud backend's credentials on this host (`stacks.credentials`)
+    before its engine is asked; None (test doubles of a cloud) checks nothing."""
+
+    def __init__(
+        self, engines: Mapping[EngineName, Engine], *, credentials: CredentialCheck | None = None
+    ) -> None:
         self._engines = engines
+        self._credentials = credentials
+
+    def _blocked_by_credentials(self, kind: str, spec: Mapping[str, object]) -> str | None:
+        if self._credentials is None:
+            return None
+        raw = spec.get("backends") if kind == "fleet" else [spec.get("backend")]
+        backends = [str(b).lower() for b in raw or [] if b] if isinstance(raw, list) else []
+        for backend in sorted(set(backends) & CLOUD_BACKENDS):
+            message = self._credentials(backend)
+            if message is not None:
+                return message
+        return None
 
     async def preview(self, action: Action, spec: Mapping[str, object]) -> PreviewResult:
         """The preview of a changing capacity action whose (new, or for a delete old) spec
@@ -119,6 +140,9 @@ class Previewer:
         )
         price = per_hour(action.kind.value, spec)
         engine, why = engine_for(self._engines, action.kind.value, spec)
+        if engine is not None and engine.name == "pulumi":
+            missing = self._blocked_by_credentials(action.kind.value, spec)
+            engine, why = (None, missing) if missing is not None else (engine, why)
         if engine is None:
             unrun = StackPreview(resource.stack_name, per_hour=price, error=why)
             return PreviewResult(unrun, blocked=why)
@@ -190,7 +214,7 @@ def placement_warnings(store: Store, project_id: str, actions: Sequence[Action])
     runs = [a for a in actions if a.kind.is_run and a.action.changes and a.spec is not None]
     if not runs:
         return []
-    candidates = load_candidates(store, project_id)
+    candidates = store.placement_candidates(project_id)
     if not candidates:
         return []
     fleets = elastic_fleets(store, project_id, candidates, job_id="")

@@ -68,3 +68,17 @@ async def test_an_unsupported_backend_is_blocked_with_its_fix() -> None:
         "blocked: backend lambda is not supported by Dockyard: "
         "use aws, gcp, an SSH fleet (ssh_config) or the local fleet"
     )
+
+
+async def test_a_cloud_without_credentials_on_this_host_is_blocked_with_the_fix() -> None:
+    def credentials(backend: str) -> str | None:
+        return f"no {backend} credentials: set them" if backend == "aws" else None
+
+    previewer = Previewer({"pulumi": CloudDouble()}, credentials=credentials)
+    planned = await plan_commit(state(CLOUD), POLICY, live(), base=None, previewer=previewer)
+    (action,) = planned.plan.actions
+    assert (action.action, action.reason) == (
+        ActionKind.BLOCKED,
+        "blocked: no aws credentials: set them",
+    )
+    assert action.preview is not None and action.preview.error == "no aws credentials: set them"
