@@ -14,7 +14,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+def _httptools_protocol() -> type[asyncio.Protocol] | None:
+    """uvicorn's httptools protocol, or None without httptools (an SSH host's agent bundle:
+    uvicorn serves with h11 there)."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        return None
+    return HttpToolsProtocol
+
+
+HttpToolsProtocol = _httptools_protocol()
 
 DEFAULT_MAX_HEADER_BYTES = 64 * 1024
 
@@ -37,7 +48,7 @@ def bounded_heads(base: type[asyncio.Protocol], limit: int, setting: str) -> typ
 
     Any other protocol class is returned as it is (h11 has its own limit).
     """
-    if not issubclass(base, HttpToolsProtocol):
+    if HttpToolsProtocol is None or not issubclass(base, HttpToolsProtocol):
         return base
     answer = head_too_large_answer(limit, setting)
 

@@ -6,8 +6,8 @@ HTTP), and re-applies a short task every `--task-every` seconds (a changed comma
 so each is a new run). Every `--sample` seconds it records the server process's memory (RSS)
 and open files, the database's size (with its WAL) and the data dir's size — the server's
 copy of logs and state, and the local agent's dir (its own job output) apart. Prints JSON:
-the samples, and per figure its growth over the second half of the run (goal: under 5% after
-the warm-up of the first half).
+the samples, and per figure its growth over the second half of the run (the mean of the last
+quarter against the mean of the third; goal: under 5% after the warm-up of the first half).
 
     python bench/soak.py [--minutes 10] [--lines 1000] [--task-every 5] [--sample 10]
 """
@@ -101,11 +101,15 @@ def _sample(pid: int, data: Path, started: float) -> dict[str, Any]:
 
 
 def _growth(samples: list[dict[str, Any]], key: str) -> float | None:
-    half = [s for s in samples if s["t"] >= samples[-1]["t"] / 2]
-    if len(half) < 2 or not half[0][key]:
+    """Growth over the second half: the mean of its last half against the mean of its first
+    half (sawtooth figures, like a log tail compacted now and then, average out)."""
+    end = samples[-1]["t"]
+    third = [float(s[key]) for s in samples if end / 2 <= s["t"] < end * 3 / 4]
+    last = [float(s[key]) for s in samples if s["t"] >= end * 3 / 4]
+    if not third or not last or not sum(third):
         return None
-    first, last = float(half[0][key]), float(half[-1][key])
-    return round((last - first) / first * 100, 1)
+    before, after = sum(third) / len(third), sum(last) / len(last)
+    return round((after - before) / before * 100, 1)
 
 
 def _until_running(port: int, token: str, apply: Any, within: float = 180.0) -> None:

@@ -27,6 +27,7 @@ from agent.bundle import Bundle, build_bundle
 from agent.deploy import deploy_agent
 from agent.diskspace import DiskWatch
 from agent.local import ensure_client_key, ensure_local_agent
+from agent.protocol import agent_build
 from agent.tunnel import SSHTarget, TunnelPool
 from reconciler.adapters.db.models import (
     Project,
@@ -442,6 +443,7 @@ def build_controller(
             timings=timings or WorkerTimings(),
             log_cap=LogCap(settings.job_log_head, settings.job_log_tail),
             disk=DiskWatch({"data dir": data_dir}, settings.min_free_disk),
+            agent_build=agent_build(),  # an SSH host's agent of another build is replaced
         ),
         reconciler=None,
         projects={settings.project} if settings.repo or source else set(),

@@ -85,3 +85,6 @@ class WorkerDeps:
     """How much of each job's log the server keeps (`job_log_head`/`job_log_tail`)."""
     disk: DiskWatch | None = None
     """The server's data dir: while it is nearly full, job logs are not copied."""
+    agent_build: str = ""
+    """The build of the agent this server deploys (`agent.protocol.agent_build`); an SSH
+    host's agent of another build is replaced. Empty: never replaced."""

@@ -3,7 +3,10 @@
 - `pending`/`provisioning`: once the agent answers its healthcheck, its host facts
   (CPUs, memory, disk, GPUs) are stored and the instance becomes `idle`: the scheduler
   can place jobs on it. `blocks: auto` is resolved here from the facts.
-- `idle`/`busy`: a healthcheck every `instance_check_interval`.
+- `idle`/`busy`: a healthcheck every `instance_check_interval`. An SSH host whose agent
+  reports another build than the agent this server deploys (`deps.agent_build`: the server
+  was upgraded) gets the server's agent again (`deps.ssh_deployer`), one host at a time per
+  server: the old agent stops, its jobs keep running and the new one re-adopts them.
 - an unreachable agent is a *transport* state, not a failure: the first failure stamps
   `unreachable_since` and the message says so; past the grace window
   (`timings.unreachable_grace`, dstack: 2 min) the message says `instance_unreachable`
@@ -24,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.client import AgentError, AgentUnreachable
+from agent.deploy import DeployError
 from agent.local import LocalAgentError
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.core.elastic import fleet_kind
@@ -61,6 +65,7 @@ def auto_blocks(host_info: dict[str, Any]) -> int:
 class InstancesProcessor:
     def __init__(self, deps: WorkerDeps) -> None:
         self.deps = deps
+        self._upgrading = asyncio.Lock()  # one SSH host's agent replaced at a time
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)
@@ -79,7 +84,9 @@ class InstancesProcessor:
             return None
         client = self.deps.agents.client(row)
         try:
-            await client.healthcheck()
+            health = await client.healthcheck()
+            if self._outdated(row, health.build):
+                return await self._upgrade(row, token, health.build)
             facts = None
             if row.host_info is None or row.status in ("pending", "provisioning"):
                 facts = (await client.host_info()).model_dump(mode="json")
@@ -110,6 +117,32 @@ class InstancesProcessor:
                 await asyncio.to_thread(self.deps.store.wake_waiting_jobs, row.project_id, blocks)
             self.deps.hint("jobs")
         return self.deps.timings.instance_check_interval
+
+    def _outdated(self, row: Instance, build: str) -> bool:
+        return bool(
+            row.backend == "ssh"
+            and self.deps.agent_build
+            and self.deps.ssh_deployer is not None
+            and build != self.deps.agent_build
+            and row.status not in ("pending", "provisioning")
+        )
+
+    async def _upgrade(self, row: Instance, token: str, build: str) -> ProcessResult:
+        """Deploy this server's agent to the host (its jobs survive and are re-adopted)."""
+        assert self.deps.ssh_deployer is not None
+        target = self.deps.agents.address(row).target
+        async with self._upgrading:
+            try:
+                await self.deps.ssh_deployer(target)
+            except DeployError as exc:
+                await self._write(row, token, status_message=f"agent upgrade failed: {exc}")
+                await self._event(row, f"instance {row.name}: agent upgrade failed: {exc}")
+                return self.deps.timings.instance_check_interval
+        old = build or "unknown"
+        await self._event(
+            row, f"instance {row.name}: agent replaced (build {old} -> {self.deps.agent_build})"
+        )
+        return 0.0
 
     def _left_to_fleet(self, row: Instance) -> bool:
         """A cloud fleet shrinking: its worker ends the instance after the stack's `up`."""
