@@ -1,115 +1,78 @@
 """`dockyard fleet|volume|gateway [list] [get NAME --json] [delete NAME -y]`.
 
 Each group lists by default (`dockyard fleet` = `dockyard fleet list`), as dstack's do,
-with dstack's columns: fleets NAME NODES GPU SPOT BACKEND PRICE STATUS CREATED (a row for
-what the fleet asks for, then one per instance), volumes NAME BACKEND STATUS CREATED,
-gateways NAME BACKEND HOSTNAME DOMAIN DEFAULT STATUS.
+with dstack's columns (`resource_tables`), `-v` for more of them and `-w` to refresh every
+2 s until Ctrl-C.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import time
+from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from reconciler.api import Client
-from reconciler.api import models as wire
 from reconciler.cli.console import (
     JsonOption,
     ProjectOption,
     YesOption,
-    ago,
     open_client,
     out,
     print_json,
-    table,
 )
-from reconciler.cli.describing import (
-    backend_label,
-    describe_resources,
-    instance_resources,
-    nodes_label,
-    price_label,
-    requested_gpu,
-)
+from reconciler.cli.resource_tables import Rows, fleet_table, gateway_table, volume_table
 
 KINDS = ("fleet", "volume", "gateway")
 
 
-def _fleet_rows(fleet: wire.Fleet) -> list[tuple[str, ...]]:
-    """dstack's fleet row (what was asked for) and one row per instance (what exists)."""
-    config = fleet.spec.get("configuration") or fleet.spec
-    ssh = config.get("ssh_config")
-    if isinstance(ssh, dict):
-        asked = (str(len(ssh.get("hosts") or [])), "", "", "ssh", "")
-    else:
-        max_price = config.get("max_price")
-        asked = (
-            nodes_label(config.get("nodes")),
-            requested_gpu(config.get("resources")),
-            str(config.get("spot_policy") or ""),
-            ", ".join(config.get("backends") or []) or "*",
-            f"$0..{max_price:g}" if isinstance(max_price, int | float) else "",
-        )
-    rows: list[tuple[str, ...]] = [(fleet.name, *asked, fleet.status, ago(fleet.created_at))]
-    for i in fleet.instances:
-        resources = instance_resources(i.instance_type) or i.resources
-        remote = i.backend == "remote"
-        spot = ""
-        if not remote and isinstance(resources, dict):
-            spot = "spot" if resources.get("spot") else "on-demand"
-        rows.append(
-            (
-                f"  instance={i.instance_num}",
-                "",
-                describe_resources(resources, gpu_only=True),
-                spot,
-                backend_label(i.dockyard_backend, i.backend, i.region),
-                "" if remote else price_label(i.price),
-                i.status,
-                ago(i.created),
-            )
-        )
-    return rows
+WATCH_SECONDS = 2.0
+VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="More columns.")]
+WatchOption = Annotated[bool, typer.Option("-w", "--watch", help="Refresh until Ctrl-C.")]
 
 
-def _list(client: Client, kind: str, as_json: bool) -> None:
+def _rows(client: Client, kind: str, verbose: bool) -> tuple[list[str], Rows]:
     if kind == "fleet":
-        fleets = sorted(client.list_fleets(), key=lambda f: f.created_at, reverse=True)
-        if as_json:
-            print_json(fleets)
-            return
-        rows = [row for fleet in fleets for row in _fleet_rows(fleet)]
-        table(["NAME", "NODES", "GPU", "SPOT", "BACKEND", "PRICE", "STATUS", "CREATED"], rows)
-        return
+        return fleet_table(client.list_fleets(), verbose)
     items = client.list_volumes(kind)
+    return volume_table(items, verbose) if kind == "volume" else gateway_table(items, verbose)
+
+
+def _grid(columns: list[str], rows: Rows) -> Table:
+    grid = Table(box=None, header_style="bold", pad_edge=False)
+    for column in columns:
+        grid.add_column(column)
+    for row in rows:
+        grid.add_row(*row)
+    return grid
+
+
+def _list(client: Client, kind: str, as_json: bool, verbose: bool, watch: bool) -> None:
     if as_json:
-        print_json(items)
+        print_json(client.list_fleets() if kind == "fleet" else client.list_volumes(kind))
         return
-    if kind == "volume":
-        rows = [(v.name, _backend(v.configuration), v.status, ago(v.created_at)) for v in items]
-        table(["NAME", "BACKEND", "STATUS", "CREATED"], rows)
+
+    def grid() -> Table:
+        return _grid(*_rows(client, kind, verbose))
+
+    if not watch:
+        out().print(grid())
         return
-    table(
-        ["NAME", "BACKEND", "HOSTNAME", "DOMAIN", "DEFAULT", "STATUS"],
-        [
-            (
-                g.name,
-                _backend(g.configuration),
-                str((g.outputs or {}).get("hostname") or ""),
-                str(g.configuration.get("domain") or ""),
-                "✓" if g.configuration.get("default") else "",
-                g.status,
-            )
-            for g in items
-        ],
-    )
+    from rich.live import Live
 
-
-def _backend(configuration: dict[str, Any]) -> str:
-    backend = str(configuration.get("backend") or "-")
-    region = configuration.get("region")
-    return f"{backend} ({region})" if region else backend
+    console = out()
+    try:
+        while not console.is_terminal:  # piped: a fresh table every interval
+            console.print(grid())
+            console.file.flush()
+            time.sleep(WATCH_SECONDS)
+        with Live(grid(), console=console, auto_refresh=False) as live:
+            while True:
+                time.sleep(WATCH_SECONDS)
+                live.update(grid(), refresh=True)
+    except KeyboardInterrupt:
+        return
 
 
 def _group(kind: str) -> typer.Typer:
@@ -117,17 +80,26 @@ def _group(kind: str) -> typer.Typer:
 
     @group.callback()
     def default(
-        ctx: typer.Context, json_: JsonOption = False, project: ProjectOption = None
+        ctx: typer.Context,
+        watch: WatchOption = False,
+        verbose: VerboseOption = False,
+        json_: JsonOption = False,
+        project: ProjectOption = None,
     ) -> None:
         if ctx.invoked_subcommand is None:
             with open_client(project) as client:
-                _list(client, kind, json_)
+                _list(client, kind, json_, verbose, watch)
 
     @group.command("list")
-    def list_(json_: JsonOption = False, project: ProjectOption = None) -> None:
+    def list_(
+        watch: WatchOption = False,
+        verbose: VerboseOption = False,
+        json_: JsonOption = False,
+        project: ProjectOption = None,
+    ) -> None:
         """List them."""
         with open_client(project) as client:
-            _list(client, kind, json_)
+            _list(client, kind, json_, verbose, watch)
 
     @group.command("get")
     def get(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.cli.conftest import Cli
@@ -52,3 +56,34 @@ def test_volume_and_gateway_columns_are_dstacks(cli: Cli) -> None:
     assert cli("gateway", "list").stdout.split() == [
         "NAME", "BACKEND", "HOSTNAME", "DOMAIN", "DEFAULT", "STATUS",
     ]  # fmt: skip
+
+
+def test_verbose_columns(cli: Cli, tmp_path: Path) -> None:
+    text = CLOUD + "  cpu: 8..\n  memory: 32GB..64GB\nplacement: cluster\n"
+    _apply(cli, tmp_path, "gpus", text)
+    lines = cli("fleet", "-v").stdout.splitlines()
+    assert lines[0].split() == [
+        "NAME", "NODES", "RESOURCES", "SPOT", "BACKEND", "PRICE", "STATUS", "CREATED", "ERROR",
+    ]  # fmt: skip
+    (row,) = [line for line in lines if line.startswith("gpus")]
+    assert "0..2 (cluster)" in row and "cpu=8.. mem=32GB..64GB disk=100GB.. gpu=A100:80GB:2" in row
+    assert cli("volume", "list", "-v").stdout.split() == [
+        "NAME", "BACKEND", "REGION", "STATUS", "CREATED", "ERROR",
+    ]  # fmt: skip
+    assert cli("gateway", "-v").stdout.split()[-2:] == ["CREATED", "ERROR"]
+
+
+def test_watch_until_ctrl_c(cli: Cli) -> None:
+    code = "from reconciler.cli.main import run; run()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "fleet", "-w"],
+        env={**os.environ, **cli.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "NAME" in first and "NODES" in first and proc.returncode == 0, err
