@@ -154,3 +154,15 @@ async def test_the_agent_refuses_60_mb_headers_from_8_connections(tmp_path: Path
         assert sent < 16 * 2**20
         assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
         assert b"--max-header-bytes" in answer
+
+
+def test_a_100k_deep_json_body_to_the_api_is_400(server: tuple[Server, str]) -> None:
+    built, url = server
+    token = built.settings.admin_token_path.read_text().strip()
+    body = b'{"a": ' * 100_000 + b"1" + b"}" * 100_000
+    answer = httpx.post(
+        f"{url}/api/project/main/runs/list",
+        content=body,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 400  # FastAPI's own "error parsing the body", not a 500
