@@ -53,6 +53,7 @@ LIMIT_FIELDS: tuple[str, ...] = (
     "config_max_values",
     "config_max_depth",
     "max_header_bytes",
+    "max_webhook_bytes",
     "upload_max_bytes",
     "upload_quota_bytes",
     "archive_max_extracted_bytes",
@@ -107,7 +108,9 @@ class Settings(BaseModel):
     project: str = Field(default="main", description="project the webhooks reconcile")
     cli_config: Path = Field(default_factory=default_cli_config)
     fetch_interval: float = Field(default=60.0, gt=0)
-    max_webhook_bytes: int = Field(default=MAX_WEBHOOK_BYTES, gt=0)
+    max_webhook_bytes: int = Field(
+        default=MAX_WEBHOOK_BYTES, gt=0, description="bytes of one webhook delivery"
+    )
     # pull requests (reconciler.pr, docs/pull-requests.md): with a GitHub token the server
     # plans PRs on `pull_request` webhooks and sets `dockyard/apply` on pushed commits
     github_token: SecretStr | None = None
