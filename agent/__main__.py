@@ -81,6 +81,22 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         help="with a job user: honour a process job's `user: root` (off: such jobs are refused)",
     )
     serve_parser.add_argument(
+        "--protect",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="no Docker job may mount DIR or a dir above it (the data dir always; repeatable)",
+    )
+    serve_parser.add_argument(
+        "--volume-dir",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="volumes inside DIR may be mounted even inside a protected dir (repeatable)",
+    )
+    serve_parser.add_argument(
         "--work-root",
         type=Path,
         default=None,
@@ -117,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = AgentConfig(
         data_dir=args.data_dir.resolve(),
         job_account=account,
+        protected_dirs=tuple(path.resolve() for path in args.protect),
+        volume_dirs=tuple(path.resolve() for path in args.volume_dir),
         http_port=args.http_port,
         docker=not args.no_docker,
         docker_url=args.docker_url,

@@ -265,6 +265,11 @@ def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int, job_us
         str(paths.host_key),
         "--job-user",  # auto: jobs run as dockyard-job when the server is root
         job_user,
+        # no job mounts the server's data dir; its local volumes live in volumes/
+        "--protect",
+        str(paths.root.parent),
+        "--volume-dir",
+        str(paths.root.parent / "volumes"),
     ]
     with open(paths.log, "wb") as log:
         process = subprocess.Popen(

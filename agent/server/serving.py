@@ -62,6 +62,8 @@ class AgentConfig:
     allow_users: tuple[str, ...] = ()  # API callers besides the agent's user and root
     min_free_disk: int = DEFAULT_MIN_FREE  # below it in the data dir or Docker's, no new jobs
     job_account: JobAccount = field(default_factory=JobAccount)  # who process jobs run as
+    protected_dirs: tuple[Path, ...] = ()  # besides the data dir: no job mounts these
+    volume_dirs: tuple[Path, ...] = ()  # volumes inside these may be mounted all the same
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES  # a request's line and headers, at most
 
 
@@ -99,7 +101,10 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
         account = config.job_account
         privileged = account.user is None or account.allow_root
         executors[ExecutorKind.DOCKER] = DockerExecutor(
-            base_url=config.docker_url, allow_privileged=privileged
+            base_url=config.docker_url,
+            allow_privileged=privileged,
+            protected=(config.data_dir, *config.protected_dirs),
+            volume_dirs=config.volume_dirs,
         )
     return executors
 

@@ -97,3 +97,53 @@ async def test_a_privileged_container_needs_the_hosts_consent(
             )
     assert response.status_code == 422, response.text
     assert "--allow-root-jobs" in response.json()["message"]
+
+
+async def test_no_container_mounts_dockyards_data(
+    tmp_path: Path, docker_engine: DockerEngine
+) -> None:
+    need_root()
+    server_data = tmp_path / "server-data"
+    volumes = server_data / "volumes" / "main" / "v1"
+    volumes.mkdir(parents=True)
+    (server_data / "admin-token").write_text("secret\n")
+    config = AgentConfig(
+        data_dir=server_data / "local-agent" / "data",
+        http_port=0,
+        docker_url=docker_engine.base_url,
+        tool_runner=recorded_tools(False),
+        protected_dirs=(server_data,),
+        volume_dirs=(server_data / "volumes",),
+    )
+
+    def job(name: str, host_path: Path) -> dict[str, object]:
+        return {
+            "id": name,
+            "run_name": name,
+            "executor": "docker",
+            "image": docker_engine.image,
+            "commands": ["cat /x/admin-token"],
+            "volumes": [{"host_path": str(host_path), "container_path": "/x"}],
+            "labels": {"dockyard.test-dir": str(tmp_path)},
+        }
+
+    async with start_agent(config) as context:
+        base = f"http://127.0.0.1:{context.http_port}{API_PREFIX}"
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            for name, path in [
+                ("data", server_data),
+                ("root", Path("/")),
+                ("agent", config.data_dir),
+            ]:
+                refused = await http.post("/jobs", json=job(name, path))
+                assert refused.status_code == 422, (name, refused.text)
+                assert "holds Dockyard's data" in refused.json()["message"]
+            volume = await http.post("/jobs", json=job("volume", volumes))
+            assert volume.status_code == 200, volume.text
+            await http.post("/jobs/volume/stop", json={"force": True})
+    client = docker.DockerClient(base_url=docker_engine.base_url)
+    for container in client.containers.list(
+        all=True, filters={"label": f"dockyard.test-dir={tmp_path}"}
+    ):
+        container.remove(force=True)
+    client.close()

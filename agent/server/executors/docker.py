@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
@@ -40,6 +41,7 @@ from agent.server.executors.containers import (
     to_pull_fraction,
 )
 from agent.server.executors.dockerlogs import LogFollower
+from agent.server.mounts import mount_problem
 from agent.server.store import JobFiles
 
 T = TypeVar("T")
@@ -52,9 +54,18 @@ class DockerExecutor:
 
     kind = ExecutorKind.DOCKER
 
-    def __init__(self, base_url: str | None = None, *, allow_privileged: bool = True) -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        allow_privileged: bool = True,
+        protected: Sequence[Path] = (),
+        volume_dirs: Sequence[Path] = (),
+    ) -> None:
         self._base_url = base_url
         self._allow_privileged = allow_privileged  # off: `privileged` jobs are refused
+        self._protected = tuple(protected)  # no job mounts these, or a dir above them
+        self._volume_dirs = tuple(volume_dirs)  # ... except volumes inside these
         self._clients: dict[bool, docker.DockerClient] = {}
         self._clients_lock = threading.Lock()  # clients are made in worker threads
         self._followers: dict[str, LogFollower] = {}
@@ -95,6 +106,10 @@ class DockerExecutor:
                 "privileged: a privileged container is root on the host, and this host runs "
                 "none (its agent was started without --allow-root-jobs)"
             )
+        for volume in spec.volumes:
+            problem = mount_problem(volume.host_path, self._protected, self._volume_dirs)
+            if problem is not None:
+                return problem
         return None
 
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
