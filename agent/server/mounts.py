@@ -3,7 +3,8 @@
 A job's `volumes` (instance volumes `/host/path:/path`, and the local backend's volume
 directories) become bind mounts. A config writer must not mount the data dirs, where the
 admin token, the database, the secrets key and other jobs' specs live, nor a directory
-above them (`/`, `/root`, …), which holds them too. `mount_problem` is the pure check:
+above them (`/`, `/root`, …), which holds them too; nor the Docker engine's socket
+(`DOCKER_SOCKETS`), which is root on the host. `mount_problem` is the pure check:
 the host path, resolved, may be neither inside a protected directory nor above one,
 unless it is inside a directory meant for volumes (the server's `<data-dir>/volumes`).
 The Docker executor calls it for each volume when a job is submitted.
@@ -14,6 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+
+# The Docker engine's socket: a container that mounts it is root on the host.
+DOCKER_SOCKETS = (Path("/run/docker.sock"), Path("/var/run/docker.sock"))
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -31,7 +35,7 @@ def mount_problem(
         real = Path(os.path.realpath(root))
         if _inside(resolved, real) or _inside(real, resolved):
             return (
-                f"volume {host_path}: it holds Dockyard's data ({real}), which no job may "
-                "mount; mount another directory"
+                f"volume {host_path}: it holds {real} (Dockyard's data or the Docker "
+                "engine's socket), which no job may mount; mount another directory"
             )
     return None

@@ -39,6 +39,7 @@ from agent.server.executors.process import ProcessExecutor
 from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpus, to_capacity
 from agent.server.jobaccount import JobAccount
 from agent.server.jobs import JobManager
+from agent.server.mounts import DOCKER_SOCKETS
 from agent.server.peers import PeerCheck, allowed_uids, gated_protocol
 from agent.server.store import JobStore, write_atomically
 
@@ -103,7 +104,7 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
         executors[ExecutorKind.DOCKER] = DockerExecutor(
             base_url=config.docker_url,
             allow_privileged=privileged,
-            protected=(config.data_dir, *config.protected_dirs),
+            protected=(config.data_dir, *config.protected_dirs, *DOCKER_SOCKETS),
             volume_dirs=config.volume_dirs,
         )
     return executors
