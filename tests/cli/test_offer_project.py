@@ -4,7 +4,7 @@ on the backends of its cloud fleets (a project with local or SSH capacity gets n
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.core.rendering_json import action_to_dict
+from reconciler.domain.metrics import JobSample
 from reconciler.engine import unmanaged
 from tests.cli.conftest import Cli
 from tests.web.fakes import FakeController
@@ -29,6 +30,16 @@ class OffersController(FakeController):
         action = unmanaged.plan_one(self.store, project, text=text, path=path, user=user)
         offers = unmanaged.offers_for(self.store, project, action)
         return {**action_to_dict(action), "offers": offers}
+
+    async def sample_job(
+        self, project_id: str, run_name: str, *, job_num: int = 0, replica_num: int = 0
+    ) -> JobSample | None:
+        return None
+
+    async def list_gpus(
+        self, project_id: str, group_by: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        return []
 
 
 @pytest.fixture
