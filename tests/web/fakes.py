@@ -7,6 +7,7 @@ runs and fleets as rows (status `submitted`), and marks stops and deletes. It ru
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy import select
 
 from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Resource, Run
+from reconciler.domain.metrics import JobSample
 from reconciler.ports import Trigger, WorkKind
 from schemas import parse_config
 
@@ -134,6 +136,16 @@ class FakeController:
                 session.flush()
                 session.add(Job(run_id=run.id, status="submitted", job_spec={}, submitted_at=now))
         return plan
+
+    async def sample_job(
+        self, project_id: str, run_name: str, *, job_num: int = 0, replica_num: int = 0
+    ) -> JobSample | None:
+        return None  # it runs nothing: no job to sample
+
+    async def list_gpus(
+        self, project_id: str, group_by: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        return []
 
     async def stop_run(self, project: str, name: str, *, abort: bool) -> None:
         with self.store.writing() as session:
