@@ -202,9 +202,20 @@ class AgentClient:
         response = await self._call("GET", EVENTS_PATH, params=params, timeout=timeout)
         return JobEventsPage.model_validate_json(response.content)
 
-    async def logs(self, job_id: str, offset: int = 0, limit: int = DEFAULT_LOG_LIMIT) -> LogChunk:
-        """One chunk of the job's log from byte `offset` (read whole, or not at all)."""
+    async def logs(
+        self,
+        job_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_LOG_LIMIT,
+        *,
+        ack: int | None = None,
+    ) -> LogChunk:
+        """One chunk of the job's log from byte `offset` (read whole, or not at all); `ack`:
+        the caller has stored the log up to there (the agent may give that prefix's disk
+        blocks back)."""
         params = {"offset": offset, "limit": limit}
+        if ack is not None:
+            params["ack"] = ack
         response = await self._call("GET", f"/jobs/{job_id}/logs", params=params)
         return LogChunk(
             offset=offset,

@@ -88,9 +88,12 @@ def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
         job_id: str,
         offset: Annotated[int, Query(ge=0)] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_LOG_LIMIT)] = DEFAULT_LOG_LIMIT,
+        ack: Annotated[int | None, Query(ge=0)] = None,  # the server stored the log up to here
     ) -> Response:
         manager.get(job_id)  # 404 before going to a thread
-        chunk = await asyncio.to_thread(manager.read_logs, job_id, offset=offset, limit=limit)
+        chunk = await asyncio.to_thread(
+            manager.read_logs, job_id, offset=offset, limit=limit, ack=ack
+        )
         headers = {
             HEADER_LOG_OFFSET: str(chunk.offset),
             HEADER_NEXT_OFFSET: str(chunk.next_offset),

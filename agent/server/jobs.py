@@ -40,7 +40,7 @@ from agent.server.archives import ArchiveError, archives_problem, stage_archives
 from agent.server.errors import AgentError, EngineUnavailableError
 from agent.server.events import JobEventFeed
 from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
-from agent.server.logs import read_log
+from agent.server.logs import read_log, release_log
 from agent.server.store import JobFiles, JobStore, StopOrder, StoredJob
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 GpuSampler = Callable[[], Awaitable[list[GpuMetrics]]]
 ENGINE_RETRY_SECONDS = (1.0, 2.0, 5.0)
 CPU_SAMPLE_WINDOW = 0.25
+RELEASE_STEP = 1024 * 1024  # a job's log gives disk back in steps of at least this
 
 
 @dataclass(eq=False)
@@ -59,6 +60,7 @@ class _Job:
     stopper: asyncio.Task[None] | None = None
     preparing: bool = False  # in ``prepare``: a stop may cancel it, nothing runs yet
     last_usage: tuple[float, Usage] | None = None
+    released: int = 0  # the log's prefix whose disk blocks were given back (`release_log`)
 
     @property
     def spec(self) -> JobSpec:
@@ -216,9 +218,15 @@ class JobManager:
         self._jobs.pop(job_id, None)
         self.activity.forget(job_id)
 
-    def read_logs(self, job_id: str, *, offset: int, limit: int) -> LogChunk:
+    def read_logs(
+        self, job_id: str, *, offset: int, limit: int, ack: int | None = None
+    ) -> LogChunk:
+        """A chunk of the log; `ack`: the server has stored the log up to there, so that
+        prefix's disk blocks go back (every `RELEASE_STEP` bytes)."""
         job = self._job(job_id)
         finished = job.state.status.is_finished()  # before reading: no line can follow it
+        if ack is not None and job.released + RELEASE_STEP <= ack <= offset:
+            job.released = release_log(job.files.log, ack) or job.released
         data, next_offset = read_log(job.files.log, offset, limit)
         return LogChunk(offset=offset, next_offset=next_offset, finished=finished, data=data)
 

@@ -98,7 +98,7 @@ class RunningJobs:
             return offset, False  # the agent keeps them; copied once space returns
         cap = self.config.log_cap
         for _ in range(self.config.log_chunks_per_pass):
-            chunk = await client.logs(job_id, offset, self.config.log_chunk)
+            chunk = await client.logs(job_id, offset, self.config.log_chunk, ack=ctx.job.log_offset)
             if chunk.data:
                 offset = await asyncio.to_thread(write_chunk, path, offset, chunk.data, cap)
             if len(chunk.data) < self.config.log_chunk:
