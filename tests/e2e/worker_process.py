@@ -2,13 +2,16 @@
 
 `python -m tests.e2e.worker_process --db URL --data-dir DIR --key KEY --owner NAME` runs
 the real runs and jobs workers (real leases) against the shared database until killed;
-each process is one "server replica" as far as the workers are concerned.
+each process is one "server replica" as far as the workers are concerned. Like the server,
+it follows the agents' job events (`JobEventFollower`); `--lease-seconds` shortens the
+leases so a replica killed mid-step hands its rows over sooner.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import signal
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from agent.tunnel import TunnelPool
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.jobevents import JobEventFollower
 from reconciler.engine.worker import Lease, Worker
 from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers import jobs as jobs_worker
@@ -36,14 +40,18 @@ async def main(args: argparse.Namespace) -> None:
         store=store, clock=store.clock, hint=hint, agents=agents, data_dir=Path(args.data_dir)
     )
     leasing: StoreLeasing[Lease] = StoreLeasing(store.leases, make_lease=Lease)
+    events = JobEventFollower(leasing, hint)
+    agents.on_client = events.follow
+    agents.following = events.following
+    lease = {"lease_seconds": args.lease_seconds}
     workers["runs"] = Worker(
-        runs_worker.CONFIG,
+        dataclasses.replace(runs_worker.CONFIG, **lease),
         leasing=leasing,
         process=runs_worker.make_process(deps),
         owner=f"{args.owner}-runs",
     )
     workers["jobs"] = Worker(
-        jobs_worker.CONFIG,
+        dataclasses.replace(jobs_worker.CONFIG, **lease),
         leasing=leasing,
         process=jobs_worker.make_process(deps),
         owner=f"{args.owner}-jobs",
@@ -53,9 +61,12 @@ async def main(args: argparse.Namespace) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     for worker in workers.values():
         await worker.start()
+    if args.ready:  # bench/replica_kills.py kills a replica only once it works
+        await asyncio.to_thread(Path(args.ready).touch)
     await stop.wait()
     for worker in workers.values():
         await worker.stop()
+    await events.aclose()
     await agents.aclose()
     await pool.close()
 
@@ -66,4 +77,6 @@ if __name__ == "__main__":
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--key", required=True)
     parser.add_argument("--owner", required=True)
+    parser.add_argument("--lease-seconds", type=float, default=30.0)
+    parser.add_argument("--ready", default="", help="a file to create once the workers run")
     asyncio.run(main(parser.parse_args()))
