@@ -14,6 +14,7 @@ fetch_interval: 60s      # int seconds or 30s / 5m / 1h
 policy:                  # limits on runs, checked by every plan (docs/policies.md)
   runs: {max_gpus: 8, gpus: [H100], backends: [aws], max_duration: 24h,
          privileged: false, instance_volumes: false}
+  approvers: [alice]     # whose `/dockyard approve` lets a PR head's violations through
 ```
 
 Nothing else in a config repo is Dockyard-specific. `parse_policy` validates it like any
@@ -79,11 +80,22 @@ class Budget(_Strict):
     """$/h for every run of the project: what runs now plus what a plan adds."""
 
 
+Login = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")]
+"""A GitHub or GitLab user name (`octocat`, `jane.doe`)."""
+
+
 class PolicyRules(_Strict):
     """`policy:` of `.dockyard.yml`: limits checked on every plan and enforced at apply."""
 
     budget: Budget = Budget()
     runs: RunLimits = RunLimits()
+    approvers: tuple[Login, ...] = Field(default=(), max_length=100)
+    """Logins whose `/dockyard approve` on a PR lets its head's violations through
+    (docs/policies.md)."""
+
+    def may_approve(self, login: str) -> bool:
+        """Whether `login` is a named approver (logins compare case-insensitively)."""
+        return login.casefold() in {name.casefold() for name in self.approvers}
 
     @property
     def prices_runs(self) -> bool:

@@ -5,6 +5,7 @@ Import models from here; `Base.metadata` is the schema the alembic migrations mu
 """
 
 from reconciler.adapters.db.models.accounts import Member, Project, Secret, Token, User
+from reconciler.adapters.db.models.approvals import ApprovalRow
 from reconciler.adapters.db.models.base import Base, JSONText, Leased, UTCDateTime, new_id
 from reconciler.adapters.db.models.capacity import Fleet, Gateway, Instance, Volume
 from reconciler.adapters.db.models.operations import Maintenance, Replica
@@ -15,6 +16,7 @@ LEASED_MODELS: tuple[type[Base], ...] = (Run, Job, Fleet, Instance, Volume, Gate
 
 __all__ = [
     "LEASED_MODELS",
+    "ApprovalRow",
     "Base",
     "Delivery",
     "Event",
