@@ -137,3 +137,22 @@ def test_an_offline_plan_lists_what_it_could_not_check() -> None:
     assert to_json_dict(result)["unchecked"] == ["stack previews: no server"]
     assert "> - stack previews: no server" in render_markdown(result)
     assert "unchecked" not in to_json_dict(replace(result, unchecked=()))
+
+
+def test_many_previews_keep_the_comment_under_the_limit() -> None:
+    fleets = [
+        resource(f"type: fleet\nname: f{i:03}\nbackends: [aws]\nnodes: 1\n") for i in range(300)
+    ]
+    steps = tuple(
+        PreviewStep("create", f"instance-{n}", "aws:ec2/instance:Instance", ("instanceType",))
+        for n in range(30)
+    )
+    result = plan(state(*fleets), live(), POLICY)
+    actions = tuple(
+        replace(a, preview=StackPreview(f"main-fleet-{a.name}", steps, 1.006))
+        for a in result.actions
+    )
+    markdown = render_markdown(replace(result, actions=actions), limit=65_536)
+    assert len(markdown) < 65_536
+    assert "- … and 10 more steps" in markdown  # 20 steps shown per action
+    assert "✂️ Truncated:" in markdown and "more block(s)" in markdown
