@@ -65,7 +65,7 @@ class RunsProcessor:
         hint: Callable[[WorkKind], None],
         stats: RequestStats | None = None,
         poll: float = 2.0,
-        idle: float = 60.0,
+        idle: float = 600.0,
     ) -> None:
         self.store = store
         self._hint = hint
