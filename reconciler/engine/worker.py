@@ -91,8 +91,6 @@ class WorkerConfig:
     """The longest idle sleep (other replicas' writes do not hint this worker)."""
     idle_floor: float = 0.05
     """The shortest: rows due but claimed elsewhere meanwhile must not make the loop spin."""
-    idle_backoff: tuple[float, ...] = ()
-    """Unused (the loop sleeps until the next due row); kept until no config names it."""
     stop_grace: float = 10.0
 
     @property

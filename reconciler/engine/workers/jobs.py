@@ -366,7 +366,6 @@ CONFIG = WorkerConfig(
     concurrency=40,
     lease_seconds=30.0,
     min_interval=2.0,
-    idle_backoff=(0.1, 0.25, 0.5, 1.0),
 )
 
 
