@@ -54,6 +54,8 @@ def action_to_dict(action: Action) -> dict[str, Any]:
         data["drift"] = True
     if action.violations:
         data["violations"] = list(action.violations)
+    if action.approved_by:
+        data["approved_by"] = list(action.approved_by)
     return data
 
 

@@ -89,10 +89,27 @@ def render_markdown(
     return text if len(text) < limit else text[: limit - 1]
 
 
+def _approved_lines(plan: Plan) -> list[str]:
+    """The exceptions approved for this content: who, and which violations."""
+    approved = [a for a in plan.actions if a.violations and a.approved_by]
+    if not approved:
+        return []
+    names = ", ".join(dict.fromkeys(f"@{n}" for a in approved for n in a.approved_by))
+    lines = [
+        f"**✅ Policy exception approved by {_escape(names)} for this content: "
+        f"{len(approved)} run(s) will be applied despite**",
+        "",
+    ]
+    lines += [
+        f"- {a.kind.value} `{a.name}`: {_escape(line)}" for a in approved for line in a.violations
+    ]
+    return [*lines, ""]
+
+
 def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
     base = f" against `{plan.base[:12]}`" if plan.base else ""
     lines = [f"### Dockyard plan for `{plan.commit[:12]}`{base}", ""]
-    broken = [a for a in plan.actions if a.violations]
+    broken = [a for a in plan.actions if a.violations and not a.approved_by]
     if broken:  # first: the PR cannot land as it is
         lines += [
             f"**⛔ Policy: {len(broken)} run(s) break the repo policy and will not be applied**",
@@ -102,6 +119,7 @@ def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
             f"- {a.kind.value} `{a.name}`: {_escape(line)}" for a in broken for line in a.violations
         ]
         lines.append("")
+    lines += _approved_lines(plan)
     counts = [f"{n} {kind}" for kind, n in plan.summary.items() if n]
     lines.append("**" + (", ".join(counts) if counts else "no resources") + "**")
     if summary_lines:

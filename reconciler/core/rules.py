@@ -31,13 +31,18 @@ def check_runs(actions: Sequence[Action], limits: RunLimits) -> tuple[Action, ..
 
 
 def block(
-    actions: Sequence[Action], found: Mapping[ResourceKey, Sequence[str]]
+    actions: Sequence[Action],
+    found: Mapping[ResourceKey, Sequence[str]],
+    approved_by: Sequence[str] = (),
 ) -> tuple[Action, ...]:
-    """`actions`, each changing run with violations in `found` blocked with them."""
+    """`actions`, each changing run with violations in `found` blocked with them; with
+    `approved_by` (an approval of this content), kept with its violations and approvers."""
     checked = []
     for action in actions:
         broken = tuple(found.get(action.key, ())) if action.action in _CHANGING else ()
-        if broken:
+        if broken and approved_by:
+            action = replace(action, violations=broken, approved_by=tuple(approved_by))
+        elif broken:
             reason = "; ".join(broken)
             action = replace(action, action=ActionKind.BLOCKED, reason=reason, violations=broken)
         checked.append(action)

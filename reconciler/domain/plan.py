@@ -136,7 +136,10 @@ class Action:
     drift: bool = False
     """The action restores what changed outside Git (its reason starts with `drift:`)."""
     violations: tuple[str, ...] = ()
-    """The repo policy's rules this run breaks (`core.rules`); such an action is blocked."""
+    """The repo policy's rules this run breaks (`core.rules`); such an action is blocked,
+    unless `approved_by` names who approved the exception for this content."""
+    approved_by: tuple[str, ...] = ()
+    """The named approvers whose `/dockyard approve` lets `violations` through."""
 
     key: ResourceKey = field(init=False, repr=False, compare=False)
     """(project, kind, name), computed once: plans look resources up by it a lot."""

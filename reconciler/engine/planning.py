@@ -21,15 +21,19 @@ only wait for it (`core.blocking`), a preview that fails is recorded on the acti
 changed outside Dockyard becomes its own `update` action marked `drift`.
 
 The repo policy (`.dockyard.yml` `policy`: run limits, prices, budget; `policing`) is
-checked on the pure plan, before the previews: a run breaking a rule is `blocked` with it.
+checked on the pure plan, before the previews: a run breaking a rule is `blocked` with it,
+unless a named approver approved an exception for this content: `plan_live` with the
+commit's git `tree` reads the approvals recorded for that tree (`/dockyard approve` on the
+pull request, `reconciler.pr.approving`) and the runs keep their action with `approved_by`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.adapters.db.store import Store
 from reconciler.core.blocking import block_actions
 from reconciler.core.planning import plan as pure_plan
@@ -71,12 +75,16 @@ async def plan_commit(
     previewer: Previewer | None,
     partial: bool = False,
     refresh: bool = False,
+    approved_by: Sequence[str] = (),
 ) -> PlannedCommit:
-    """The plan of `desired` against `observed` (see the module docstring)."""
+    """The plan of `desired` against `observed` (see the module docstring); `approved_by`:
+    the approvers of a policy exception for this content."""
     if previewer is None:
-        plan = plan_offline(desired, policy, observed, base=base, partial=partial)
+        plan = plan_offline(
+            desired, policy, observed, base=base, partial=partial, approved_by=approved_by
+        )
         return PlannedCommit(plan, observed=observed)
-    plan = _pure(desired, policy, observed, base=base, partial=partial)
+    plan = _pure(desired, policy, observed, base=base, partial=partial, approved_by=approved_by)
     if not plan.actions:
         return PlannedCommit(plan, observed=observed)
     results = await _preview_all(plan, observed, previewer)
@@ -98,9 +106,10 @@ def plan_offline(
     *,
     base: str | None,
     partial: bool = False,
+    approved_by: Sequence[str] = (),
 ) -> Plan:
     """`plan_commit` without a server: the pure plan, saying what it could not check."""
-    plan = _pure(desired, policy, observed, base=base, partial=partial)
+    plan = _pure(desired, policy, observed, base=base, partial=partial, approved_by=approved_by)
     return replace(plan, unchecked=OFFLINE_UNCHECKED)
 
 
@@ -111,6 +120,7 @@ def _pure(
     *,
     base: str | None,
     partial: bool,
+    approved_by: Sequence[str] = (),
 ) -> Plan:
     """The pure plan, its runs checked against the repo policy (`policing`); with
     `partial`, errors plus the actions of the valid files."""
@@ -123,7 +133,9 @@ def _pure(
         )
         result = replace(result, actions=pure_plan(valid, kept, policy, base=base).actions)
     fleets = [r.spec for r in desired.resources if r.kind is Kind.FLEET]
-    checked = police(result.actions, policy.policy, fleets=fleets, observed=observed)
+    checked = police(
+        result.actions, policy.policy, fleets=fleets, observed=observed, approved_by=approved_by
+    )
     return replace(result, actions=checked)
 
 
@@ -154,9 +166,14 @@ async def plan_live(
     previewer: Previewer | None,
     partial: bool = False,
     refresh: bool = True,
+    tree: str | None = None,
 ) -> PlannedCommit:
-    """`plan_commit` against what project `project` has deployed (the server's plans)."""
+    """`plan_commit` against what project `project` has deployed (the server's plans);
+    `tree`: the commit's git tree, whose recorded approvals let violations through."""
     observed, base = await asyncio.to_thread(_live_state, store, project)
+    approved_by: list[str] = []
+    if tree is not None:
+        approved_by = await asyncio.to_thread(approvers_of, store, project, tree, policy)
     return await plan_commit(
         desired,
         policy,
@@ -165,7 +182,15 @@ async def plan_live(
         previewer=previewer,
         partial=partial,
         refresh=refresh,
+        approved_by=approved_by,
     )
+
+
+def approvers_of(store: Store, project: str, tree: str, policy: RepoPolicy) -> list[str]:
+    """Who approved an exception for content `tree`, among those `policy` still names."""
+    approvals = ApprovalsStore(store.engine, clock=store.clock).approvals_for(project, tree)
+    names = [a.approver for a in approvals if policy.policy.may_approve(a.approver)]
+    return list(dict.fromkeys(names))
 
 
 def _live_state(store: Store, project: str) -> tuple[ObservedState, str | None]:

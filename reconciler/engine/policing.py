@@ -29,9 +29,11 @@ def police(
     fleets: Sequence[Mapping[str, Any]],
     observed: ObservedState,
     catalog: Sequence[CatalogRow] | None = None,
+    approved_by: Sequence[str] = (),
 ) -> tuple[Action, ...]:
     """`actions` with each changing run that breaks a rule blocked with its violations;
-    `fleets` are the fleet specs the runs will be placed on."""
+    `fleets` are the fleet specs the runs will be placed on. `approved_by`: the approvers
+    of an exception for this content (docs/policies.md); the runs then keep their action."""
     found: dict[ResourceKey, list[str]] = {
         a.key: list(violations(a, rules.runs)) for a in actions if a.action.changes
     }
@@ -39,7 +41,7 @@ def police(
         rows = tuple(catalog) if catalog is not None else load_catalog()
         for key, lines in _price_violations(actions, rules, fleets, observed, rows).items():
             found.setdefault(key, []).extend(lines)
-    return block(actions, found)
+    return block(actions, found, approved_by)
 
 
 def _price_violations(

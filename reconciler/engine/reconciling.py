@@ -67,6 +67,9 @@ class ConfigSource(Protocol):
     def load(self, commit: str) -> tuple[DesiredState, RepoPolicy]:
         """The desired state and repo policy at `commit` (parsed, cached by blob)."""
 
+    def tree(self, commit: str) -> str:
+        """The git tree of `commit` (approvals of a policy exception are keyed by it)."""
+
 
 class GitConfigSource:
     """`ConfigSource` over the git source; serializes its calls (the mirror is not shared)."""
@@ -87,6 +90,10 @@ class GitConfigSource:
         with self._lock:
             loaded = self._source.load(self._source.snapshot(commit))
         return loaded.desired, loaded.policy
+
+    def tree(self, commit: str) -> str:
+        with self._lock:
+            return self._source.tree(commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +183,9 @@ class Reconciler:
         if self._on_policy is not None and not desired.issues:
             self._on_policy(project, policy)
         await self._stage(row, Stage.PLAN)
+        tree = await asyncio.to_thread(self._source.tree, commit)
         planned = await plan_live(
-            self._store, project, desired, policy, previewer=self.previewer, refresh=True
+            self._store, project, desired, policy, previewer=self.previewer, refresh=True, tree=tree
         )
         plan, last_applied = planned.plan, planned.plan.base
         if not plan.ok:

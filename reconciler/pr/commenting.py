@@ -99,13 +99,18 @@ def describe(plan: Plan) -> str:
 
 
 def plan_status(report: PlanReport, *, target_url: str | None = None) -> CommitStatus:
-    """`dockyard/plan`: failure when the plan has errors or breaks the repo policy."""
+    """`dockyard/plan`: failure when the plan has errors or breaks the repo policy (an
+    exception approved for this content does not count)."""
     plan = report.plan
-    broken = sum(1 for action in plan.actions if action.violations)
+    broken = sum(1 for action in plan.actions if action.violations and not action.approved_by)
+    approvers = [n for a in plan.actions if a.violations for n in a.approved_by]
     state = StatusState.FAILURE if plan.errors or broken else StatusState.SUCCESS
     description = describe(plan)
     if broken:
         description = f"{broken} run(s) break the repo policy; " + description
+    elif approvers:
+        names = ", ".join(dict.fromkeys(approvers))
+        description = f"policy exception approved by {names}; " + description
     if report.cost is not None and report.cost.actions:
         description += f"; {money(report.cost.total_delta, signed=True)}"
     return CommitStatus(state, PLAN_CONTEXT, description, target_url)

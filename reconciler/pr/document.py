@@ -122,6 +122,7 @@ def _action(data: Mapping[str, Any]) -> Action:
         preview=_preview(data.get("preview")),
         drift=bool(data.get("drift")),
         violations=tuple(str(v) for v in data.get("violations") or ()),
+        approved_by=tuple(str(v) for v in data.get("approved_by") or ()),
     )
 
 

@@ -60,6 +60,10 @@ class GitSource:
             self._snapshots.popitem(last=False)
         return snap
 
+    def tree(self, commit: str) -> str:
+        """The SHA of `commit`'s root tree (the content an approval is keyed by)."""
+        return str(self.mirror.repo.commit(commit).tree.hexsha)
+
     def load(self, snapshot: Snapshot) -> LoadedSnapshot:
         """The desired state of `snapshot`; parses only blobs not seen before."""
         return load_snapshot(snapshot, self.mirror.read_blobs, self.cache)
