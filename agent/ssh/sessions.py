@@ -166,11 +166,21 @@ async def _run_on_pipes(
             _kill_group(sub.pid)
 
 
-def _as_owner(owner: tuple[int, int] | None) -> dict[str, Any]:
-    """Popen's arguments that run a session as the job's account (none: the agent's)."""
-    if owner is None:
+def _as_owner(owner: tuple[int, int] | None, *, tty: bool = False) -> dict[str, Any]:
+    """Popen's `preexec_fn` that takes the terminal (`tty`) and runs a session as the job's
+    account (none: the agent's). Not Popen's user/group: uvloop's loop refuses them."""
+    if owner is None and not tty:
         return {}
-    return {"user": owner[0], "group": owner[1], "extra_groups": []}
+
+    def setup() -> None:  # runs in the child, after setsid
+        if tty:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if owner is not None:
+            os.setgroups([])
+            os.setgid(owner[1])
+            os.setuid(owner[0])
+
+    return {"preexec_fn": setup}
 
 
 def _set_winsize(fd: int, size: tuple[int, int, int, int]) -> None:
@@ -178,10 +188,6 @@ def _set_winsize(fd: int, size: tuple[int, int, int, int]) -> None:
     if width and height:
         packed = struct.pack("HHHH", height, width, pixwidth, pixheight)
         fcntl.ioctl(fd, termios.TIOCSWINSZ, packed)
-
-
-def _take_controlling_tty() -> None:  # runs in the child, after setsid
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 async def _run_on_pty(
@@ -204,8 +210,7 @@ async def _run_on_pty(
             env=env,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_take_controlling_tty,
-            **_as_owner(owner),
+            **_as_owner(owner, tty=True),
         )
     finally:
         os.close(slave)

@@ -48,6 +48,8 @@ class UserWithToken(User):
     user: User
     token: str
     creds: dict[str, str] = {}
+    ssh_public_key: str | None = None  # the caller's own pair only (users/get_my_user)
+    ssh_private_key: str | None = None
 
 
 def with_token(user: User, token: str) -> UserWithToken:
@@ -103,6 +105,7 @@ class JobSubmission(Wire):
     termination_reason: str | None
     exit_status: int | None
     job_provisioning_data: dict[str, Any] | None = None
+    job_runtime_data: dict[str, Any] | None = None
 
 
 class JobInfo(Wire):

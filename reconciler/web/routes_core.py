@@ -21,6 +21,7 @@ from reconciler.web.auth import (
     require_user,
 )
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.dstack_attach import caller_key_pair
 from reconciler.web.errors import NotFoundError
 
 SERVER_VERSION = "0.1.0"
@@ -78,7 +79,10 @@ def _add_user_routes(router: APIRouter) -> None:
         """The caller, with the token it called with (dstack's `UserWithCreds`)."""
         user = await context.db.read(q.get_user, me.user_id)
         token = request.headers.get("authorization", "").partition(" ")[2].strip()
-        return wire.with_token(user, token)
+        pair = await caller_key_pair(context, me)
+        return wire.with_token(user, token).model_copy(
+            update={"ssh_public_key": pair.public_key, "ssh_private_key": pair.private_key}
+        )
 
     @router.post("/users/get_user", response_model=wire.User, tags=["users"])
     async def get_user(

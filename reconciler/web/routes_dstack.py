@@ -35,6 +35,7 @@ from reconciler.core.dstack_wire import run_plan, strip_nulls
 from reconciler.errors import UsageError
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.dstack_attach import attachable
 from reconciler.web.errors import InvalidError, NotFoundError
 from reconciler.web.queries_capacity import Kind, get_fleet, get_volume, instance_wire
 from reconciler.web.queries_runs import FINISHED_RUN, get_run
@@ -86,11 +87,12 @@ def run_configuration(
 
 async def _current(context: WebContext, access: ProjectAccess, name: str) -> wire.Run | None:
     try:
-        return await context.db.read(
+        run = await context.db.read(
             get_run, access.project_id, access.project_name, name, _now(context)
         )
     except NotFoundError:
         return None
+    return await attachable(context, access.principal, run)
 
 
 async def plan_run_spec(

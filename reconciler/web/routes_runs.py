@@ -21,6 +21,7 @@ from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.dstack_attach import attachable
 from reconciler.web.errors import InvalidError, NotFoundError
 from reconciler.web.queries_capacity import Kind
 from reconciler.web.queries_pages import list_runs_paged
@@ -136,9 +137,10 @@ def build_runs_router() -> APIRouter:
             name = await context.db.read(run_name_by_id, access.project_id, body.id)
         if name is None:
             raise NotFoundError(f"run {body.run_name or body.id} not found")
-        return await context.db.read(
+        run = await context.db.read(
             get_run, access.project_id, access.project_name, name, _now(context)
         )
+        return await attachable(context, access.principal, run)
 
     @router.post("/runs/stop", tags=["runs"])
     async def stop(

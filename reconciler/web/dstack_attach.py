@@ -1,0 +1,72 @@
+"""What dstack's `attach` reads from the server: the caller's key pair and where jobs are.
+
+dstack's client (`Run.attach`) compares the run's `run_spec.ssh_key_pub` with the key pair
+`users/get_my_user` gave it, then opens `ssh -N -L … root@<run>` with an alias `Host <run>`
+built from the job's `job_provisioning_data` (hostname, ssh_port; not dockerized) and
+`job_runtime_data.username` as the alias's user. On the local fleet that is the local agent's
+embedded SSH server: any user name may forward to the ports of running jobs, and a session's
+user name (the run name) selects the job. Called by routes_core (get_my_user) and the run
+answers (routes_runs, routes_dstack).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.local import local_agent_ssh_port
+from reconciler.adapters.user_keys import UserKeyPair, UserKeys
+from reconciler.api import models as wire
+from reconciler.domain.principals import Principal
+from reconciler.web.context import WebContext
+
+LOCAL_HOST = "127.0.0.1"
+
+
+async def caller_key_pair(context: WebContext, principal: Principal) -> UserKeyPair:
+    """The caller's own SSH key pair (generated on first use)."""
+    keys = UserKeys(context.settings.data_dir, context.secrets)
+    return await asyncio.to_thread(keys.pair, principal.user_id, principal.username)
+
+
+async def attachable(context: WebContext, principal: Principal, run: wire.Run) -> wire.Run:
+    """`run` with the caller's public key as `ssh_key_pub` and its local jobs' SSH endpoint."""
+    pair = await caller_key_pair(context, principal)
+    port = local_agent_ssh_port(context.settings.data_dir.expanduser())
+    return with_attach_fields(run, pair.public_key, port)
+
+
+def with_attach_fields(run: wire.Run, public_key: str, local_ssh_port: int | None) -> wire.Run:
+    """Pure: fill dstack's attach fields of `run` (local jobs get the agent's SSH port)."""
+    jobs = [
+        job.model_copy(
+            update={
+                "job_submissions": [
+                    _submission(run.run_spec.get("run_name") or "", s, local_ssh_port)
+                    for s in job.job_submissions
+                ]
+            }
+        )
+        for job in run.jobs
+    ]
+    latest = jobs[0].job_submissions[-1] if jobs and jobs[0].job_submissions else None
+    return run.model_copy(
+        update={
+            "run_spec": {**run.run_spec, "ssh_key_pub": public_key},
+            "jobs": jobs,
+            "latest_job_submission": latest or run.latest_job_submission,
+        }
+    )
+
+
+def _submission(
+    run_name: str, submission: wire.JobSubmission, local_ssh_port: int | None
+) -> wire.JobSubmission:
+    data = submission.job_provisioning_data
+    if data is None or data.get("dockyard_backend") != "local" or local_ssh_port is None:
+        return submission
+    return submission.model_copy(
+        update={
+            "job_provisioning_data": {**data, "hostname": LOCAL_HOST, "ssh_port": local_ssh_port},
+            "job_runtime_data": {"network_mode": "host", "username": run_name},
+        }
+    )

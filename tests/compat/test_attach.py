@@ -1,0 +1,93 @@
+"""dstack 0.22.5's `attach` against `dockyard server` on the local fleet: the user's key pair
+from `users/get_my_user`, a port forwarded through the local agent's SSH server (an HTTP
+request through it is answered), and `ssh <run>` with the config dstack wrote (OpenSSH).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import urllib.request
+
+import pytest
+
+from tests.compat.conftest import DSTACK, Dstack, free_port
+from tests.web.serving import wait_until
+
+pytestmark = pytest.mark.slow
+
+TASK = """type: task
+name: att
+ports: [{port}]
+commands:
+  - python3 -m http.server {port}
+"""
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return int(answer.status) == 200
+    except OSError:
+        return False
+
+
+def test_get_my_user_gives_the_callers_key_pair(dstack: Dstack) -> None:
+    with dstack.server.client(dstack.server.admin_token) as http:
+        first = http.post("/api/users/get_my_user").json()
+        again = http.post("/api/users/get_my_user").json()
+    assert first["ssh_public_key"].startswith("ssh-ed25519 ")
+    assert "OPENSSH PRIVATE KEY" in first["ssh_private_key"]
+    assert again["ssh_public_key"] == first["ssh_public_key"]
+    stored = list((dstack.server.settings.data_dir / "user-keys").iterdir())
+    assert stored and "PRIVATE KEY" not in stored[0].read_text()  # encrypted at rest
+    with dstack.server.client(dstack.server.admin_token) as http:
+        other = http.post("/api/users/create", json={"username": "bob", "global_role": "user"})
+        token = other.json()["creds"]["token"]
+        assert "ssh_private_key" not in other.json() or not other.json()["ssh_private_key"]
+        listed = http.post("/api/users/list").text
+    assert first["ssh_private_key"] not in listed
+    with dstack.server.client(token) as http:
+        bobs = http.post("/api/users/get_my_user").json()
+    assert bobs["ssh_public_key"] != first["ssh_public_key"]
+    assert bobs["ssh_private_key"] != first["ssh_private_key"]
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client")
+def test_attach_forwards_a_port_and_ssh_alias_opens_the_job(dstack: Dstack) -> None:
+    port, local = free_port(), free_port()
+    dstack.write("att.dstack.yml", TASK.format(port=port))
+    dstack.ok("apply", "-f", "att.dstack.yml", "-y", "-d")
+    dstack.wait_status("att", "running")
+    attach = subprocess.Popen(
+        [DSTACK, "attach", "att", "-p", f"{local}:{port}"],
+        cwd=dstack.workdir,
+        env=dstack.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(
+            lambda: _answers(f"http://127.0.0.1:{local}/") or attach.poll() is not None,
+            timeout=90,
+            what="the forwarded port to answer",
+        )
+        assert attach.poll() is None, attach.stdout.read() if attach.stdout else ""
+        config = dstack.home / ".dstack" / "ssh" / "config"
+        assert "Host att" in config.read_text()
+        done = subprocess.run(
+            ["ssh", "-F", str(config), "-o", "BatchMode=yes", "att", "echo", "hi"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
+    finally:
+        attach.send_signal(signal.SIGINT)
+        try:
+            attach.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            attach.kill()
+        dstack.ok("stop", "att", "-x", "-y")
