@@ -32,6 +32,8 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.reconcile_status import ReconcileStatus
 from reconciler.engine.previewing import Previewer
 from reconciler.errors import DockyardError
+from reconciler.pr.approving import COMMAND as APPROVE_COMMAND
+from reconciler.pr.approving import ApprovalRequest, approve, is_approve_command
 from reconciler.pr.commenting import APPLY_CONTEXT, PLAN_CONTEXT
 from reconciler.pr.document import read_report
 from reconciler.pr.github import GitHub
@@ -139,6 +141,7 @@ class PullRequestBot:
         host = await asyncio.to_thread(self._hosts, repo)
         try:
             files = await asyncio.to_thread(host.read_files, sha, wanted_path(self.config.subdir))
+            tree = await asyncio.to_thread(_tree_or_none, host, sha)
             report = await plan_files(
                 self._store,
                 self.config.project,
@@ -146,12 +149,47 @@ class PullRequestBot:
                 commit=sha,
                 subdir=self.config.subdir,
                 previewer=self.previewer,
+                tree=tree,
             )
             await asyncio.to_thread(post_plan, host, number, report, sha=sha)
         except DockyardError as exc:
             log.warning("planning pull request %s#%s failed: %s", repo, number, exc)
             status = CommitStatus(StatusState.ERROR, PLAN_CONTEXT, f"cannot plan: {exc}"[:140])
             await asyncio.to_thread(self._status_quietly, host, sha, status)
+        finally:
+            await asyncio.to_thread(host.close)
+
+    def accept_issue_comment(self, payload: Mapping[str, Any]) -> tuple[bool, str]:
+        """Start checking an `issue_comment` on a pull request that may be `/dockyard
+        approve` (`approving`: the comment is read back from the API); (started, why)."""
+        issue = payload.get("issue")
+        comment = payload.get("comment")
+        repo = (payload.get("repository") or {}).get("full_name")
+        if payload.get("action") != "created":
+            return False, "only new comments are read"
+        if not isinstance(issue, Mapping) or not isinstance(issue.get("pull_request"), Mapping):
+            return False, "the comment is not on a pull request"
+        number = issue.get("number")
+        if not isinstance(comment, Mapping) or not isinstance(repo, str):
+            return False, "the delivery has no comment or repository"
+        comment_id = comment.get("id")
+        if not isinstance(number, int) or not isinstance(comment_id, int):
+            return False, "the delivery has no PR number or comment id"
+        if not is_approve_command(str(comment.get("body") or "")):
+            return False, f"the comment is not {APPROVE_COMMAND}"
+        request = ApprovalRequest(
+            repo, number, comment_id, self.config.project, subdir=self.config.subdir
+        )
+        self._spawn(self._approve(request))
+        return True, f"checking {APPROVE_COMMAND} on pull request #{number}"
+
+    async def _approve(self, request: ApprovalRequest) -> None:
+        host = await asyncio.to_thread(self._hosts, request.repo)
+        try:
+            done = await approve(self._store, host, request, self.previewer)
+            log.info("pull request %s#%s: %s", request.repo, request.number, done)
+        except DockyardError as exc:
+            log.warning("approving on %s#%s failed: %s", request.repo, request.number, exc)
         finally:
             await asyncio.to_thread(host.close)
 
@@ -211,6 +249,16 @@ class PullRequestBot:
         """Wait for the background work started so far (tests, shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _tree_or_none(host: CodeHost, sha: str) -> str | None:
+    """The head's tree, whose approvals count; None (no approval counts) when the host
+    cannot say it (GitLab)."""
+    try:
+        return host.commit_tree(sha)
+    except DockyardError as exc:
+        log.info("no approvals for %s: %s", sha[:12], exc)
+        return None
 
 
 def apply_status(report: Report, bot: PullRequestBot) -> CommitStatus:

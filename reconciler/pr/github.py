@@ -15,7 +15,12 @@ from typing import Any
 
 import httpx
 
-from reconciler.pr.hosting import STATUS_DESCRIPTION_LIMIT, Comment, CommitStatus
+from reconciler.pr.hosting import (
+    STATUS_DESCRIPTION_LIMIT,
+    AuthoredComment,
+    Comment,
+    CommitStatus,
+)
 from reconciler.pr.requesting import HostApi, HostError
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -98,6 +103,22 @@ class GitHub:
             "PATCH", f"/repos/{self.repo}/issues/comments/{comment_id}", json={"body": body}
         )
         return Comment(int(item["id"]), str(item.get("body", body)))
+
+    def read_comment(self, number: int, comment_id: int) -> AuthoredComment:
+        del number  # GitHub addresses a comment by its id alone
+        item = self._json("GET", f"/repos/{self.repo}/issues/comments/{comment_id}")
+        user = item.get("user") if isinstance(item, dict) else None
+        login = user.get("login") if isinstance(user, dict) else None
+        if not isinstance(login, str):
+            raise HostError(f"GitHub did not say who wrote comment {comment_id}")
+        return AuthoredComment(int(item["id"]), str(item.get("body") or ""), login)
+
+    def commit_tree(self, sha: str) -> str:
+        commit = self._json("GET", f"/repos/{self.repo}/git/commits/{sha}")
+        tree = (commit.get("tree") or {}).get("sha") if isinstance(commit, dict) else None
+        if not isinstance(tree, str):
+            raise HostError(f"GitHub did not say the tree of commit {sha[:12]}")
+        return tree
 
     def head_sha(self, number: int) -> str:
         pull = self._json("GET", f"/repos/{self.repo}/pulls/{number}")

@@ -18,6 +18,7 @@ import httpx
 
 from reconciler.pr.hosting import (
     STATUS_DESCRIPTION_LIMIT,
+    AuthoredComment,
     Comment,
     CommitStatus,
     StatusState,
@@ -94,6 +95,20 @@ class GitLab:
             "PUT", f"/merge_requests/{number}/notes/{comment_id}", json={"body": body}
         )
         return Comment(int(note["id"]), str(note.get("body", body)))
+
+    def read_comment(self, number: int, comment_id: int) -> AuthoredComment:
+        note = self._json("GET", f"/merge_requests/{number}/notes/{comment_id}")
+        author = note.get("author") if isinstance(note, dict) else None
+        name = author.get("username") if isinstance(author, dict) else None
+        if not isinstance(name, str):
+            raise HostError(f"GitLab did not say who wrote note {comment_id}")
+        return AuthoredComment(int(note["id"]), str(note.get("body") or ""), name)
+
+    def commit_tree(self, sha: str) -> str:
+        raise HostError(
+            f"GitLab's API does not give the tree of commit {sha[:12]}: approvals of a policy "
+            "exception work on GitHub only for now"
+        )
 
     def head_sha(self, number: int) -> str:
         request = self._json("GET", f"/merge_requests/{number}")

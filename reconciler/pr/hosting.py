@@ -38,6 +38,15 @@ class Comment:
     body: str
 
 
+@dataclass(frozen=True, slots=True)
+class AuthoredComment:
+    """A comment as the host's API says it is: its text and who wrote it."""
+
+    id: int
+    body: str
+    author: str
+
+
 class CodeHost(Protocol):
     """One repository's PR comments and commit statuses on one host."""
 
@@ -59,5 +68,11 @@ class CodeHost(Protocol):
 
     def read_files(self, sha: str, wanted: Callable[[str], bool]) -> Mapping[str, bytes]:
         """The files at commit `sha` whose path satisfies `wanted`."""
+
+    def read_comment(self, number: int, comment_id: int) -> AuthoredComment:
+        """A comment of PR `number` read back from the API (its author is the API's word)."""
+
+    def commit_tree(self, sha: str) -> str:
+        """The SHA of commit `sha`'s root tree (approvals are keyed by it)."""
 
     def close(self) -> None: ...

@@ -31,8 +31,10 @@ async def plan_files(
     commit: str,
     previewer: Previewer | None,
     subdir: str = "",
+    tree: str | None = None,
 ) -> PlanReport:
-    """The PR plan of `files` (at `commit`) against project `project`'s live state."""
+    """The PR plan of `files` (at `commit`) against project `project`'s live state; with
+    `tree` (the commit's git tree), approvals recorded for that content count."""
     loaded = load_files(files, commit=commit, parse=parse_config, subdir=subdir)
     declared = loaded.policy.project
     if declared != project:
@@ -41,7 +43,13 @@ async def plan_files(
             f"asked for project {project!r}: plan with --project {declared}, or fix `project:`"
         )
     planned = await plan_live(
-        store, project, loaded.desired, loaded.policy, previewer=previewer, partial=True
+        store,
+        project,
+        loaded.desired,
+        loaded.policy,
+        previewer=previewer,
+        partial=True,
+        tree=tree,
     )
     plan = planned.plan
     if previewer is None:

@@ -113,7 +113,10 @@ async def answer_pull_request(
     if not await context.db.write(record_delivery, row):
         context.metrics.webhook_deliveries.labels("github", "duplicate").inc()
         return _answer(202, "duplicate", f"delivery {delivery_id} was received before")
-    started, why = bot.accept_pull_request(payload)
+    if event == "issue_comment":  # `/dockyard approve` (reconciler.pr.approving)
+        started, why = bot.accept_issue_comment(payload)
+    else:
+        started, why = bot.accept_pull_request(payload)
     outcome = "planning" if started else "ignored"
     context.metrics.webhook_deliveries.labels("github", outcome).inc()
     if not started:

@@ -157,7 +157,7 @@ async def receive_github(request: Request, context: WebContext) -> JSONResponse:
     # pull requests (reconciler.pr.bot, when a GitHub token is configured): plan PRs,
     # and set `dockyard/apply` pending on the pushed commit
     bot = pull_request_bot(request)
-    if bot is not None and hook.event == "pull_request":
+    if bot is not None and hook.event in ("pull_request", "issue_comment"):
         return await answer_pull_request(context, bot, body, delivery_id, event)
     answer = await _handle(context, hook, delivery_id, event)
     if bot is not None:

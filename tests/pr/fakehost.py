@@ -38,11 +38,27 @@ class HostState:
     requests: list[Recorded] = field(default_factory=list)
     failures: list[tuple[int, dict[str, str], dict[str, Any]]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
+    trees: dict[str, str] = field(default_factory=dict)
+    """commit SHA → its tree SHA (`git/commits/{sha}`; default: "tree" + the SHA)."""
+    head: str = HEAD_SHA
+    """The head commit `pulls/{n}` answers."""
     next_id: int = 1000
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, status: int, body: dict[str, Any], **headers: str) -> None:
         self.failures.append((status, headers, body))
+
+    def add_comment(self, body: str, author: str) -> int:
+        """A comment written on the host by `author` (as if through its web page)."""
+        with self.lock:
+            self.next_id += 1
+            self.comments[self.next_id] = {
+                "id": self.next_id,
+                "body": body,
+                "user": {"login": author},
+                "author": {"username": author},
+            }
+            return self.next_id
 
     def bodies(self) -> list[str]:
         return [c["body"] for c in self.comments.values()]
@@ -123,10 +139,15 @@ def _github(
         comment = state.comments.get(int(m.group(1)))
         if comment is None:
             return 404, {"message": "Not Found"}
+        if method == "GET":
+            return 200, comment
         comment["body"] = body["body"]
         return 200, comment
     if re.fullmatch(r"/repos/[^/]+/[^/]+/pulls/\d+", path):
-        return 200, {"head": {"sha": HEAD_SHA, "ref": "feature"}}
+        return 200, {"head": {"sha": state.head, "ref": "feature"}}
+    if m := re.fullmatch(r"/repos/[^/]+/[^/]+/git/commits/(\w+)", path):
+        sha = m.group(1)
+        return 200, {"sha": sha, "tree": {"sha": state.trees.get(sha, "tree" + sha)}}
     if m := re.fullmatch(r"/repos/[^/]+/[^/]+/statuses/(\w+)", path):
         state.statuses.append((m.group(1), body))
         return 201, {"id": len(state.statuses), **body}
