@@ -40,7 +40,8 @@ def real_cli(tmp_path: Path) -> Iterator[Cli]:
 
     home = tmp_path / "home"
     try:
-        with running_server(tmp_path, _real) as server:
+        # jobs here write to and wait on the test's private temp dir: run them as the agent's user
+        with running_server(tmp_path, _real, local_job_user="self") as server:
             env = {
                 "DOCKYARD_CONFIG": str(server.settings.cli_config),
                 "HOME": str(home),
