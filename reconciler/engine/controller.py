@@ -60,6 +60,7 @@ from reconciler.errors import DockyardError, UsageError
 from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
 from schemas import parse_config
+from schemas.limits import DEFAULT_LIMITS, ConfigLimits
 from stacks.credentials import host_probe, missing_credentials
 from stacks.protocol import Engine, EngineName
 
@@ -89,6 +90,7 @@ class Runtime:
     identity: str = ""
     sweeper: RetentionSweeper | None = None  # the retention sweep (docs/operations.md)
     heartbeat: ReplicaHeartbeat | None = None  # this server among the database's replicas
+    config_limits: ConfigLimits = DEFAULT_LIMITS  # --config-max-*: posted configs too
 
 
 class EngineController:
@@ -235,6 +237,7 @@ class EngineController:
                 user=user,
                 file_archives=file_archives,
                 rules=self.policy_rules(project),
+                limits=self.runtime.config_limits,
             )
             offers = unmanaged.offers_for(self.store, project, action)
             return {**action_to_dict(action), "offers": offers}
@@ -261,6 +264,7 @@ class EngineController:
             force=force,
             file_archives=file_archives,
             rules=await asyncio.to_thread(self.policy_rules, project),
+            limits=self.runtime.config_limits,
         )
         for kind in sorted(hints):
             self.hint(kind)
@@ -450,6 +454,7 @@ def build_controller(
         fetch_interval=settings.fetch_interval,
     )
     runtime.deps = dataclasses_replace(runtime.deps, hint=_hinter(runtime))
+    runtime.config_limits = settings.config_limits
     # Cloud credentials are checked on the server's own engines (injected ones are doubles).
     credentials = None if engines is not None else host_credentials
     controller = EngineController(runtime, pool=pool)

@@ -35,6 +35,7 @@ from reconciler.engine.policing import police
 from reconciler.errors import UsageError
 from reconciler.ports import WorkKind
 from schemas import parse_config
+from schemas.limits import DEFAULT_LIMITS, ConfigLimits
 
 _KINDS = {kind.value: kind for kind in Kind}
 
@@ -61,10 +62,12 @@ def plan_one(
     user: str,
     file_archives: Sequence[Mapping[str, str]] = (),
     rules: PolicyRules | None = None,
+    limits: ConfigLimits = DEFAULT_LIMITS,
 ) -> Action:
     """Pure planning of one posted config against what `project` has (raises ConfigError);
-    a run breaking the repo policy's `rules` is planned blocked with the rule."""
-    model = parse_config(text, path)
+    a run breaking the repo policy's `rules` is planned blocked with the rule. The config
+    is read within `limits` (the server's `--config-max-*`)."""
+    model = parse_config(text, path, limits)
     kind = _KINDS.get(str(model.type))
     if kind is None:
         raise UsageError(f"{path}: a {model.type} is not a resource Dockyard can apply")
@@ -145,6 +148,7 @@ def apply_one(
     force: bool,
     file_archives: Sequence[Mapping[str, str]] = (),
     rules: PolicyRules | None = None,
+    limits: ConfigLimits = DEFAULT_LIMITS,
 ) -> tuple[dict[str, Any], set[WorkKind]]:
     """Plan and apply one posted config as `cli:<user>`; the plan JSON and kinds to hint."""
     action = plan_one(
@@ -155,6 +159,7 @@ def apply_one(
         user=user,
         file_archives=file_archives,
         rules=rules,
+        limits=limits,
     )
     if action.action is ActionKind.BLOCKED:
         raise UsageError(action.reason)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
+from reconciler.adapters.db import Store
 from reconciler.cli.main import build_app
+from reconciler.engine.controller import build_controller
 from reconciler.settings import LIMIT_FIELDS, Settings
+from schemas import ConfigError
 
 
 def test_every_limit_is_a_server_flag_with_its_variable() -> None:
@@ -29,3 +34,15 @@ def test_the_config_limits_reach_the_parser_settings() -> None:
     )
     limits = settings.config_limits
     assert (limits.max_bytes, limits.max_values) == (1000, 50)
+
+
+async def test_a_posted_config_is_read_within_the_server_settings(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", config_max_bytes=200)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", migrate=True)
+    try:
+        controller = build_controller(settings, store, engines={})
+        text = "type: task\nname: big\ncommands:\n" + "  - echo lol\n" * 40
+        with pytest.raises(ConfigError, match="config-max-bytes"):
+            await controller.plan_unmanaged("main", text=text, path="big.dstack.yml", user="u")
+    finally:
+        store.close()
