@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from typing import Any
 
 import pytest
@@ -68,7 +69,8 @@ def check(text: str | bytes) -> Any:
     except ConfigError as exc:
         assert exc.problems
         source = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        last_line = source.count("\n") + 1
+        # lines as YAML counts them: \r, \x85, \u2028 and \u2029 break lines too
+        last_line = len(re.split(r"\r\n|[\r\n\x85\u2028\u2029]", source))
         for problem in exc.problems:
             assert 1 <= problem.line <= last_line + 1, problem
             assert problem.column >= 1, problem
