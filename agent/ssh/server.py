@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -40,6 +41,9 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 ForwardPolicy = Callable[[int, bool], bool]  # (port, key is a user's) -> allowed
 ROLE_VARIABLE = "DOCKYARD_ROLE"
 USER_ROLE = "user"
+PROJECTS_VARIABLE = "DOCKYARD_PROJECTS"
+PROJECT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+PortProject = Callable[[int], str | None]  # a running job's port -> its project label
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,32 @@ def ensure_host_key(path: Path) -> None:
     path.chmod(0o600)
 
 
-def user_key_line(public_key: str) -> str:
-    """An ``authorized_keys`` line for a user: sessions and job ports, not the agent API."""
-    return f'environment="{ROLE_VARIABLE}={USER_ROLE}" {public_key.strip()}'
+def user_key_line(public_key: str, projects: Iterable[str] | None = None) -> str:
+    """An ``authorized_keys`` line for a user: sessions and job ports, not the agent API;
+    with `projects`, only jobs labelled with one of them (``dockyard.project``)."""
+    options = f'environment="{ROLE_VARIABLE}={USER_ROLE}"'
+    if projects is not None:
+        names = ",".join(sorted(p for p in projects if PROJECT_NAME.fullmatch(p)))
+        options += f',environment="{PROJECTS_VARIABLE}={names}"'
+    return f"{options} {public_key.strip()}"
+
+
+def key_projects(environment: object) -> frozenset[str] | None:
+    """Pure: the projects a user key is limited to (None: not limited)."""
+    if not isinstance(environment, dict) or environment.get(ROLE_VARIABLE) != USER_ROLE:
+        return None
+    raw = environment.get(PROJECTS_VARIABLE)
+    return None if raw is None else frozenset(p for p in str(raw).split(",") if p)
+
+
+def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> SessionResolver:
+    async def resolve(name: str) -> JobSession | None:
+        job = await sessions(name)
+        if job is None or projects is None or job.project in projects:
+            return job
+        return None
+
+    return resolve
 
 
 def is_forward_allowed(
@@ -86,11 +113,16 @@ def is_forward_allowed(
 
 class _AgentSSHServer(asyncssh.SSHServer):
     def __init__(
-        self, authorized_keys: Path, policy: ForwardPolicy, watch: ActivityWatch | None = None
+        self,
+        authorized_keys: Path,
+        policy: ForwardPolicy,
+        watch: ActivityWatch | None = None,
+        port_project: PortProject | None = None,
     ) -> None:
         self._authorized_keys = authorized_keys
         self._policy = policy
         self._watch = watch
+        self._port_project = port_project
         self._conn: asyncssh.SSHServerConnection | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
@@ -120,7 +152,12 @@ class _AgentSSHServer(asyncssh.SSHServer):
         assert self._conn is not None
         environment = self._conn.get_key_option("environment")
         by_user = isinstance(environment, dict) and environment.get(ROLE_VARIABLE) == USER_ROLE
-        if is_forward_allowed(dest_host, dest_port, self._policy, by_user=by_user):
+        projects = key_projects(environment)
+        in_projects = projects is None or (
+            self._port_project is not None and self._port_project(dest_port) in projects
+        )
+        allowed = is_forward_allowed(dest_host, dest_port, self._policy, by_user=by_user)
+        if allowed and in_projects:
             owner = self._watch.watched_owner(dest_port) if self._watch else None
             if self._watch is not None and owner is not None:
                 return _watched_forward(dest_host, dest_port, owner, self._watch.activity)
@@ -170,6 +207,7 @@ async def start_ssh_server(
     policy: ForwardPolicy,
     sessions: SessionResolver,
     watch: ActivityWatch | None = None,
+    port_project: PortProject | None = None,
 ) -> asyncssh.SSHAcceptor:
     """Listen for SSH on options.host:options.port; close the returned acceptor to stop."""
     ensure_host_key(options.host_key)
@@ -178,12 +216,15 @@ async def start_ssh_server(
         options.authorized_keys.touch(mode=0o600)
 
     async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
+        conn = process.get_extra_info("connection")
+        environment = conn.get_key_option("environment") if conn is not None else None
+        limited = _limited(sessions, key_projects(environment))
         if watch is None:
-            await serve_session(process, sessions)
+            await serve_session(process, limited)
             return
 
         async def resolve(name: str) -> JobSession | None:
-            job = await sessions(name)
+            job = await limited(name)
             if job is not None:
                 watch.activity.opened(process, job.job_id)
             return job
@@ -196,7 +237,9 @@ async def start_ssh_server(
     acceptor: asyncssh.SSHAcceptor = await asyncssh.listen(
         options.host,
         options.port,
-        server_factory=lambda: _AgentSSHServer(options.authorized_keys, policy, watch),
+        server_factory=lambda: _AgentSSHServer(
+            options.authorized_keys, policy, watch, port_project
+        ),
         server_host_keys=[str(options.host_key)],
         process_factory=handle,
         encoding=None,

@@ -24,6 +24,7 @@ from agent.ssh.server import ActivityWatch, ForwardPolicy, SSHServerOptions, sta
 from agent.ssh.sessions import JobSession, SessionResolver
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.PULLING, JobStatus.PENDING)
+PROJECT_LABEL = "dockyard.project"
 
 
 def forward_policy(context: AgentContext) -> ForwardPolicy:
@@ -54,6 +55,20 @@ def watched_owner(context: AgentContext) -> Callable[[int], str | None]:
     return owner
 
 
+def port_project(context: AgentContext) -> Callable[[int], str | None]:
+    """The project label of the running job that has host port ``port``."""
+
+    def project(port: int) -> str | None:
+        for state in context.manager.list():
+            if state.status == JobStatus.RUNNING and any(
+                mapping.host_port == port for mapping in state.ports
+            ):
+                return context.manager.spec(state.id).labels.get(PROJECT_LABEL)
+        return None
+
+    return project
+
+
 def find_job(states: list[JobState], run_names: dict[str, str], name: str) -> JobState | None:
     """Pure: the job a session user name means (an id, else the newest running job of a run)."""
     for state in states:
@@ -74,8 +89,11 @@ def session_resolver(context: AgentContext) -> SessionResolver:
         if state is None or state.status != JobStatus.RUNNING:
             return None
         spec = manager.spec(state.id)
+        project = spec.labels.get(PROJECT_LABEL)
         if spec.executor == ExecutorKind.DOCKER:
-            return JobSession(state.id, "docker", spec.working_dir, {}, state.container_id)
+            return JobSession(
+                state.id, "docker", spec.working_dir, {}, state.container_id, project=project
+            )
         process = context.executors.get(ExecutorKind.PROCESS)
         account = process.account if isinstance(process, ProcessExecutor) else JobAccount()
         try:  # as the job's own account, in its working dir, with its environment
@@ -85,7 +103,7 @@ def session_resolver(context: AgentContext) -> SessionResolver:
         work_dir = account.work_dir(spec, manager.files(state.id).work_dir)
         base = account.base_environment(spec, os.environ, work_dir)
         env = job_environment(spec, base) | resolve_path_env(spec.path_env, str(work_dir))
-        return JobSession(state.id, "process", str(work_dir), env, owner=owner)
+        return JobSession(state.id, "process", str(work_dir), env, owner=owner, project=project)
 
     return resolve
 
@@ -97,7 +115,11 @@ def ssh_server_service(options: SSHServerOptions) -> AgentService:
     async def service(context: AgentContext) -> AsyncIterator[None]:
         watch = ActivityWatch(context.manager.activity, watched_owner(context))
         acceptor = await start_ssh_server(
-            options, policy=forward_policy(context), sessions=session_resolver(context), watch=watch
+            options,
+            policy=forward_policy(context),
+            sessions=session_resolver(context),
+            watch=watch,
+            port_project=port_project(context),
         )
         context.manager.activity.watch()
         try:

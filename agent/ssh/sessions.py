@@ -38,6 +38,7 @@ class JobSession:
     env: Mapping[str, str] = field(default_factory=dict)
     container_id: str | None = None
     owner: tuple[int, int] | None = None  # (uid, gid) a process job's session runs as
+    project: str | None = None  # the job's `dockyard.project` label (users' keys may be limited)
 
 
 SessionResolver = Callable[[str], Awaitable[JobSession | None]]

@@ -5,14 +5,16 @@ job over SSH with it. The server keeps one ed25519 pair per user in
 `<data dir>/user-keys/<user id>.key`: the OpenSSH private key encrypted with the secrets
 cipher (as project secrets are) and the public key, in one JSON file of mode 0600. The
 public key is authorized on the local agent (`authorized_keys`, as a user key: sessions and
-job ports, never the agent's API). The web's `users/get_my_user` (the caller's own pair
-only) and the run answers (`run_spec.ssh_key_pub`) call `UserKeys.pair`.
+job ports of the jobs of the user's projects only, never the agent's API). The web's
+`users/get_my_user` (the caller's own pair only) and the run answers
+(`run_spec.ssh_key_pub`) call `UserKeys.pair`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -47,8 +49,9 @@ class UserKeys:
         self._agent_keys = local_paths(data_dir.expanduser()).authorized_keys
         self._box = box
 
-    def pair(self, user_id: str, username: str) -> UserKeyPair:
-        """The user's pair, generated and authorized on the local agent if missing."""
+    def pair(self, user_id: str, username: str, projects: Iterable[str]) -> UserKeyPair:
+        """The user's pair (generated if missing), authorized on the local agent for the
+        jobs of `projects` only (the user's projects)."""
         path = self._dir / f"{_file_name(user_id)}.key"
         if not path.exists():
             self._create(path, username)
@@ -57,7 +60,7 @@ class UserKeys:
             public_key=str(raw["public_key"]),
             private_key=self._box.decrypt(str(raw["private_key"])),
         )
-        authorize_user_key(self._agent_keys, pair.public_key)
+        authorize_user_key(self._agent_keys, pair.public_key, projects)
         return pair
 
     def _create(self, path: Path, username: str) -> None:
@@ -75,16 +78,21 @@ class UserKeys:
             handle.write(json.dumps(body))
 
 
-def authorize_user_key(authorized_keys: Path, public_key: str) -> None:
-    """Add `public_key` as a user key (`user_key_line`) unless the key is already there."""
+def authorize_user_key(authorized_keys: Path, public_key: str, projects: Iterable[str]) -> None:
+    """Write `public_key` as a user key limited to `projects` (`user_key_line`), replacing
+    the key's line when its projects changed; other lines stay."""
     blob = public_key.split()[1]
+    wanted = user_key_line(public_key, projects)
     lines = authorized_keys.read_text().splitlines() if authorized_keys.exists() else []
-    if any(blob in line.split() for line in lines):
+    kept = [line for line in lines if blob not in line.split()]
+    if wanted in lines and len(kept) == len(lines) - 1:
         return
     authorized_keys.parent.mkdir(parents=True, exist_ok=True)
-    with open(authorized_keys, "a") as handle:
-        handle.write(user_key_line(public_key) + "\n")
-    authorized_keys.chmod(0o600)
+    temporary = authorized_keys.with_name(f".{authorized_keys.name}.{os.getpid()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write("\n".join([*kept, wanted]) + "\n")
+    os.replace(temporary, authorized_keys)
 
 
 def _file_name(user_id: str) -> str:

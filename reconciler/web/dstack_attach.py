@@ -18,6 +18,7 @@ from reconciler.adapters.user_keys import UserKeyPair, UserKeys
 from reconciler.api import models as wire
 from reconciler.domain.principals import Principal
 from reconciler.web.context import WebContext
+from reconciler.web.queries_accounts import list_projects
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -25,7 +26,8 @@ LOCAL_HOST = "127.0.0.1"
 async def caller_key_pair(context: WebContext, principal: Principal) -> UserKeyPair:
     """The caller's own SSH key pair (generated on first use)."""
     keys = UserKeys(context.settings.data_dir, context.secrets)
-    return await asyncio.to_thread(keys.pair, principal.user_id, principal.username)
+    projects = [p.project_name for p in await context.db.read(list_projects, principal)]
+    return await asyncio.to_thread(keys.pair, principal.user_id, principal.username, projects)
 
 
 async def attachable(context: WebContext, principal: Principal, run: wire.Run) -> wire.Run:

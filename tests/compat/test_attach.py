@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from agent.local import local_agent_ssh_port
 from tests.compat.conftest import DSTACK, Dstack, free_port
 from tests.web.serving import wait_until
 
@@ -23,6 +24,34 @@ ports: [{port}]
 commands:
   - python3 -m http.server {port}
 """
+
+
+def _outsider_is_refused(dstack: Dstack, job_port: int) -> None:
+    """A user who is not in the run's project gets a key pair too, but neither a session
+    in the job nor its port through the local agent."""
+    with dstack.server.client(dstack.server.admin_token) as http:
+        made = http.post("/api/users/create", json={"username": "eve", "global_role": "user"})
+    with dstack.server.client(made.json()["creds"]["token"]) as http:
+        key = http.post("/api/users/get_my_user").json()["ssh_private_key"]
+    path = dstack.home / "eve_key"
+    path.write_text(key)
+    path.chmod(0o600)
+    agent_port = local_agent_ssh_port(dstack.server.settings.data_dir)
+    base = ["ssh", "-p", str(agent_port), "-i", str(path), "-F", "/dev/null"]
+    base += ["-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"]
+    base += ["-o", "UserKnownHostsFile=/dev/null"]
+    shell = subprocess.run(
+        [*base, "att@127.0.0.1", "echo", "hi"], capture_output=True, text=True, timeout=60
+    )
+    assert shell.returncode != 0 and "no job named" in shell.stderr, shell
+    forward = subprocess.run(
+        [*base, "-W", f"127.0.0.1:{job_port}", "att@127.0.0.1"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert forward.returncode != 0 and "prohibited" in forward.stderr.lower(), forward
 
 
 def _answers(url: str) -> bool:
@@ -84,6 +113,7 @@ def test_attach_forwards_a_port_and_ssh_alias_opens_the_job(dstack: Dstack) -> N
             timeout=60,
         )
         assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
+        _outsider_is_refused(dstack, port)
     finally:
         attach.send_signal(signal.SIGINT)
         try:
