@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -63,6 +63,19 @@ class UserKeys:
         authorize_user_key(self._agent_keys, pair.public_key, projects)
         return pair
 
+    def sync(self, projects_by_user: Mapping[str, Iterable[str]]) -> None:
+        """After membership changes: each stored pair's agent line names its user's projects
+        now; the pair and line of a user who is gone are deleted."""
+        if not self._dir.exists():
+            return
+        for path in self._dir.glob("*.key"):
+            public = str(json.loads(path.read_text())["public_key"])
+            if path.stem in projects_by_user:
+                authorize_user_key(self._agent_keys, public, projects_by_user[path.stem])
+            else:
+                revoke_user_key(self._agent_keys, public)
+                path.unlink(missing_ok=True)
+
     def _create(self, path: Path, username: str) -> None:
         key = asyncssh.generate_private_key("ssh-ed25519", comment=f"dockyard-{username}")
         body = {
@@ -81,17 +94,32 @@ class UserKeys:
 def authorize_user_key(authorized_keys: Path, public_key: str, projects: Iterable[str]) -> None:
     """Write `public_key` as a user key limited to `projects` (`user_key_line`), replacing
     the key's line when its projects changed; other lines stay."""
-    blob = public_key.split()[1]
     wanted = user_key_line(public_key, projects)
-    lines = authorized_keys.read_text().splitlines() if authorized_keys.exists() else []
-    kept = [line for line in lines if blob not in line.split()]
+    lines, kept = _lines_without(authorized_keys, public_key)
     if wanted in lines and len(kept) == len(lines) - 1:
         return
+    _write_lines(authorized_keys, [*kept, wanted])
+
+
+def revoke_user_key(authorized_keys: Path, public_key: str) -> None:
+    """Remove every line of `public_key` from `authorized_keys`."""
+    lines, kept = _lines_without(authorized_keys, public_key)
+    if len(kept) != len(lines):
+        _write_lines(authorized_keys, kept)
+
+
+def _lines_without(authorized_keys: Path, public_key: str) -> tuple[list[str], list[str]]:
+    blob = public_key.split()[1]
+    lines = authorized_keys.read_text().splitlines() if authorized_keys.exists() else []
+    return lines, [line for line in lines if blob not in line.split()]
+
+
+def _write_lines(authorized_keys: Path, lines: list[str]) -> None:
     authorized_keys.parent.mkdir(parents=True, exist_ok=True)
     temporary = authorized_keys.with_name(f".{authorized_keys.name}.{os.getpid()}")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        handle.write("\n".join([*kept, wanted]) + "\n")
+        handle.write("".join(f"{line}\n" for line in lines))
     os.replace(temporary, authorized_keys)
 
 

@@ -18,7 +18,7 @@ from reconciler.adapters.user_keys import UserKeyPair, UserKeys
 from reconciler.api import models as wire
 from reconciler.domain.principals import Principal
 from reconciler.web.context import WebContext
-from reconciler.web.queries_accounts import list_projects
+from reconciler.web.queries_accounts import list_projects, list_users
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -28,6 +28,17 @@ async def caller_key_pair(context: WebContext, principal: Principal) -> UserKeyP
     keys = UserKeys(context.settings.data_dir, context.secrets)
     projects = [p.project_name for p in await context.db.read(list_projects, principal)]
     return await asyncio.to_thread(keys.pair, principal.user_id, principal.username, projects)
+
+
+async def sync_user_keys(context: WebContext) -> None:
+    """After a membership, project or user change: users' keys on the local agent follow
+    their projects now (a removed member loses the project's jobs at once)."""
+    projects: dict[str, list[str]] = {}
+    for user in await context.db.read(list_users):
+        who = Principal(user.id, user.username, user.global_role)
+        projects[user.id] = [p.project_name for p in await context.db.read(list_projects, who)]
+    keys = UserKeys(context.settings.data_dir, context.secrets)
+    await asyncio.to_thread(keys.sync, projects)
 
 
 async def attachable(context: WebContext, principal: Principal, run: wire.Run) -> wire.Run:

@@ -21,7 +21,7 @@ from reconciler.web.auth import (
     require_user,
 )
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.dstack_attach import caller_key_pair
+from reconciler.web.dstack_attach import caller_key_pair, sync_user_keys
 from reconciler.web.errors import NotFoundError
 
 SERVER_VERSION = "0.1.0"
@@ -118,6 +118,7 @@ def _add_user_routes(router: APIRouter) -> None:
         context: WebContext = Depends(get_context),
     ) -> dict[str, str]:
         await context.db.write(q.delete_user, body.username, me)
+        await sync_user_keys(context)
         return {"deleted": body.username}
 
 
@@ -151,6 +152,7 @@ def _add_project_routes(router: APIRouter) -> None:
         context: WebContext = Depends(get_context),
     ) -> dict[str, str]:
         await context.db.write(q.delete_project, access.project_name)
+        await sync_user_keys(context)
         return {"deleted": access.project_name}
 
     _add_member_routes(router)
@@ -166,7 +168,9 @@ def _add_member_routes(router: APIRouter) -> None:
         context: WebContext = Depends(get_context),
     ) -> wire.Project:
         members = _checked_members(body, access)
-        return await context.db.write(q.set_members, access.project_id, members, replace=True)
+        project = await context.db.write(q.set_members, access.project_id, members, replace=True)
+        await sync_user_keys(context)
+        return project
 
     @router.post(
         "/projects/{project_name}/add_members", response_model=wire.Project, tags=["projects"]
@@ -177,7 +181,9 @@ def _add_member_routes(router: APIRouter) -> None:
         context: WebContext = Depends(get_context),
     ) -> wire.Project:
         members = _checked_members(body, access)
-        return await context.db.write(q.set_members, access.project_id, members, replace=False)
+        project = await context.db.write(q.set_members, access.project_id, members, replace=False)
+        await sync_user_keys(context)
+        return project
 
     @router.post(
         "/projects/{project_name}/remove_members", response_model=wire.Project, tags=["projects"]
@@ -187,7 +193,9 @@ def _add_member_routes(router: APIRouter) -> None:
         access: ProjectAccess = Depends(project_access("manager")),
         context: WebContext = Depends(get_context),
     ) -> wire.Project:
-        return await context.db.write(q.remove_members, access.project_id, body.usernames)
+        project = await context.db.write(q.remove_members, access.project_id, body.usernames)
+        await sync_user_keys(context)
+        return project
 
 
 def _checked_members(body: req.MembersRequest, access: ProjectAccess) -> dict[str, str]:

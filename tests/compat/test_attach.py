@@ -28,7 +28,8 @@ commands:
 
 def _outsider_is_refused(dstack: Dstack, job_port: int) -> None:
     """A user who is not in the run's project gets a key pair too, but neither a session
-    in the job nor its port through the local agent."""
+    in the job nor its port through the local agent; added to the project, the session
+    opens; removed, it is refused again."""
     with dstack.server.client(dstack.server.admin_token) as http:
         made = http.post("/api/users/create", json={"username": "eve", "global_role": "user"})
     with dstack.server.client(made.json()["creds"]["token"]) as http:
@@ -52,6 +53,20 @@ def _outsider_is_refused(dstack: Dstack, job_port: int) -> None:
         timeout=60,
     )
     assert forward.returncode != 0 and "prohibited" in forward.stderr.lower(), forward
+    members = {"members": [{"username": "eve", "project_role": "user"}]}
+    with dstack.server.client(dstack.server.admin_token) as http:
+        assert http.post("/api/projects/main/add_members", json=members).status_code == 200
+    joined = subprocess.run(
+        [*base, "att@127.0.0.1", "echo", "hi"], capture_output=True, text=True, timeout=60
+    )
+    assert joined.returncode == 0 and joined.stdout.strip() == "hi", joined
+    with dstack.server.client(dstack.server.admin_token) as http:
+        removed = http.post("/api/projects/main/remove_members", json={"usernames": ["eve"]})
+        assert removed.status_code == 200
+    left = subprocess.run(
+        [*base, "att@127.0.0.1", "echo", "hi"], capture_output=True, text=True, timeout=60
+    )
+    assert left.returncode != 0 and "no job named" in left.stderr, left
 
 
 def _answers(url: str) -> bool:
