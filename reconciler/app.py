@@ -34,7 +34,7 @@ from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot
 from reconciler.settings import Settings
 from reconciler.web.app import ProxyFirst, create_app
-from reconciler.web.auth import token_authorizer
+from reconciler.web.auth import token_authorizer, token_recogniser
 from reconciler.web.bootstrap import ensure_admin
 from reconciler.web.database import Database
 from reconciler.web.forwarding import OpenTunnel
@@ -95,6 +95,7 @@ def build_proxy(
         ),
         pool=pool,
         authorize=token_authorizer(db),
+        is_dockyard_token=token_recogniser(db),
         stats=stats,
     )
 
@@ -112,7 +113,8 @@ def _first_start(settings: Settings, db: Database) -> tuple[str | None, bool]:
 def build_server(
     settings: Settings, *, controller_factory: ControllerFactory | None = None
 ) -> Server:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    settings.data_dir.chmod(0o700)  # admin token, database, secrets key: the server's only
     db_url = resolve_db_url(settings.db, settings.data_dir)
     check_database_for(db_url, this_server())  # before migrating: no other version runs
     store = Store.from_url(db_url, migrate=True)
