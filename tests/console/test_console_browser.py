@@ -235,3 +235,17 @@ def test_pages_escape_values_hide_secrets_and_read_without_script(server: Runnin
     assert server.admin_token not in run + secrets
     runs = http.get("/console/p/main/runs?status=done").text
     assert ">hello<" in runs and ">tick-" not in runs  # filters work server-side
+
+
+def test_refreshing_or_deleting_the_token_ends_its_sessions(server: Running) -> None:
+    client = Client(server.url, server.admin_token)
+    made = client.create_user("rotating-console")
+    http = signed_in(server, made.token)
+    assert http.get("/console/").status_code == 200
+    client.refresh_token("rotating-console")
+    gone = http.get("/console/")
+    assert gone.status_code == 303 and gone.headers["location"].startswith("/console/login")
+    fresh = client.refresh_token("rotating-console")
+    again = signed_in(server, fresh.token)
+    client.delete_user("rotating-console")
+    assert again.get("/console/").status_code == 303
