@@ -33,7 +33,6 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.adapters.db.store import Store
 from reconciler.core.blocking import block_actions
 from reconciler.core.planning import plan as pure_plan
@@ -188,7 +187,7 @@ async def plan_live(
 
 def approvers_of(store: Store, project: str, tree: str, policy: RepoPolicy) -> list[str]:
     """Who approved an exception for content `tree`, among those `policy` still names."""
-    approvals = ApprovalsStore(store.engine, clock=store.clock).approvals_for(project, tree)
+    approvals = store.approvals_for(project, tree)
     names = [a.approver for a in approvals if policy.policy.may_approve(a.approver)]
     return list(dict.fromkeys(names))
 

@@ -17,7 +17,6 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.adapters.db.store import Store
 from reconciler.domain.approvals import Approval
 from reconciler.engine.previewing import Previewer
@@ -80,8 +79,7 @@ async def approve(
         comment_id=comment.id,
         violations=violations,
     )
-    approvals = ApprovalsStore(store.engine, clock=store.clock)
-    await asyncio.to_thread(approvals.record_approval, approval)
+    await asyncio.to_thread(store.record_approval, approval)
     report = await plan_files(
         store,
         request.project,

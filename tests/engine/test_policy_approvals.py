@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.adapters.db.models import Reconcile
 from reconciler.core.loading import load_desired, parse_document
 from reconciler.core.policy import RepoPolicy, parse_policy
@@ -51,11 +50,10 @@ def _pull_request(rig: Rig, files: dict[str, str | None]) -> str:
 
 
 def _approve(rig: Rig, tree: str, approver: str = "alice") -> None:
-    approvals = ApprovalsStore(rig.store.engine, clock=rig.store.clock)
     approval = Approval(
         "main", tree, "f" * 40, approver, "github", "acme/gpus", 3, 99, (VIOLATION,)
     )
-    assert approvals.record_approval(approval)
+    assert rig.store.record_approval(approval)
 
 
 def _runs(rig: Rig) -> list[str]:

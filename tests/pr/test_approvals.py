@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.adapters.db.store import Store
 from reconciler.pr.approving import ApprovalRequest, approve
 from reconciler.pr.github import GitHub
@@ -62,8 +61,7 @@ def _approve(store: Store, github: FakeHost, comment_id: int) -> str:
 
 
 def _approvers(store: Store) -> list[str]:
-    approvals = ApprovalsStore(store.engine, clock=store.clock)
-    return [a.approver for a in approvals.approvals_for("main", "tree" + HEAD)]
+    return [a.approver for a in store.approvals_for("main", "tree" + HEAD)]
 
 
 def test_a_named_approver_turns_the_status_green_for_that_head(
@@ -166,5 +164,5 @@ def test_the_webhook_reads_the_comment_back_and_a_forged_author_does_not_count(
     wait_until(lambda: len(github.state.statuses) == 2, what="the approved plan status")
     assert github.state.statuses[1][1]["state"] == "success"
     store = server.server.store
-    approvals = ApprovalsStore(store.engine, clock=store.clock).approvals_for("main", "tree" + HEAD)
+    approvals = store.approvals_for("main", "tree" + HEAD)
     assert [(a.approver, a.comment_id) for a in approvals] == [("alice", genuine)]

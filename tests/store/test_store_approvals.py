@@ -5,7 +5,6 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from reconciler.adapters.db import Store
-from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.domain.approvals import Approval
 from tests.store.conftest import START, FakeClock
 
@@ -29,12 +28,11 @@ def _approval(approver: str = "alice", tree: str = TREE) -> Approval:
 def test_an_approval_is_found_by_its_tree_and_survives_a_new_store(
     store: Store, db_engine: Engine, clock: FakeClock
 ) -> None:
-    approvals = ApprovalsStore(db_engine, clock=clock)
-    assert approvals.approvals_for("main", TREE) == []
-    assert approvals.record_approval(_approval())
-    assert not approvals.record_approval(_approval())  # the same approver, the same tree
-    assert approvals.record_approval(_approval("bob"))
-    again = ApprovalsStore(db_engine, clock=clock)  # another replica, or after a restart
+    assert store.approvals_for("main", TREE) == []
+    assert store.record_approval(_approval())
+    assert not store.record_approval(_approval())  # the same approver, the same tree
+    assert store.record_approval(_approval("bob"))
+    again = Store(db_engine, clock=clock)  # another replica, or after a restart
     found = again.approvals_for("main", TREE)
     assert [a.approver for a in found] == ["alice", "bob"]
     assert found[0].approved_at == START and found[0].comment_id == 2**40

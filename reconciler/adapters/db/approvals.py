@@ -1,4 +1,4 @@
-"""Approvals of policy exceptions as named units of work (docs/policies.md).
+"""Approvals of policy exceptions as named units of work (docs/policies.md), a part of `Store`.
 
 `record_approval` is called by the PR bot once the host's API confirmed that a named
 approver wrote `/dockyard approve`; `approvals_for` by every plan of a commit (PR plans

@@ -1,9 +1,9 @@
 """`Store`: the one object through which the control plane reads and writes its state.
 
-It is the composition of the parts (accounts, inventory, history, workloads) over one engine
-and one clock, plus `store.leases` for the background workers. Build it in the composition
-root and pass it down: `Store.from_url(url)` or `Store(engine, clock=...)`. No module
-globals, no implicit session: every method opens and closes its own short transaction and
+It is the composition of the parts (accounts, inventory, history, workloads, approvals)
+over one engine and one clock, plus `store.leases` for the background workers. Build it in
+the composition root and pass it down: `Store.from_url(url)` or `Store(engine, clock=...)`.
+No module globals, no implicit session: every method opens and closes its own short transaction and
 returns detached rows (or frozen domain values for the planner).
 
 The store is synchronous; async callers use `asyncio.to_thread` (the web layer's `Database`
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.adapters.db.capacity import CapacityStore
 from reconciler.adapters.db.connecting import create_db_engine
 from reconciler.adapters.db.deadleases import DeadLeasesStore
@@ -37,8 +38,9 @@ class Store(
     CapacityStore,
     PlanWritesStore,
     DeadLeasesStore,
+    ApprovalsStore,
 ):
-    """Projects, accounts, inventory, history and workloads; see docs/store.md."""
+    """Projects, accounts, inventory, history, workloads and approvals; see docs/store.md."""
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         super().__init__(engine, clock=clock)
