@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reconciler.core.hostblocks import BlockSize, blocks_for
 from schemas.requirements import Range
 
 DEFAULT_CPU = Range(2, None)  # dstack's defaults when a spec says nothing
@@ -72,6 +73,7 @@ class Candidate:
     busy_gpus: frozenset[int] = frozenset()
     busy_ports: frozenset[int] = frozenset()  # host ports held by jobs running there
     cluster: bool = False
+    block_size: BlockSize | None = None  # set: blocks follow the host (`hostblocks`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,10 @@ def static_mismatch(req: Requirements, cand: Candidate) -> str | None:
     if req.wants_gpu and len(usable) < (req.gpu_count.min or 0):
         detail = ", ".join(f"{g.name}:{g.memory_gb:.0f}GB" for g in cand.gpus) or "no GPUs"
         return f"gpu {_describe_gpu(req)} not met: the instance has {detail}"
+    if cand.block_size is not None:
+        need = blocks_for(req.cpu.min, req.memory_gb.min, cand.block_size)
+        if need > cand.total_blocks:
+            return f"needs {need} blocks for its cpu and memory: the host has {cand.total_blocks}"
     return None
 
 
@@ -153,6 +159,8 @@ def _describe_gpu(req: Requirements) -> str:
 
 
 def _blocks_needed(req: Requirements, cand: Candidate, gpu_count: int) -> int:
+    if cand.block_size is not None:
+        return blocks_for(req.cpu.min, req.memory_gb.min, cand.block_size)
     if cand.total_blocks <= 1:
         return 1
     if cand.gpus and gpu_count:

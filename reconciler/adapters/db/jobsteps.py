@@ -11,6 +11,9 @@ Each method is one transaction:
   and the cluster siblings placed with it; blocks given back and the oldest waiting jobs
   woken; the status-change event, and the run (and a fleet) made due. Capacity and the
   fenced write commit together or not at all, so a lost lease cannot leak blocks.
+  Waking is a chain, so its cost does not grow with the queue or the blocks: blocks given
+  back wake the two first waiting jobs, and a placement that leaves room on its instance
+  wakes the next one.
 - `wake_waiting_jobs(project_id, count)` makes the first jobs waiting for room due now
   (services and dev environments ahead of tasks).
 """
@@ -28,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.core.hostblocks import block_size, host_sized
 from reconciler.core.jobspecs import host_ports_of
 from reconciler.core.scheduling import Candidate, Gpu
 from reconciler.domain.statuses import InstanceStatus, JobStatus
@@ -39,6 +43,8 @@ ACTIVE_ON_INSTANCE = (
     JobStatus.TERMINATING.value,
 )
 _PLACEABLE = (InstanceStatus.IDLE.value, InstanceStatus.BUSY.value)
+RELEASE_WAKES = 2
+"""Waiting jobs woken by blocks given back; each placed one wakes the next while room is left."""
 
 
 class StepResult(enum.Enum):
@@ -142,6 +148,8 @@ class JobStepsStore(StoreBase):
                 )
                 if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
                     raise _AbortError(StepResult.LEASE_LOST)
+                if step.take:  # room left on the instance: the next waiting job tries it
+                    session.execute(_wake_next_if_room(step.project_id, step.take[0].instance_id))
                 self._after_write(session, step, now)
         except _AbortError as abort:
             return abort.result
@@ -151,7 +159,7 @@ class JobStepsStore(StoreBase):
         if step.release is not None:
             instance_id, blocks = step.release
             session.execute(return_capacity_statement(instance_id, blocks, now))
-            session.execute(wake_waiting_statement(step.project_id, max(1, blocks) + 1))
+            session.execute(wake_waiting_statement(step.project_id, RELEASE_WAKES))
         if step.wake_fleet is not None:
             session.execute(update(Fleet).where(Fleet.id == step.wake_fleet).values(due_at=None))
         if step.event is not None:
@@ -212,6 +220,7 @@ def to_candidate(
         return None
     spec = fleet.spec if isinstance(fleet.spec, Mapping) else {}
     resources = instance.resources if isinstance(instance.resources, Mapping) else {}
+    sized = host_sized(instance.backend or "", spec.get("blocks"))
     return Candidate(
         instance_id=instance.id,
         instance_name=instance.name,
@@ -228,6 +237,7 @@ def to_candidate(
         busy_gpus=busy_gpus,
         busy_ports=busy_ports,
         cluster=spec.get("placement") == "cluster",
+        block_size=block_size(info, instance.total_blocks) if sized else None,
     )
 
 
@@ -257,6 +267,16 @@ def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> U
         .where(Instance.id == instance_id)
         .values(busy_blocks=remaining, status=status, last_job_processed_at=now)
     )
+
+
+def _wake_next_if_room(project_id: str, instance_id: str) -> Update:
+    """Wake the first waiting job if the instance still has a free block (the chain)."""
+    room = (
+        select(Instance.id)
+        .where(Instance.id == instance_id, Instance.busy_blocks < Instance.total_blocks)
+        .exists()
+    )
+    return wake_waiting_statement(project_id, 1).where(room)
 
 
 def wake_waiting_statement(project_id: str, count: int) -> Update:

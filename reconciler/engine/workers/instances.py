@@ -2,7 +2,9 @@
 
 - `pending`/`provisioning`: once the agent answers its healthcheck, its host facts
   (CPUs, memory, disk, GPUs) are stored and the instance becomes `idle`: the scheduler
-  can place jobs on it. `blocks: auto` is resolved here from the facts.
+  can place jobs on it. `blocks: auto` is resolved here from the facts, and so are the
+  local fleet's blocks (`reconciler.core.hostblocks`: sized by the host's memory and CPUs;
+  checked again on each pass from the stored facts, so an existing instance follows).
 - `idle`/`busy`: a healthcheck every `instance_check_interval`. An SSH host whose agent
   reports another build than the agent this server deploys (`deps.agent_build`: the server
   was upgraded) gets the server's agent again (`deps.ssh_deployer`), one host at a time per
@@ -30,7 +32,9 @@ from agent.client import AgentError, AgentUnreachable
 from agent.deploy import DeployError
 from agent.local import LocalAgentError
 from reconciler.adapters.db.models import Fleet, Instance
+from reconciler.core import hostblocks
 from reconciler.core.elastic import fleet_kind
+from reconciler.core.hostblocks import host_sized
 from reconciler.domain.statuses import InstanceStatus
 from reconciler.engine.outcomes import AGENT_RETRY_DELAY
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
@@ -39,6 +43,8 @@ from reconciler.engine.workers.growing import LEAVING_REASON
 
 CONFIG = WorkerConfig(kind="instances", concurrency=20, lease_seconds=30.0, min_interval=7.0)
 UNREACHABLE = "instance_unreachable"
+READY_WAKES = 64
+"""Waiting jobs woken when an instance becomes ready or grows (each placed one wakes the next)."""
 
 
 def make_process(deps: WorkerDeps) -> Process:
@@ -60,6 +66,18 @@ def resources_of(host_info: dict[str, Any]) -> dict[str, Any]:
 def auto_blocks(host_info: dict[str, Any]) -> int:
     """Pure: `blocks: auto` = one block per GPU, or per CPU on a host without GPUs."""
     return max(1, len(host_info.get("gpus") or []) or int(host_info.get("cpus") or 1))
+
+
+def sized_blocks(backend: str, fleet_blocks: object, host_info: object) -> int | None:
+    """Pure: the instance's total blocks from its host facts (`blocks: auto`, or the local
+    fleet sized by `hostblocks`); None when the fleet's `blocks` is a number to keep."""
+    if not isinstance(host_info, dict):
+        return None
+    if fleet_blocks == "auto":
+        return auto_blocks(host_info)
+    if host_sized(backend, fleet_blocks):
+        return hostblocks.total_blocks(host_info)
+    return None
 
 
 class InstancesProcessor:
@@ -104,16 +122,19 @@ class InstancesProcessor:
         if facts is not None:
             known = row.resources if isinstance(row.resources, dict) else {}
             values.update(host_info=facts, resources={**known, **resources_of(facts)})
+        if facts is not None or row.backend == "local":
             fleet_blocks = await asyncio.to_thread(self._fleet_blocks, row)
-            if fleet_blocks == "auto":
-                values["total_blocks"] = auto_blocks(facts)
+            total = sized_blocks(row.backend or "", fleet_blocks, facts or row.host_info)
+            if total is not None and total != row.total_blocks:
+                values["total_blocks"] = total
         ready = row.status in ("pending", "provisioning")
         if ready:
             values["status"] = "busy" if row.busy_blocks > 0 else InstanceStatus.IDLE.value
             await self._event(row, f"instance {row.name} ready ({values['status']})")
         if values and await self._write(row, token, **values):
-            if ready:  # room for the jobs that wait (they sleep, see `jobsteps`)
-                blocks = int(values.get("total_blocks") or row.total_blocks or 1)
+            if ready or int(values.get("total_blocks") or 0) > row.total_blocks:
+                # room for the jobs that wait (they sleep; each placed one wakes the next)
+                blocks = min(READY_WAKES, int(values.get("total_blocks") or row.total_blocks))
                 await asyncio.to_thread(self.deps.store.wake_waiting_jobs, row.project_id, blocks)
             self.deps.hint("jobs")
         return self.deps.timings.instance_check_interval
