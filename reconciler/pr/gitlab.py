@@ -4,8 +4,9 @@ The project is addressed by its URL-encoded path (`group%2Fname`). Notes:
 `/projects/:id/merge_requests/:iid/notes` (created with POST, edited with PUT); the MR head
 is the `sha` of `/projects/:id/merge_requests/:iid`; statuses are
 `POST /projects/:id/statuses/:sha` with GitLab's states (`failure` and `error` are
-`failed`) and `name` for the context. Files come from the repository tree and raw blobs.
-The token goes in `PRIVATE-TOKEN`.
+`failed`) and `name` for the context. Files come from the repository tree and raw blobs;
+a commit's tree id (approvals are keyed by it) is hashed from its root listing. The token
+goes in `PRIVATE-TOKEN`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
+from reconciler.pr.gittrees import TreeListingError, entry_of, tree_id
 from reconciler.pr.hosting import (
     STATUS_DESCRIPTION_LIMIT,
     AuthoredComment,
@@ -105,10 +107,27 @@ class GitLab:
         return AuthoredComment(int(note["id"]), str(note.get("body") or ""), name)
 
     def commit_tree(self, sha: str) -> str:
-        raise HostError(
-            f"GitLab's API does not give the tree of commit {sha[:12]}: approvals of a policy "
-            "exception work on GitHub only for now"
-        )
+        """The id of commit `sha`'s root tree: GitLab's API does not say it, so it is
+        hashed from the root's listing (`reconciler.pr.gittrees`), as git would."""
+        listed: list[Any] = []
+        for page in range(1, _MAX_PAGES + 1):
+            items = self._json(
+                "GET", "/repository/tree", params={"ref": sha, "per_page": _PAGE, "page": page}
+            )
+            if not isinstance(items, list):
+                raise HostError(f"GitLab did not list the tree of commit {sha[:12]}")
+            listed.extend(items)
+            if len(items) < _PAGE:
+                break
+        else:
+            raise HostError(
+                f"the root of commit {sha[:12]} has over {_PAGE * _MAX_PAGES} entries: "
+                "too many to hash its tree"
+            )
+        try:
+            return tree_id(entry_of(item) for item in listed if isinstance(item, dict))
+        except TreeListingError as exc:
+            raise HostError(f"GitLab listed the tree of {sha[:12]} oddly: {exc}") from None
 
     def head_sha(self, number: int) -> str:
         request = self._json("GET", f"/merge_requests/{number}")

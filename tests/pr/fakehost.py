@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -41,7 +43,9 @@ class HostState:
     trees: dict[str, str] = field(default_factory=dict)
     """commit SHA → its tree SHA (`git/commits/{sha}`; default: "tree" + the SHA)."""
     head: str = HEAD_SHA
-    """The head commit `pulls/{n}` answers."""
+    """The head commit `pulls/{n}` and `merge_requests/{n}` answer."""
+    repo: Path | None = None
+    """A real git repository GitLab's `repository/tree` and `blobs/{id}/raw` read."""
     next_id: int = 1000
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -56,7 +60,7 @@ class HostState:
                 "id": self.next_id,
                 "body": body,
                 "user": {"login": author},
-                "author": {"username": author},
+                "author": {"username": author, "id": sum(map(ord, author))},
             }
             return self.next_id
 
@@ -71,9 +75,10 @@ class _Handler(BaseHTTPRequestHandler):
         del format, args
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+        raw = isinstance(body, bytes)
+        data = body if raw else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "application/octet-stream" if raw else "application/json")
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -171,14 +176,40 @@ def _gitlab(
         note = state.comments.get(int(m.group(1)))
         if note is None:
             return 404, {"message": "404 Not found"}
+        if method == "GET":
+            return 200, note
         note["body"] = body["body"]
         return 200, note
     if re.fullmatch(r"/projects/[^/]+/[^/]+/merge_requests/\d+", path):
-        return 200, {"iid": 1, "sha": HEAD_SHA}
+        return 200, {"iid": 1, "sha": state.head}
+    if state.repo is not None and path.endswith("/repository/tree"):
+        return 200, _page(_git_tree(state.repo, query), query)
+    if state.repo is not None and (m := re.search(r"/repository/blobs/(\w+)/raw$", path)):
+        return 200, _git(state.repo, "cat-file", "blob", m.group(1))
     if m := re.fullmatch(r"/projects/[^/]+/[^/]+/statuses/(\w+)", path):
         state.statuses.append((m.group(1), body))
         return 201, {"id": len(state.statuses), "status": body["state"]}
     return 404, {"message": "404 Not found"}
+
+
+def _git(repo: Path, *args: str) -> bytes:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, timeout=30
+    ).stdout
+
+
+def _git_tree(repo: Path, query: dict[str, str]) -> list[dict[str, str]]:
+    """GitLab's `repository/tree` entries of `ref` (`recursive`: every path), as `git
+    ls-tree` says them."""
+    recursive = ["-r", "-t"] if query.get("recursive") == "true" else []
+    listing = _git(repo, "ls-tree", "-z", *recursive, query["ref"]).decode()
+    entries = []
+    for line in filter(None, listing.split("\0")):
+        info, path = line.split("\t", 1)
+        mode, kind, ident = info.split()
+        name = path.rsplit("/", 1)[-1]
+        entries.append({"id": ident, "name": name, "type": kind, "path": path, "mode": mode})
+    return entries
 
 
 @dataclass
