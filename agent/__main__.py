@@ -23,6 +23,7 @@ from typing import Any
 from agent.diskspace import DEFAULT_MIN_FREE
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from agent.protocol import agent_version
+from agent.server.isolation import DEFAULT_IMAGE, Isolation
 from agent.server.jobaccount import (
     DEFAULT_JOB_USER,
     JobAccount,
@@ -67,6 +68,21 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         metavar="NAME",
         help="process jobs without a `user` run as NAME; auto: dockyard-job (created) when "
         "the agent is root, else the agent's own user; 'self': the agent's own user",
+    )
+    serve_parser.add_argument(
+        "--job-isolation",
+        choices=[mode.value for mode in Isolation],
+        default=os.environ.get("DOCKYARD_JOB_ISOLATION") or Isolation.AUTO.value,
+        help="jobs without an image: auto (a container of --default-image when Docker has "
+        "it, else a process), container (always; pulled if missing), process (never); "
+        "env DOCKYARD_JOB_ISOLATION",
+    )
+    serve_parser.add_argument(
+        "--default-image",
+        default=os.environ.get("DOCKYARD_DEFAULT_IMAGE") or DEFAULT_IMAGE,
+        metavar="IMAGE",
+        help=f"the container image of jobs without one ({DEFAULT_IMAGE}, as dstack's); "
+        "env DOCKYARD_DEFAULT_IMAGE",
     )
     serve_parser.add_argument(
         "--max-header-bytes",
@@ -130,7 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobAccountError as error:
         print(f"error: --job-user: {error}", file=sys.stderr)
         return 2
+    if args.no_docker and args.job_isolation == Isolation.CONTAINER:
+        print("error: --job-isolation container needs Docker: drop --no-docker", file=sys.stderr)
+        return 2
     config = AgentConfig(
+        job_isolation=Isolation(args.job_isolation),
+        default_image=args.default_image,
         data_dir=args.data_dir.resolve(),
         job_account=account,
         protected_dirs=tuple(path.resolve() for path in args.protect),

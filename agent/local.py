@@ -247,7 +247,9 @@ def _free_data_dir(paths: LocalPaths, within: float = 10.0) -> None:
             _wait_gone(pid, 5.0)
 
 
-def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int, job_user: str) -> int:
+def _spawn(
+    paths: LocalPaths, python: str, http_port: int, ssh_port: int, job_args: list[str]
+) -> int:
     argv = [
         python,
         "-m",
@@ -263,8 +265,7 @@ def _spawn(paths: LocalPaths, python: str, http_port: int, ssh_port: int, job_us
         str(paths.authorized_keys),
         "--host-key",
         str(paths.host_key),
-        "--job-user",  # auto: jobs run as dockyard-job when the server is root
-        job_user,
+        *job_args,  # who and where jobs run as (`_job_args`)
         # no job mounts the server's data dir; its local volumes live in volumes/
         "--protect",
         str(paths.root.parent),
@@ -312,12 +313,15 @@ async def ensure_local_agent(
     python: str = sys.executable,
     start_timeout: float = 30.0,
     job_user: str = "auto",
+    job_isolation: str = "auto",
+    default_image: str | None = None,
 ) -> LocalAgent:
     """The running local agent, started first if needed (idempotent, process-safe).
 
     `job_user` is the agent's `--job-user`: `auto` runs process jobs as `dockyard-job`
     when the server is root; `self` (tests whose jobs write to the test's files) as the
-    agent's own user."""
+    agent's own user. `job_isolation` and `default_image` are its `--job-isolation` and
+    `--default-image` (None: the agent's default, dstack's image)."""
     paths = local_paths(server_data_dir)
     paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
     async with _locked(paths.root / "lock"):
@@ -334,7 +338,10 @@ async def ensure_local_agent(
         http_port, ssh_port = _free_port(http_port), _free_port(ssh_port)
         if http_port == ssh_port:
             ssh_port = _free_port(None)
-        pid = _spawn(paths, python, http_port, ssh_port, job_user)
+        job_args = ["--job-user", job_user, "--job-isolation", job_isolation]
+        if default_image:
+            job_args += ["--default-image", default_image]
+        pid = _spawn(paths, python, http_port, ssh_port, job_args)
         paths.state.write_text(
             json.dumps({"pid": pid, "http_port": http_port, "ssh_port": ssh_port})
         )

@@ -171,6 +171,10 @@ class JobState(_Answer):
     finished_at: float | None = None
     pid: int | None = None
     container_id: str | None = None
+    # how the agent runs it: a job without an image may run in a container of the agent's
+    # default image (`--job-isolation`); None from agents that predate the field
+    executor: ExecutorKind | None = None
+    notice: str = ""  # what the job's owner should know (e.g. why it is not in a container)
     # SSH activity, when this agent serves the users' SSH (its embedded server); else None
     connections: int | None = None  # open user connections (sessions, port forwards)
     last_connection_at: float | None = None  # when the last one closed (unix seconds)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
@@ -46,6 +46,8 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_FORWARDED_ALLOW_IPS": "forwarded_allow_ips",
     "DOCKYARD_KEY_DIRS": "key_dirs",
     "DOCKYARD_LOCAL_JOB_USER": "local_job_user",
+    "DOCKYARD_LOCAL_JOB_ISOLATION": "local_job_isolation",
+    "DOCKYARD_LOCAL_DEFAULT_IMAGE": "local_default_image",
 }
 
 LIMIT_FIELDS: tuple[str, ...] = (
@@ -134,6 +136,14 @@ class Settings(BaseModel):
     local_job_user: str = Field(
         default="auto",
         description="the local fleet's job account: auto (dockyard-job when root), self, NAME",
+    )
+    local_job_isolation: Literal["auto", "container", "process"] = Field(
+        default="auto",
+        description="the local fleet's jobs without an image: auto (a container of the "
+        "default image when Docker has it), container, process",
+    )
+    local_default_image: str | None = Field(
+        default=None, description="the local fleet's image for jobs without one (dstack's)"
     )
     # input bounds (docs/security.md, "Limits"); LIMIT_FIELDS makes them flags
     config_max_bytes: int = Field(

@@ -40,6 +40,7 @@ from agent.server.archives import ArchiveError, archives_problem, stage_archives
 from agent.server.errors import AgentError, EngineUnavailableError
 from agent.server.events import JobEventFeed
 from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
+from agent.server.isolation import JobIsolation, Placement
 from agent.server.logs import read_log, release_log
 from agent.server.store import JobFiles, JobStore, StopOrder, StoredJob
 
@@ -89,6 +90,7 @@ class JobManager:
         engine_retry: tuple[float, ...] = ENGINE_RETRY_SECONDS,
         activity: ConnectionActivity | None = None,
         disk: DiskWatch | None = None,
+        isolation: JobIsolation | None = None,
     ) -> None:
         self.activity = activity or ConnectionActivity(clock)  # fed by the SSH server
         self._store = store
@@ -98,6 +100,7 @@ class JobManager:
         self._clock = clock
         self._engine_retry = engine_retry
         self.disk = disk or DiskWatch({})
+        self._isolation = isolation  # None: a job without an image is a process job
         self._jobs: dict[str, _Job] = {}
         self._closing = False
         self.events = JobEventFeed(running_logs=self._running_logs)  # the server follows it
@@ -151,6 +154,8 @@ class JobManager:
     async def submit(self, spec: JobSpec) -> JobState:
         if spec.id in self._jobs:
             return self._jobs[spec.id].state
+        placement = await self._isolation.place(spec) if self._isolation else Placement(spec)
+        spec = placement.spec
         executor = self._executors.get(spec.executor)
         if executor is None or not await executor.is_available():
             raise AgentError(
@@ -174,7 +179,10 @@ class JobManager:
             spec = await self._stage(spec)
             if spec.id in self._jobs:  # submitted again while we staged
                 return self._jobs[spec.id].state
-        stored = StoredJob(spec=spec, state=JobState(id=spec.id, status=JobStatus.PENDING))
+        state = JobState(
+            id=spec.id, status=JobStatus.PENDING, executor=spec.executor, notice=placement.notice
+        )
+        stored = StoredJob(spec=spec, state=state)
         job = _Job(stored, self._store.create(stored))
         self._jobs[spec.id] = job
         job.supervisor = asyncio.create_task(self._supervise(job, resume=False))

@@ -37,6 +37,7 @@ from agent.server.executors.base import Executor
 from agent.server.executors.docker import DockerExecutor
 from agent.server.executors.process import ProcessExecutor
 from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpus, to_capacity
+from agent.server.isolation import DEFAULT_IMAGE, Isolation, JobIsolation
 from agent.server.jobaccount import JobAccount
 from agent.server.jobs import JobManager
 from agent.server.mounts import DOCKER_SOCKETS
@@ -66,6 +67,8 @@ class AgentConfig:
     protected_dirs: tuple[Path, ...] = ()  # besides the data dir: no job mounts these
     volume_dirs: tuple[Path, ...] = ()  # volumes inside these may be mounted all the same
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES  # a request's line and headers, at most
+    job_isolation: Isolation = Isolation.AUTO  # jobs without an image: container or process
+    default_image: str = DEFAULT_IMAGE  # ... and the image of their container
 
 
 @dataclass
@@ -110,6 +113,13 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
     return executors
 
 
+def job_isolation(config: AgentConfig, executors: Mapping[ExecutorKind, Executor]) -> JobIsolation:
+    """Where jobs without an image run (``isolation``), asking the Docker executor's engine."""
+    docker = executors.get(ExecutorKind.DOCKER)
+    probe = docker.engine_facts if isinstance(docker, DockerExecutor) else None
+    return JobIsolation(config.job_isolation, config.default_image, probe)
+
+
 def disk_watch(config: AgentConfig) -> DiskWatch:
     """The agent's data dir and, with a Docker engine, Docker's root dir."""
     paths = {"data dir": config.data_dir}
@@ -140,6 +150,7 @@ async def start_agent(
             capacity=to_capacity(host),
             gpu_sampler=lambda: sample_gpus(config.tool_runner),
             disk=disk_watch(config),
+            isolation=job_isolation(config, executors),
         )
         await manager.start()
         sock = _bind(config.http_port)

@@ -384,10 +384,17 @@ class _AgentSetup:
     bundle: Bundle | None = None
     key_dirs: tuple[Path, ...] = ()  # where fleets' identity files may be (`keyfiles`)
     local_job_user: str = "auto"  # the local agent's --job-user
+    local_job_isolation: str = "auto"  # ... its --job-isolation
+    local_default_image: str | None = None  # ... its --default-image (None: dstack's)
 
     async def local(self) -> LocalAgent:
         agent = await ensure_local_agent(
-            self.data_dir, self.key, self.pool, job_user=self.local_job_user
+            self.data_dir,
+            self.key,
+            self.pool,
+            job_user=self.local_job_user,
+            job_isolation=self.local_job_isolation,
+            default_image=self.local_default_image,
         )
         return LocalAgent(
             hostname=agent.target.hostname,
@@ -430,6 +437,8 @@ def build_controller(
         pool,
         key_dirs=settings.allowed_key_dirs,
         local_job_user=settings.local_job_user,
+        local_job_isolation=settings.local_job_isolation,
+        local_default_image=settings.local_default_image,
     )
     runtime = Runtime(
         store=store,

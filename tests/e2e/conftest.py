@@ -16,6 +16,7 @@ from tests.e2e.runs_harness import (
     start_agent_env,
     stop_agent_env,
 )
+from tests.services.docker import docker_engine  # noqa: F401
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

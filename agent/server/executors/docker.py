@@ -41,6 +41,7 @@ from agent.server.executors.containers import (
     to_pull_fraction,
 )
 from agent.server.executors.dockerlogs import LogFollower
+from agent.server.isolation import LABEL_DEFAULT_IMAGE, EngineFacts
 from agent.server.mounts import mount_problem
 from agent.server.store import JobFiles
 
@@ -98,6 +99,25 @@ class DockerExecutor:
         except (EngineUnavailableError, docker.errors.DockerException, *_UNREACHABLE):
             return False
 
+    async def engine_facts(self, image: str) -> EngineFacts:
+        """Whether the engine answers, has ``image`` and an ``nvidia`` runtime (``isolation``)."""
+
+        def ask() -> EngineFacts:
+            client = self._client()
+            client.ping()
+            try:
+                client.images.get(image)
+                has_image = True
+            except docker.errors.ImageNotFound:
+                has_image = False
+            runtimes = client.info().get("Runtimes") or {}
+            return EngineFacts(answers=True, has_image=has_image, nvidia="nvidia" in runtimes)
+
+        try:
+            return await asyncio.to_thread(ask)
+        except (EngineUnavailableError, docker.errors.DockerException, *_UNREACHABLE):
+            return EngineFacts()
+
     def check(self, spec: JobSpec) -> str | None:
         if not spec.image:
             return "a docker job needs an image"
@@ -118,7 +138,17 @@ class DockerExecutor:
         def report(fraction: float | None) -> None:
             loop.call_soon_threadsafe(progress, fraction)
 
-        await _call(lambda: _pull(self._client(streaming=True), str(spec.image), report))
+        try:
+            await _call(lambda: _pull(self._client(streaming=True), str(spec.image), report))
+        except ExecutorError as error:
+            if LABEL_DEFAULT_IMAGE not in spec.labels:
+                raise
+            raise ExecutorError(
+                error.reason,
+                f"{error.message} (the agent's default image, for runs without `image:`: "
+                "pre-pull it on the host, set --default-image to an image the host can pull, "
+                "or run the agent with --job-isolation auto or process)",
+            ) from error
 
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
         files.log.chmod(0o622)  # the container's user may not be ours: append, never read

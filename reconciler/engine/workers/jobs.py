@@ -275,9 +275,12 @@ class JobsProcessor:
                 return released | {"status_message": exc.message}, self.config.wait_poll
             reason = JobTerminationReason.CREATING_CONTAINER_ERROR
             return self.release(ctx, finish(reason, self.store.now(), exc.message)), None
+        # the agent's word on how it runs the job (e.g. not in a container, and why)
+        note = "; ".join(part for part in (note, state.notice) if part)
         if note:  # kept past the job's end (its status message is not)
             await asyncio.to_thread(self._note, ctx, note)
-        runtime = ctx.runtime | {"executor": body["executor"]}
+        executor = state.executor.value if state.executor else body["executor"]
+        runtime = ctx.runtime | {"executor": executor}
         status = JobStatus.RUNNING if state.status.value == "running" else JobStatus.PULLING
         if status is JobStatus.RUNNING:
             runtime["started_at"] = self.store.clock.now_ts()
