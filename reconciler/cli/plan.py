@@ -89,7 +89,10 @@ def plan_command(
     )
     limits = config_limits(os.environ)  # DOCKYARD_CONFIG_MAX_*, as on the server
     source = GitSource(
-        location, data_dir=directory, parse=lambda text, name: parse_config(text, name, limits)
+        location,
+        data_dir=directory,
+        parse=lambda text, name: parse_config(text, name, limits),
+        limits=limits,
     )
     source.fetch()
     commit = source.resolve(ref)

@@ -476,7 +476,10 @@ def build_controller(
         )
         limits = settings.config_limits  # --config-max-bytes/values/depth
         git_source = GitSource(
-            location, data_dir=data_dir, parse=lambda text, path: parse_config(text, path, limits)
+            location,
+            data_dir=data_dir,
+            parse=lambda text, path: parse_config(text, path, limits),
+            limits=limits,  # a blob over config-max-bytes is refused unread
         )
         source = GitConfigSource(git_source)
         archives = GitArchives(lambda: Path(git_source.mirror.repo.git_dir))

@@ -116,6 +116,27 @@ class GitMirror:
             "or an expression like HEAD~1"
         )
 
+    def blob_sizes(self, shas: Sequence[str]) -> dict[str, int]:
+        """The sizes of blobs, from their object headers (nothing of their content is
+        read): a few through git's persistent `cat-file --batch-check`, many in one run."""
+        if len(shas) <= _FEW_BLOBS:
+            return {sha: int(self.repo.odb.info(bytes.fromhex(sha)).size) for sha in shas}
+        command = ["git", "--git-dir", str(self.repo.git_dir), "cat-file", "--batch-check"]
+        done = subprocess.run(
+            command, input="".join(f"{sha}\n" for sha in shas).encode(), capture_output=True,
+            check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            detail = done.stderr.decode(errors="replace").strip()
+            raise DockyardError(f"reading blobs of {self._where()} failed: {detail}")
+        sizes: dict[str, int] = {}
+        for sha, line in zip(shas, done.stdout.decode().splitlines(), strict=False):
+            header = line.split()
+            if len(header) != 3:  # "<sha> missing"
+                raise DockyardError(f"blob {sha} is missing from {self._where()}")
+            sizes[sha] = int(header[2])
+        return sizes
+
     def read_blobs(self, shas: Sequence[str]) -> dict[str, bytes]:
         """The contents of blobs: a few through git's persistent `cat-file` (no new
         process per commit), many from one `git cat-file --batch` run."""

@@ -20,6 +20,7 @@ from reconciler.adapters.gitsource.mirror import GitMirror
 from reconciler.adapters.gitsource.remotes import RepoLocation
 from reconciler.adapters.gitsource.snapshots import Snapshot, advance_snapshot, list_snapshot
 from reconciler.core.loading import ConfigParser
+from schemas.limits import DEFAULT_LIMITS, ConfigLimits
 
 _KEPT_SNAPSHOTS = 8
 
@@ -27,10 +28,18 @@ _KEPT_SNAPSHOTS = 8
 class GitSource:
     """Fetches a config repo and turns commits into desired states, incrementally."""
 
-    def __init__(self, location: RepoLocation, *, data_dir: Path, parse: ConfigParser) -> None:
+    def __init__(
+        self,
+        location: RepoLocation,
+        *,
+        data_dir: Path,
+        parse: ConfigParser,
+        limits: ConfigLimits = DEFAULT_LIMITS,
+    ) -> None:
+        """`limits`: those `parse` reads within; a blob over `max_bytes` is never read."""
         self.location = location
         self.mirror = GitMirror(location, root=data_dir / "git")
-        self.cache = DocumentCache(parse)
+        self.cache = DocumentCache(parse, limits=limits)
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
 
     def fetch(self) -> str:
@@ -66,4 +75,5 @@ class GitSource:
 
     def load(self, snapshot: Snapshot) -> LoadedSnapshot:
         """The desired state of `snapshot`; parses only blobs not seen before."""
-        return load_snapshot(snapshot, self.mirror.read_blobs, self.cache)
+        mirror = self.mirror
+        return load_snapshot(snapshot, mirror.read_blobs, self.cache, mirror.blob_sizes)
