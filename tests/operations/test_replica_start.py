@@ -37,6 +37,31 @@ def test_server_start_is_refused_while_an_older_version_beats(tmp_path: Path) ->
     store.close()
 
 
+def test_server_start_is_refused_beside_the_same_version_of_another_build(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    store = Store.from_url(f"sqlite:///{data_dir / 'dockyard.db'}", migrate=True)
+    now = store.now()
+    other = this_server(code="0123456789abcdef")  # a checkout that moved, no version bump
+    assert other.code != this_server().code
+    store.add(Replica(id="other:1", version=other.version, build=other.build,
+                      hostname="twin-host", pid=8, started_at=now, heartbeat_at=now))  # fmt: skip
+    env = {**os.environ, "DOCKYARD_CONFIG": str(tmp_path / "cli.yml"), "COLUMNS": "400"}
+    dockyard = Path(sys.executable).parent / "dockyard"
+    result = subprocess.run(
+        [str(dockyard), "server", "--data-dir", str(data_dir), "--port", "0"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    assert "code 0123456789abcdef) on twin-host, pid 8" in output
+    assert "the same version and schema, another build of the code" in output
+    assert f"This is Dockyard {other.version} (schema {other.schema}, code " in output
+    assert "Traceback" not in output
+    store.close()
+
+
 async def test_a_started_server_beats_and_leaves_on_stop(tmp_path: Path) -> None:
     store = Store.from_url(f"sqlite:///{tmp_path / 'd.db'}", migrate=True)
     heartbeat = ReplicaHeartbeat(store, this_server("host:abc:9"), every=0.01)

@@ -120,3 +120,20 @@ def test_a_live_replica_of_another_version_blocks_the_start(empty_url: str) -> N
     ReplicaStore(engine).leave(me)
     assert store.get(Replica, me.id) is None
     engine.dispose()
+
+
+def test_a_live_replica_of_the_same_version_but_another_build_blocks_the_start(
+    empty_url: str,
+) -> None:
+    engine = create_db_engine(empty_url)
+    upgrade_database(engine)
+    me = this_server("host:abc:1")
+    twin = this_server("host:abc:2", code="f" * 16)  # same version and schema, other code
+    assert (twin.version, twin.schema) == (me.version, me.schema) and twin.build != me.build
+    ReplicaStore(engine).join(twin)
+    with pytest.raises(UsageError, match="the same version and schema, another build of the code"):
+        check_database_for(empty_url, me)
+    with pytest.raises(UsageError, match=f"code {'f' * 16}"):
+        ReplicaStore(engine).join(me)
+    ReplicaStore(engine).join(this_server("host:abc:3", code="f" * 16))  # the same build: fine
+    engine.dispose()
