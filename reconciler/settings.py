@@ -73,6 +73,8 @@ OPERATIONS_FIELDS: tuple[str, ...] = (
     "events_max_count",
     "reconciles_max_age",
     "reconciles_max_count",
+    "runs_max_age",
+    "runs_max_count",
     "deliveries_max_age",
     "deliveries_max_count",
     "archives_max_age",
@@ -187,6 +189,12 @@ class Settings(BaseModel):
     )
     reconciles_max_count: int = Field(
         default=1000, ge=1, description="newest reconciles kept per project"
+    )
+    runs_max_age: Duration = Field(
+        default=30 * 86400.0, gt=0, description="finished runs (and their jobs) kept after they end"
+    )
+    runs_max_count: int = Field(
+        default=10_000, ge=1, description="newest finished runs kept per project"
     )
     deliveries_max_age: Duration = Field(
         default=14 * 86400.0, gt=0, description="webhook deliveries kept"

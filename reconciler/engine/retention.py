@@ -42,6 +42,7 @@ class RetentionPolicy:
 
     events: Keep
     reconciles: Keep
+    runs: Keep
     deliveries: Keep
     archives: Keep
     job_log_retention: float
@@ -56,6 +57,7 @@ class RetentionPolicy:
         return cls(
             events=keep(settings.events_max_age, settings.events_max_count),
             reconciles=keep(settings.reconciles_max_age, settings.reconciles_max_count),
+            runs=keep(settings.runs_max_age, settings.runs_max_count),
             deliveries=keep(settings.deliveries_max_age, settings.deliveries_max_count),
             archives=keep(settings.archives_max_age, settings.archives_max_count),
             job_log_retention=settings.job_log_retention,
@@ -107,6 +109,7 @@ class RetentionSweeper:
             "events": lambda: store.prune_events(p.events, p.batch),
             "reconciles": lambda: store.prune_reconciles(p.reconciles, p.batch),
             "deliveries": lambda: store.prune_deliveries(p.deliveries, p.batch),
+            "runs": lambda: store.prune_runs(p.runs, p.batch),
         }
         counts: dict[str, int] = {}
         for kind, step in steps.items():

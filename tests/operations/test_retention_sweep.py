@@ -58,6 +58,9 @@ def test_a_pass_deletes_what_is_old_and_keeps_what_active_runs_need(tmp_path: Pa
         store.record_delivery(provider="github", delivery_id=f"d{i}", event="push")
     ended_run, ended_job = _job(store, "aaa-ended", "done", True)
     live_run, live_job = _job(store, "bbb-live", "running", True)
+    again_run, again_job = _job(store, "ddd-again", "done", True)
+    clock.advance(1)
+    newer_run, _ = _job(store, "ddd-again", "done", True)
     blobs = BlobStore(data_dir / "files")
     for name in ("a", "b", "c"):
         blobs.put(name.encode() * 10)  # content-addressed: names are hashes
@@ -69,12 +72,21 @@ def test_a_pass_deletes_what_is_old_and_keeps_what_active_runs_need(tmp_path: Pa
         os.utime(path, (old, old))
     ended_log = _log(data_dir, ended_run, ended_job, old)
     live_log = _log(data_dir, live_run, live_job, old)
+    again_log = _log(data_dir, again_run, again_job, old)
     fresh_run, fresh_job = _job(store, "ccc-fresh", "done", True)
     fresh_log = _log(data_dir, fresh_run, fresh_job, clock.now_ts())
 
-    counts = _sweeper(store, data_dir, events_max_age="7d", deliveries_max_age="7d").sweep_once()
+    counts = _sweeper(
+        store, data_dir, events_max_age="7d", deliveries_max_age="7d", runs_max_age="7d"
+    ).sweep_once()
 
-    assert counts == {"events": 5, "reconciles": 0, "deliveries": 5, "job_logs": 1, "archives": 3}
+    assert counts == {
+        "events": 5, "reconciles": 0, "deliveries": 5, "runs": 1, "job_logs": 2, "archives": 3
+    }  # fmt: skip
+    assert store.get(Run, again_run.id) is None and store.get(Job, again_job.id) is None
+    assert store.get(Run, newer_run.id) is not None  # the newest of its name stays
+    assert store.get(Run, ended_run.id) is not None and store.get(Run, live_run.id) is not None
+    assert not again_log.exists()  # the pruned run's log went in the same pass
     assert not ended_log.exists() and not tail_path(ended_log).exists()
     assert not ended_log.parent.exists()  # the run's empty folder went too
     assert live_log.exists() and fresh_log.exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from reconciler.adapters.db import Store
-from reconciler.adapters.db.models import Job, Run
+from reconciler.adapters.db.models import Job, Resource, Run
 from reconciler.adapters.db.retention import Keep, RetentionStore
 from tests.store.conftest import FakeClock
 
@@ -111,3 +111,79 @@ def test_the_maintenance_row_is_leased_by_one_sweeper_at_a_time(store: Store) ->
     store.leases.release(Maintenance, *first[0], due_in=600, values={"last_result": {"x": 1}})
     assert retention.maintenance_result("retention") == {"x": 1}
     assert store.leases.claim_due(Maintenance, owner="b", limit=1, lease_seconds=60) == []
+
+
+def _run(store: Store, name: str, status: str, *, submitted_days_ago: float,
+         jobs: tuple[tuple[str, float | None], ...] = (("done", None),),
+         project: str = "main", deleted: bool = False) -> str:  # fmt: skip
+    """A run submitted `submitted_days_ago`, with jobs (status, ended how many days ago; None:
+    when it was submitted)."""
+    project_id = store.get_or_create_project(project).id
+    now = store.now()
+    submitted = now - timedelta(days=submitted_days_ago)
+    run = store.add(Run(project_id=project_id, run_name=name, run_type="task", spec={},
+                        spec_hash="h", status=status, submitted_at=submitted,
+                        deleted=deleted))  # fmt: skip
+    for job_status, ended in jobs:
+        finished = submitted if ended is None else now - timedelta(days=ended)
+        store.add(Job(run_id=run.id, status=job_status, job_spec={}, submitted_at=submitted,
+                      finished_at=None if job_status == "running" else finished))  # fmt: skip
+    return run.id
+
+
+def test_finished_runs_go_with_their_jobs_but_never_what_is_still_needed(store: Store) -> None:
+    month = Keep(max_age=timedelta(days=30), max_count=1000)
+    gone = [
+        _run(store, "train", "done", submitted_days_ago=50),
+        _run(store, "train", "failed", submitted_days_ago=45),
+        _run(store, "svc", "terminated", submitted_days_ago=44),  # an active run's old one
+        _run(store, "removed", "done", submitted_days_ago=40, deleted=True),  # newest, deleted
+    ]
+    kept = [
+        _run(store, "train", "done", submitted_days_ago=40),  # the newest of its name
+        _run(store, "svc", "running", submitted_days_ago=43, jobs=(("running", None),)),
+        _run(store, "svc", "done", submitted_days_ago=42, jobs=(("done", 29),)),  # ended lately
+        _run(store, "svc", "done", submitted_days_ago=41, jobs=(("terminating", 41),)),
+        _run(store, "eval", "done", submitted_days_ago=5),
+        _run(store, "eval", "done", submitted_days_ago=4),
+        _run(store, "train", "done", submitted_days_ago=39, project="other"),  # its own newest
+        _run(store, "svc", "done", submitted_days_ago=1),
+    ]
+    held = _run(store, "svc", "failed", submitted_days_ago=48)  # a worker holds its lease
+    store.update(Run, held, lock_token="t", lock_owner="w",
+                 lock_expires_at=store.now() + timedelta(seconds=60))  # fmt: skip
+    job_held = _run(store, "svc", "failed", submitted_days_ago=47)  # or one of its jobs'
+    store.update(Job, store.list_jobs(job_held)[0].id, lock_token="t", lock_owner="w",
+                 lock_expires_at=store.now() + timedelta(seconds=60))  # fmt: skip
+    managed = _run(store, "web", "done", submitted_days_ago=46)  # its resource's newest run
+    resource = store.add(Resource(project_id=store.get_or_create_project("main").id,
+                                  kind="task", name="web", origin="git:web.yml@abc",
+                                  path="web.yml", commit="abc", spec={}, spec_hash="h",
+                                  status="done", created_at=store.now(),
+                                  updated_at=store.now()))  # fmt: skip
+    store.update(Run, managed, resource_id=resource.id)
+    _run(store, "web", "done", submitted_days_ago=2)  # a newer one of the name, applied by hand
+    retention = _retention(store)
+    assert retention.prune_runs(month, batch=3) == 3  # one bounded batch, oldest first
+    assert retention.prune_runs(month, batch=3) == 1
+    assert retention.prune_runs(month, batch=3) == 0
+    for run_id in gone:
+        assert store.get(Run, run_id) is None and store.list_jobs(run_id) == []
+    for run_id in (*kept, held, job_held, managed):
+        assert store.get(Run, run_id) is not None and store.list_jobs(run_id) != []
+    main = store.get_or_create_project("main").id
+    newest = store.get_run_by_name(main, "svc")
+    assert newest is not None and newest.id == kept[-1]
+    assert store.get_run_by_name(main, "removed") is None  # as before the sweep
+
+
+def test_finished_runs_beyond_the_count_go_but_the_newest_of_each_name(store: Store) -> None:
+    ids = [_run(store, f"job-{i % 3}", "done", submitted_days_ago=10 - i) for i in range(9)]
+    active = _run(store, "job-0", "running", submitted_days_ago=0, jobs=(("running", None),))
+    retention = _retention(store)
+    assert retention.prune_runs(Keep(timedelta(days=99), max_count=4), batch=100) == 5
+    left = {run_id for run_id in (*ids, active) if store.get(Run, run_id) is not None}
+    assert left == {*ids[5:], active}  # the 4 newest finished, and the active one
+    assert retention.prune_runs(Keep(timedelta(days=99), max_count=1), batch=100) == 2
+    left = {run_id for run_id in (*ids, active) if store.get(Run, run_id) is not None}
+    assert left == {ids[7], ids[8], active}  # the newest job-1 and job-2 (job-0's: active)

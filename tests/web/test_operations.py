@@ -4,10 +4,14 @@ report a nearly full data dir (a real tmpfs filled by the test) and its recovery
 from __future__ import annotations
 
 import base64
+from datetime import timedelta
 from pathlib import Path
+
+import httpx
 
 from reconciler.adapters.db.models import Job, Run
 from reconciler.engine.joblogs import LogCap, job_log_path, write_chunk
+from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
 from tests.operations.tmpfs import fill, tmpfs
 from tests.web.fakes import FakeController
 from tests.web.serving import Running, running_server
@@ -71,3 +75,50 @@ def test_healthcheck_and_metrics_report_a_full_data_dir_until_space_returns(
         filler.unlink()
         assert http.get("/healthcheck").json()["status"] == "ok"
         assert "dockyard_disk_low 0.0" in http.get("/metrics").text
+
+
+def test_pruned_runs_answer_as_unknown_ones_and_their_names_show_the_newest(
+    server: Running,
+) -> None:
+    store = server.server.store
+    project = store.get_or_create_project("main")
+    now = store.now()
+
+    def nightly(days_ago: float) -> tuple[str, str]:
+        at = now - timedelta(days=days_ago)
+        run = store.add(Run(project_id=project.id, run_name="nightly", run_type="task", spec={},
+                            spec_hash="h", status="done", submitted_at=at))  # fmt: skip
+        job = store.add(Job(run_id=run.id, status="done", job_spec={}, submitted_at=at,
+                            finished_at=at))  # fmt: skip
+        return run.id, job.id
+
+    (old, old_job), (new, _) = nightly(40), nightly(35)
+    http = server.client(server.admin_token)
+    runs = "/api/project/main/runs"
+    unknown = http.post(f"{runs}/get", json={"id": "0" * 36})
+    assert unknown.status_code >= 400
+    assert http.post(f"{runs}/get", json={"id": old}).status_code == 200  # (its name's newest)
+
+    policy = RetentionPolicy.from_settings(server.settings)
+    counts = RetentionSweeper(store, server.settings.data_dir, policy, "test").sweep_once()
+    assert counts is not None and counts["runs"] == 1  # 30 days by default; the newest stays
+
+    gone = http.post(f"{runs}/get", json={"id": old})
+    assert (gone.status_code, gone.json()) == (
+        unknown.status_code,
+        {"detail": [{**unknown.json()["detail"][0], "msg": f"run {old} not found"}]},
+    )
+    assert http.post(f"{runs}/get", json={"run_name": "nightly"}).json()["id"] == new
+    listed = http.post(f"{runs}/list", json={"all": True}).json()
+    assert [r["id"] for r in listed] == [new]
+    paged = http.post("/api/runs/list", json={"prev_run_id": old,
+                                               "prev_submitted_at": now.isoformat()})  # fmt: skip
+    assert [r["id"] for r in paged.json()] == [new]  # a pruned run still pages
+    polled = http.post("/api/project/main/logs/poll",
+                       json={"run_name": "nightly", "job_submission_id": old_job})  # fmt: skip
+    assert polled.status_code == 200 and polled.json()["logs"] == []
+    console = httpx.Client(base_url=server.url, timeout=30)
+    signed = console.post("/console/login", data={"token": server.admin_token, "next": "/"})
+    assert signed.status_code == 303
+    assert console.get("/console/p/main/runs/nightly").status_code == 200
+    assert console.get("/console/p/main/runs").status_code == 200

@@ -4,9 +4,12 @@ sweep so one replica at a time runs it.
 Each `prune_*` call is one transaction that deletes at most `batch` rows and returns how many
 it deleted (the caller loops while a batch comes back full). What is never pruned: the
 newest finished reconcile of every project, the newest one that applied a revision (the last good
-revision is read from it), and reconciles still queued or running. Log files and uploaded
-archives live on disk: `finished_log_jobs` and `archives_in_use` say which the sweep may
-delete. Called by `reconciler.engine.retention`; see docs/operations.md.
+revision is read from it), and reconciles still queued or running; a run that has not finished,
+has a job not finished or held by a worker, is the newest (not deleted) run of its name in its
+project or of its managed resource (what `runs/get`, the console and the planner read). Log
+files and uploaded archives live on disk: `finished_log_jobs` and `archives_in_use` say which
+the sweep may delete (a pruned run's job logs go like those of any job no row knows). Called by
+`reconciler.engine.retention`; see docs/operations.md.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from reconciler.adapters.db.models import Delivery, Event, Job, Maintenance, Rec
 from reconciler.adapters.db.sessions import StoreBase
 
 FINISHED_RUN = ("terminated", "failed", "done")
+FINISHED_JOB = ("terminated", "aborted", "failed", "done")
 FINISHED_RECONCILE = ("succeeded", "failed", "aborted")
 
 
@@ -107,6 +111,47 @@ class RetentionStore(StoreBase):
         )
         return select(newest.c.id).where(newest.c.rank == 1)
 
+    def prune_runs(self, keep: Keep, batch: int) -> int:
+        """Finished runs, with their jobs, that ended before `max_age` or are beyond the newest
+        `max_count` finished runs of their project; never those the module docstring keeps.
+        A run ended when its last job did (its submission when it has no job)."""
+        now = self.now()
+        cutoff = now - keep.max_age
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=Run.project_id,
+                order_by=(Run.submitted_at.desc(), Run.id.desc()),
+            )
+            .label("rank")
+        )
+        ranked = (
+            select(Run.id, Run.submitted_at, rank)
+            .where(Run.status.in_(FINISHED_RUN), _unlocked(Run, now))
+            .subquery()
+        )
+        busy_job = (Job.status.not_in(FINISHED_JOB)) | Job.finished_at.is_(None)
+        busy = select(Job.run_id).where(busy_job | ~_unlocked(Job, now))
+        young = select(Job.run_id).where(Job.finished_at >= cutoff)
+        old = (ranked.c.submitted_at < cutoff) & ranked.c.id.not_in(young)
+        candidates = (
+            select(ranked.c.id)
+            .where(
+                or_(ranked.c.rank > keep.max_count, old),
+                ranked.c.id.not_in(busy),
+                ranked.c.id.not_in(_newest_runs(Run.project_id, Run.run_name)),
+                ranked.c.id.not_in(_newest_runs(Run.resource_id)),
+            )
+            .order_by(ranked.c.submitted_at)
+            .limit(batch)
+        )
+        with self.writing() as session:
+            ids = list(session.scalars(candidates))
+            if ids:
+                session.execute(delete(Job).where(Job.run_id.in_(ids)))
+                session.execute(delete(Run).where(Run.id.in_(ids)))
+        return len(ids)
+
     def _delete_ids(self, model: Any, *queries: Select[Any]) -> int:
         with self.writing() as session:
             ids: set[str] = set()
@@ -144,3 +189,23 @@ class RetentionStore(StoreBase):
                     if isinstance(ref, dict) and isinstance(ref.get("id"), str):
                         named.add(ref["id"])
         return named
+
+
+def _unlocked(model: type[Run] | type[Job], now: datetime) -> ColumnElement[bool]:
+    """No worker holds the row's lease."""
+    return or_(model.lock_expires_at.is_(None), model.lock_expires_at <= now)
+
+
+def _newest_runs(*partition: Any) -> Select[tuple[str]]:
+    """The newest not deleted run of each value of `partition` (NULLs left out)."""
+    newest = (
+        select(
+            Run.id,
+            func.row_number()
+            .over(partition_by=partition, order_by=(Run.submitted_at.desc(), Run.id.desc()))
+            .label("rank"),
+        )
+        .where(Run.deleted.is_(False), *(column.is_not(None) for column in partition))
+        .subquery()
+    )
+    return select(newest.c.id).where(newest.c.rank == 1)
