@@ -23,6 +23,7 @@ from typing import Any
 from agent.diskspace import DEFAULT_MIN_FREE
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from agent.protocol import agent_version
+from agent.server.archives import MAX_EXTRACTED_BYTES, MAX_EXTRACTED_FILES, ArchiveLimits
 from agent.server.isolation import DEFAULT_IMAGE, Isolation
 from agent.server.jobaccount import (
     DEFAULT_JOB_USER,
@@ -85,6 +86,22 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         "env DOCKYARD_DEFAULT_IMAGE",
     )
     serve_parser.add_argument(
+        "--max-extracted-bytes",
+        type=int,
+        default=_env_int("DOCKYARD_AGENT_MAX_EXTRACTED_BYTES", MAX_EXTRACTED_BYTES),
+        metavar="N",
+        help="bytes a job's archives (repos/files) may extract to, all together (4 GiB); "
+        "env DOCKYARD_AGENT_MAX_EXTRACTED_BYTES",
+    )
+    serve_parser.add_argument(
+        "--max-extracted-files",
+        type=int,
+        default=_env_int("DOCKYARD_AGENT_MAX_EXTRACTED_FILES", MAX_EXTRACTED_FILES),
+        metavar="N",
+        help="files a job's archives may hold, all together (200000); "
+        "env DOCKYARD_AGENT_MAX_EXTRACTED_FILES",
+    )
+    serve_parser.add_argument(
         "--max-header-bytes",
         type=int,
         default=DEFAULT_MAX_HEADER_BYTES,
@@ -130,6 +147,17 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def _env_int(name: str, default: int) -> int:
+    """A whole number from the environment (a flag's default), else `default`."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise SystemExit(f"error: {name}={value!r} is not a whole number") from None
+
+
 def extra_services(args: argparse.Namespace) -> list[AgentService]:
     """Services started beside the HTTP API, from their command-line options."""
     return ssh_cli.services(args)
@@ -151,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     config = AgentConfig(
         job_isolation=Isolation(args.job_isolation),
+        archive_limits=ArchiveLimits(args.max_extracted_bytes, args.max_extracted_files),
         default_image=args.default_image,
         data_dir=args.data_dir.resolve(),
         job_account=account,

@@ -4,9 +4,10 @@ At submit time the job manager *stages* every archive: decodes the base64, and e
 tar.gz with ``tarfile``'s ``data`` filter (no absolute members, no ``..``, no links or
 devices leading out, no setuid bits) into ``<job dir>/archives/<n>/``. A bad archive is
 refused there (``invalid_request``) and nothing of the job is kept. Extraction is bounded
-before anything is written: at most ``MAX_EXTRACTED_BYTES`` and ``MAX_EXTRACTED_FILES`` per
-job, counted from each member's header (a decompression bomb stops at its first big
-member), and a job's archives are extracted once: concurrent submits of the same job (the
+before anything is written: at most ``ArchiveLimits`` (the agent's
+``--max-extracted-bytes``, 4 GiB, and ``--max-extracted-files``, 200 000) per job,
+counted from each member's header (a decompression bomb stops at its first big member),
+and a job's archives are extracted once: concurrent submits of the same job (the
 server's retries) wait on one lock file and find the staged tree. The stored spec keeps
 the archives' paths but not their data, so ``job.json`` stays small.
 
@@ -31,6 +32,7 @@ import shutil
 import tarfile
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.protocol import MAX_ARCHIVES_BYTES, Archive, JobSpec
@@ -40,6 +42,17 @@ MAX_EXTRACTED_BYTES = 4 * 2**30
 against its own, lower `--archive-max-extracted-bytes` first)."""
 MAX_EXTRACTED_FILES = 200_000
 """Members a job's archives may have, all together."""
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """What a job's archives may extract to (the agent's settings; defaults above)."""
+
+    max_bytes: int = MAX_EXTRACTED_BYTES  # --max-extracted-bytes
+    max_files: int = MAX_EXTRACTED_FILES  # --max-extracted-files
+
+
+DEFAULT_ARCHIVE_LIMITS = ArchiveLimits()
 
 
 class ArchiveError(ValueError):
@@ -65,7 +78,9 @@ def staged_root(job_root: Path) -> Path:
     return job_root / "archives"
 
 
-def stage_archives(archives: list[Archive], job_root: Path) -> None:
+def stage_archives(
+    archives: list[Archive], job_root: Path, limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS
+) -> None:
     """Extract every archive into ``<job_root>/archives/<n>``; ``ArchiveError`` if one is bad.
 
     Extracts into a fresh temporary directory and renames it at the end, so a half-staged
@@ -81,7 +96,7 @@ def stage_archives(archives: list[Archive], job_root: Path) -> None:
         scratch = job_root / f".archives-{uuid.uuid4().hex}"
         scratch.mkdir(mode=0o700)
         try:
-            budget = _Budget()
+            budget = _Budget(limits)
             for index, archive in enumerate(archives):
                 _extract(index, archive, scratch / str(index), budget)
             scratch.rename(target)
@@ -93,23 +108,27 @@ def stage_archives(archives: list[Archive], job_root: Path) -> None:
 class _Budget:
     """What a job's archives have extracted so far, refused past the limits."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: ArchiveLimits) -> None:
+        self.limits = limits
         self.bytes = 0
         self.files = 0
 
     def take(self, index: int, member: tarfile.TarInfo) -> None:
         self.files += 1
         self.bytes += max(member.size, 0)
-        if self.files > MAX_EXTRACTED_FILES:
+        if self.files > self.limits.max_files:
             raise ArchiveError(
-                f"archives[{index}]: more than {MAX_EXTRACTED_FILES} files in the job's "
-                "archives (the agent's limit): bring fewer files"
+                f"archives[{index}]: more than {self.limits.max_files} files in the job's "
+                "archives (the agent's limit, --max-extracted-files): bring fewer files, or "
+                "start the host's agent with a higher --max-extracted-files "
+                "(DOCKYARD_AGENT_MAX_EXTRACTED_FILES)"
             )
-        if self.bytes > MAX_EXTRACTED_BYTES:
+        if self.bytes > self.limits.max_bytes:
             raise ArchiveError(
-                f"archives[{index}]: extracts to more than {MAX_EXTRACTED_BYTES} bytes "
-                f"(the agent's limit; {member.name[:200]!r} alone is {member.size}): "
-                "bring less"
+                f"archives[{index}]: extracts to more than {self.limits.max_bytes} bytes "
+                f"(the agent's limit, --max-extracted-bytes; {member.name[:200]!r} alone is "
+                f"{member.size}): bring less, or start the host's agent with a higher "
+                "--max-extracted-bytes (DOCKYARD_AGENT_MAX_EXTRACTED_BYTES)"
             )
 
 

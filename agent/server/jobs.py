@@ -36,7 +36,14 @@ from agent.protocol import (
 )
 from agent.server.activity import ConnectionActivity
 from agent.server.allocation import Capacity, Claim, detect_misfit
-from agent.server.archives import ArchiveError, archives_problem, stage_archives, without_data
+from agent.server.archives import (
+    DEFAULT_ARCHIVE_LIMITS,
+    ArchiveError,
+    ArchiveLimits,
+    archives_problem,
+    stage_archives,
+    without_data,
+)
 from agent.server.errors import AgentError, EngineUnavailableError
 from agent.server.events import JobEventFeed
 from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
@@ -91,6 +98,7 @@ class JobManager:
         activity: ConnectionActivity | None = None,
         disk: DiskWatch | None = None,
         isolation: JobIsolation | None = None,
+        archive_limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
     ) -> None:
         self.activity = activity or ConnectionActivity(clock)  # fed by the SSH server
         self._store = store
@@ -101,6 +109,7 @@ class JobManager:
         self._engine_retry = engine_retry
         self.disk = disk or DiskWatch({})
         self._isolation = isolation  # None: a job without an image is a process job
+        self._archive_limits = archive_limits  # what a job's archives may extract to
         self._jobs: dict[str, _Job] = {}
         self._closing = False
         self.events = JobEventFeed(running_logs=self._running_logs)  # the server follows it
@@ -194,7 +203,8 @@ class JobManager:
         if problem is not None:
             raise AgentError(ErrorCode.INVALID_REQUEST, problem)
         try:
-            await asyncio.to_thread(stage_archives, spec.archives, self._store.files(spec.id).root)
+            root = self._store.files(spec.id).root
+            await asyncio.to_thread(stage_archives, spec.archives, root, self._archive_limits)
         except ArchiveError as error:
             raise AgentError(ErrorCode.INVALID_REQUEST, str(error)) from error
         return without_data(spec)

@@ -33,6 +33,7 @@ from agent.diskspace import DEFAULT_MIN_FREE, DiskWatch, docker_root
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES, bounded_heads
 from agent.protocol import ExecutorKind, HostInfo, agent_version
 from agent.server.app import create_app
+from agent.server.archives import DEFAULT_ARCHIVE_LIMITS, ArchiveLimits
 from agent.server.executors.base import Executor
 from agent.server.executors.docker import DockerExecutor
 from agent.server.executors.process import ProcessExecutor
@@ -69,6 +70,7 @@ class AgentConfig:
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES  # a request's line and headers, at most
     job_isolation: Isolation = Isolation.AUTO  # jobs without an image: container or process
     default_image: str = DEFAULT_IMAGE  # ... and the image of their container
+    archive_limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS  # a job's archives, extracted
 
 
 @dataclass
@@ -151,6 +153,7 @@ async def start_agent(
             gpu_sampler=lambda: sample_gpus(config.tool_runner),
             disk=disk_watch(config),
             isolation=job_isolation(config, executors),
+            archive_limits=config.archive_limits,
         )
         await manager.start()
         sock = _bind(config.http_port)

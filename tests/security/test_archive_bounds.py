@@ -17,7 +17,14 @@ import pytest
 
 from agent.protocol import Archive
 from agent.server import archives
-from agent.server.archives import MAX_EXTRACTED_BYTES, ArchiveError, stage_archives, staged_root
+from agent.server.archives import (
+    MAX_EXTRACTED_BYTES,
+    ArchiveError,
+    ArchiveLimits,
+    stage_archives,
+    staged_root,
+)
+from tests.agent.conftest import AgentProcess
 from tests.security.bombs import tar_gz_bomb
 
 
@@ -81,3 +88,43 @@ def test_concurrent_submits_extract_once(tmp_path: Path, monkeypatch: pytest.Mon
     staged = staged_root(job_root) / "0" / "dir"
     assert len(list(staged.iterdir())) == 50
     assert [p.name for p in job_root.iterdir() if p.name.startswith(".archives-")] == []
+
+
+def test_the_limits_are_settings_and_errors_say_how_to_raise_them(tmp_path: Path) -> None:
+    small = _archive(_small_tar_gz())  # 50 files, 50 000 bytes
+    with pytest.raises(ArchiveError) as files:
+        stage_archives([small], tmp_path / "a", ArchiveLimits(max_files=10))
+    assert "more than 10 files" in str(files.value)
+    assert "--max-extracted-files" in str(files.value)
+    assert "DOCKYARD_AGENT_MAX_EXTRACTED_FILES" in str(files.value)
+    with pytest.raises(ArchiveError) as size:
+        stage_archives([small], tmp_path / "b", ArchiveLimits(max_bytes=20_000))
+    assert "more than 20000 bytes" in str(size.value)
+    assert "--max-extracted-bytes" in str(size.value)
+    assert "DOCKYARD_AGENT_MAX_EXTRACTED_BYTES" in str(size.value)
+    stage_archives([small], tmp_path / "c", ArchiveLimits(max_bytes=50_000, max_files=50))
+
+
+async def test_the_agent_takes_the_limits_from_its_flags_and_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKYARD_AGENT_MAX_EXTRACTED_BYTES", "20000")
+    data_dir = tmp_path / "agent"
+    data_dir.mkdir()
+    agent = AgentProcess(data_dir, ("--no-docker", "--max-extracted-files", "10"))
+    api = await agent.start()
+    try:
+        archive = {"path": ".", "data": _archive(_small_tar_gz()).data}
+        files = await api.submit(id="many-files", commands=["true"], archives=[archive])
+        assert files.status_code == 422
+        assert "more than 10 files" in files.json()["message"]
+        assert "--max-extracted-files" in files.json()["message"]
+        agent.terminate()
+        agent = AgentProcess(data_dir, ("--no-docker",))
+        api = await agent.start()
+        size = await api.submit(id="big", commands=["true"], archives=[archive])
+        assert size.status_code == 422
+        assert "more than 20000 bytes" in size.json()["message"]
+    finally:
+        await api.http.aclose()
+        agent.terminate()
