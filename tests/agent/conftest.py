@@ -34,7 +34,7 @@ DEADLINE = 30.0
 
 def recorded_tools(gpus: bool) -> Callable[[tuple[str, ...]], Awaitable[str | None]]:
     """A ToolRunner: recorded nvidia-smi output for a 4-GPU host, or no tools at all."""
-    answers = {
+    answers: dict[tuple[str, ...], str] = {
         NVIDIA_INFO_ARGS: (RECORDED / "nvidia-smi-info.csv").read_text(),
         NVIDIA_METRICS_ARGS: (RECORDED / "nvidia-smi-metrics.csv").read_text(),
     }
