@@ -16,6 +16,10 @@ Rules:
   ``environment="DOCKYARD_ROLE=user"``, get sessions and job ports but never the agent's
   API. Standard options (``permitopen``, ``no-port-forwarding``, …) are honoured too.
 - No remote (``-R``) forwarding, no agent forwarding, no X11.
+- dstack's attach (`agent.ssh.jump`): a user key may open a channel to this server itself,
+  with a job's id as its user name; the inner connection is then tied to that job (its
+  sessions are that job's, whatever the user name) and a forward of dstack-runner's port
+  10999 there gets the job's log stream (`agent.ssh.runner_api`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import asyncssh
 from asyncssh.forward import SSHForwarder
 
 from agent.server.activity import ConnectionActivity
+from agent.ssh.jump import JobAccess, JobLink, JumpLinks
+from agent.ssh.runner_api import RUNNER_HTTP_PORT, serve_logs_ws
 from agent.ssh.sessions import JobSession, SessionResolver, serve_session
 
 log = logging.getLogger(__name__)
@@ -44,6 +50,7 @@ USER_ROLE = "user"
 PROJECTS_VARIABLE = "DOCKYARD_PROJECTS"
 PROJECT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 PortProject = Callable[[int], str | None]  # a running job's port -> its project label
+StreamHandler = Callable[[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,13 @@ def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> Sess
     return resolve
 
 
+def _linked(sessions: SessionResolver, job_id: str) -> SessionResolver:
+    async def resolve(name: str) -> JobSession | None:
+        return await sessions(job_id)  # an inner connection's sessions are its job's
+
+    return resolve
+
+
 def is_forward_allowed(
     dest_host: str, dest_port: int, policy: ForwardPolicy, *, by_user: bool
 ) -> bool:
@@ -118,18 +132,27 @@ class _AgentSSHServer(asyncssh.SSHServer):
         policy: ForwardPolicy,
         watch: ActivityWatch | None = None,
         port_project: PortProject | None = None,
+        jobs: tuple[JobAccess, JumpLinks] | None = None,
     ) -> None:
         self._authorized_keys = authorized_keys
         self._policy = policy
         self._watch = watch
         self._port_project = port_project
+        self._jobs = jobs
         self._conn: asyncssh.SSHServerConnection | None = None
+        self.link: JobLink | None = None  # an inner connection of dstack's attach: its job
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._jobs is not None and self._conn is not None and self.link is None:
+            self._jobs[1].forget(self._conn.get_extra_info("peername"))
+
     def begin_auth(self, username: str) -> bool:
         assert self._conn is not None
+        if self._jobs is not None and self.link is None:
+            self.link = self._jobs[1].claim(self._conn.get_extra_info("peername"))
         try:
             self._conn.set_authorized_keys(str(self._authorized_keys))
         except (OSError, ValueError, asyncssh.KeyImportError) as exc:
@@ -148,11 +171,15 @@ class _AgentSSHServer(asyncssh.SSHServer):
 
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
-    ) -> bool | Awaitable[asyncssh.SSHTCPSession[bytes]]:
+    ) -> bool | Awaitable[asyncssh.SSHTCPSession[bytes]] | StreamHandler:
         assert self._conn is not None
         environment = self._conn.get_key_option("environment")
         by_user = isinstance(environment, dict) and environment.get(ROLE_VARIABLE) == USER_ROLE
         projects = key_projects(environment)
+        if by_user and self._jobs is not None and dest_host in LOOPBACK_NAMES:
+            special = self._job_channel(dest_port, projects, *self._jobs)
+            if special is not None:
+                return special
         in_projects = projects is None or (
             self._port_project is not None and self._port_project(dest_port) in projects
         )
@@ -167,6 +194,27 @@ class _AgentSSHServer(asyncssh.SSHServer):
             f"forwarding to {dest_host}:{dest_port} is not allowed "
             "(only 127.0.0.1 ports of the agent and of running jobs)",
         )
+
+    def _job_channel(
+        self, port: int, projects: frozenset[str] | None, access: JobAccess, links: JumpLinks
+    ) -> Awaitable[asyncssh.SSHTCPSession[bytes]] | StreamHandler | None:
+        """dstack's attach: the hop to this server for a job, or the job's log stream."""
+        assert self._conn is not None
+        if port == links.target[1]:
+            name = str(self._conn.get_extra_info("username") or "")
+            link = access.find(name)
+            if link is None or (projects is not None and link.project not in projects):
+                raise asyncssh.ChannelOpenError(
+                    asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, f"no job named {name!r} here"
+                )
+            return links.open(link)
+        link = self.link
+        if port != RUNNER_HTTP_PORT or link is None:
+            return None
+        if projects is not None and link.project not in projects:
+            return None  # refused below, as any port of a job outside the key's projects
+        read = access.log(link.job_id)
+        return lambda reader, writer: serve_logs_ws(reader, writer, read)
 
     def server_requested(self, listen_host: str, listen_port: int) -> bool:
         return False
@@ -208,8 +256,11 @@ async def start_ssh_server(
     sessions: SessionResolver,
     watch: ActivityWatch | None = None,
     port_project: PortProject | None = None,
+    access: JobAccess | None = None,
 ) -> asyncssh.SSHAcceptor:
-    """Listen for SSH on options.host:options.port; close the returned acceptor to stop."""
+    """Listen for SSH on options.host:options.port; close the returned acceptor to stop.
+    With `access`, users can reach jobs as dstack's attach does (`agent.ssh.jump`)."""
+    jobs = None if access is None else (access, JumpLinks(options.host, options.port))
     ensure_host_key(options.host_key)
     if not options.authorized_keys.exists():
         options.authorized_keys.parent.mkdir(parents=True, exist_ok=True)
@@ -219,6 +270,9 @@ async def start_ssh_server(
         conn = process.get_extra_info("connection")
         environment = conn.get_key_option("environment") if conn is not None else None
         limited = _limited(sessions, key_projects(environment))
+        owner = conn.get_owner() if conn is not None else None
+        if isinstance(owner, _AgentSSHServer) and owner.link is not None:
+            limited = _linked(limited, owner.link.job_id)
         if watch is None:
             await serve_session(process, limited)
             return
@@ -238,7 +292,7 @@ async def start_ssh_server(
         options.host,
         options.port,
         server_factory=lambda: _AgentSSHServer(
-            options.authorized_keys, policy, watch, port_project
+            options.authorized_keys, policy, watch, port_project, jobs
         ),
         server_host_keys=[str(options.host_key)],
         process_factory=handle,
@@ -250,6 +304,8 @@ async def start_ssh_server(
         keepalive_count_max=3,
         config=None,
     )
+    if jobs is not None:  # the port the hop to this server goes to (options.port may be 0)
+        jobs[1].target = (jobs[1].target[0], acceptor.get_port())
     return acceptor
 
 

@@ -6,24 +6,33 @@ it when the agent leaves. What the server allows is read live from the `JobManag
 
 - forwarding to the agent's HTTP port (control-plane keys only) and to the host ports of
   jobs that run (any key);
-- a session for user ``<job id>`` or ``<run name>`` (the newest running job of that run).
+- a session for user ``<job id>`` or ``<run name>`` (the newest running job of that run);
+- dstack's attach (`job_access`): the hop to the agent's own SSH server for a job named by
+  id or run name (any status), and that job's log for the runner's log stream.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
 
+from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind
 from agent.protocol import ExecutorKind, JobState, JobStatus
 from agent.server.archives import resolve_path_env
+from agent.server.errors import AgentError
 from agent.server.executors.process import ProcessExecutor, job_environment
 from agent.server.jobaccount import JobAccount
 from agent.server.serving import AgentContext, AgentService
+from agent.ssh.joblogs import KeptLogs
+from agent.ssh.jump import JobAccess, JobLink
+from agent.ssh.runner_api import CHUNK, LogPiece, LogReader
 from agent.ssh.server import ActivityWatch, ForwardPolicy, SSHServerOptions, start_ssh_server
 from agent.ssh.sessions import JobSession, SessionResolver
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.PULLING, JobStatus.PENDING)
+FINISHED = frozenset(s.value for s in JobStatus if s.is_finished())
 PROJECT_LABEL = "dockyard.project"
 
 
@@ -69,13 +78,20 @@ def port_project(context: AgentContext) -> Callable[[int], str | None]:
     return project
 
 
-def find_job(states: list[JobState], run_names: dict[str, str], name: str) -> JobState | None:
-    """Pure: the job a session user name means (an id, else the newest running job of a run)."""
+def find_job(
+    states: list[JobState], run_names: dict[str, str], name: str, *, finished: bool = False
+) -> JobState | None:
+    """Pure: the job a session user name means (an id, else the newest running job of a run;
+    with `finished`, else the newest job of that run that has ended)."""
     for state in states:
         if state.id == name:
             return state
-    candidates = [s for s in states if run_names.get(s.id) == name and s.status in ACTIVE]
-    candidates.sort(key=lambda s: (s.status == JobStatus.RUNNING, s.started_at or 0.0))
+    candidates = [
+        s for s in states if run_names.get(s.id) == name and (s.status in ACTIVE or finished)
+    ]
+    candidates.sort(
+        key=lambda s: (s.status in ACTIVE, s.status == JobStatus.RUNNING, s.started_at or 0.0)
+    )
     return candidates[-1] if candidates else None
 
 
@@ -108,18 +124,85 @@ def session_resolver(context: AgentContext) -> SessionResolver:
     return resolve
 
 
+def job_access(context: AgentContext, kept: KeptLogs) -> JobAccess:
+    """dstack's attach through the agent: jobs by outer user name (live ones, else those
+    whose logs are kept after removal), and their logs."""
+    manager = context.manager
+
+    def find(name: str) -> JobLink | None:
+        states = manager.list()
+        run_names = {state.id: manager.spec(state.id).run_name for state in states}
+        state = find_job(states, run_names, name, finished=True)
+        if state is None:
+            return kept.find(name)
+        _keep(context, kept, state.id)  # attached: its log outlives the job's removal
+        return kept.find(state.id) or JobLink(state.id, _project(context, state.id))
+
+    def log(job_id: str) -> LogReader:
+        def read(offset: int) -> LogPiece:
+            try:  # before reading: no byte can follow what is read after the end
+                finished = manager.get(job_id).status.is_finished()
+            except AgentError:
+                finished = True
+            data = kept.read(job_id, offset, CHUNK)
+            if data is not None:
+                return LogPiece(data, offset + len(data), finished)
+            try:
+                chunk = manager.read_logs(job_id, offset=offset, limit=CHUNK)
+            except AgentError:  # removed, and its log was not kept
+                return LogPiece(b"", offset, True)
+            return LogPiece(chunk.data, chunk.next_offset, chunk.finished)
+
+        return read
+
+    return JobAccess(find, log)
+
+
+def _project(context: AgentContext, job_id: str) -> str | None:
+    return context.manager.spec(job_id).labels.get(PROJECT_LABEL)
+
+
+def _keep(context: AgentContext, kept: KeptLogs, job_id: str) -> None:
+    manager = context.manager
+    try:
+        spec, log = manager.spec(job_id), manager.files(job_id).log
+    except AgentError:
+        return
+    kept.keep(JobLink(job_id, spec.labels.get(PROJECT_LABEL)), spec.run_name, log)
+
+
+async def keep_ended_logs(context: AgentContext, kept: KeptLogs) -> None:
+    """Follow the job events: each job that ends has its log kept (`KeptLogs`)."""
+    seq, epoch = 0, ""
+    while True:
+        page = await context.manager.events.wait(seq, epoch, MAX_WAIT_SECONDS)
+        ended = [
+            event.job_id
+            for event in page.events
+            if event.kind == JobEventKind.STATE and event.status in FINISHED
+        ]
+        if page.reset:
+            ended = [s.id for s in context.manager.list() if s.status.is_finished()]
+        for job_id in ended:
+            _keep(context, kept, job_id)
+        seq, epoch = page.seq, page.epoch
+
+
 def ssh_server_service(options: SSHServerOptions) -> AgentService:
     """An ``AgentService`` running the embedded SSH server with `options`."""
 
     @contextlib.asynccontextmanager
     async def service(context: AgentContext) -> AsyncIterator[None]:
         watch = ActivityWatch(context.manager.activity, watched_owner(context))
+        kept = KeptLogs()
+        keeper = asyncio.create_task(keep_ended_logs(context, kept), name="kept-job-logs")
         acceptor = await start_ssh_server(
             options,
             policy=forward_policy(context),
             sessions=session_resolver(context),
             watch=watch,
             port_project=port_project(context),
+            access=job_access(context, kept),
         )
         context.manager.activity.watch()
         try:
@@ -127,5 +210,9 @@ def ssh_server_service(options: SSHServerOptions) -> AgentService:
         finally:
             acceptor.close()
             await acceptor.wait_closed()
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            kept.close()
 
     return service

@@ -1,12 +1,14 @@
 """What dstack's `attach` reads from the server: the caller's key pair and where jobs are.
 
 dstack's client (`Run.attach`) compares the run's `run_spec.ssh_key_pub` with the key pair
-`users/get_my_user` gave it, then opens `ssh -N -L … root@<run>` with an alias `Host <run>`
-built from the job's `job_provisioning_data` (hostname, ssh_port; not dockerized) and
-`job_runtime_data.username` as the alias's user. On the local fleet that is the local agent's
-embedded SSH server: any user name may forward to the ports of running jobs, and a session's
-user name (the run name) selects the job. Called by routes_core (get_my_user) and the run
-answers (routes_runs, routes_dstack).
+`users/get_my_user` gave it, then opens `ssh -N -L … root@<run>`. Local jobs are presented as
+"dockerized", so dstack writes two aliases: `Host <run>-host` (the local agent's embedded SSH
+server, user = the job's id) and `Host <run>` (`localhost:<job_runtime_data.ports[10022]>`
+through `ProxyJump <run>-host`, user = the run name). Both hops land on the local agent: the
+first says which job, the second is tied to it (`agent.ssh.jump`), so its sessions are the
+job's and its forward of dstack-runner's port 10999 streams the job's log (attached `apply`,
+`attach --logs`, `Run.logs()`; `agent.ssh.runner_api`). Called by routes_core (get_my_user)
+and the run answers (routes_runs, routes_dstack).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from reconciler.web.context import WebContext
 from reconciler.web.queries_accounts import list_projects, list_users
 
 LOCAL_HOST = "127.0.0.1"
+DSTACK_RUNNER_SSH_PORT = 10022  # the job's SSH port dstack's client hops to (its constant)
 
 
 async def caller_key_pair(context: WebContext, principal: Principal) -> UserKeyPair:
@@ -77,9 +80,18 @@ def _submission(
     data = submission.job_provisioning_data
     if data is None or data.get("dockyard_backend") != "local" or local_ssh_port is None:
         return submission
+    provisioning = {
+        **data,
+        "hostname": LOCAL_HOST,
+        "ssh_port": local_ssh_port,
+        "username": submission.id,  # the hop's user name: which job (agent.ssh.jump)
+        "dockerized": True,
+    }
+    runtime = {
+        "network_mode": "host",
+        "username": run_name,
+        "ports": {DSTACK_RUNNER_SSH_PORT: local_ssh_port},  # the second hop: the agent again
+    }
     return submission.model_copy(
-        update={
-            "job_provisioning_data": {**data, "hostname": LOCAL_HOST, "ssh_port": local_ssh_port},
-            "job_runtime_data": {"network_mode": "host", "username": run_name},
-        }
+        update={"job_provisioning_data": provisioning, "job_runtime_data": runtime}
     )

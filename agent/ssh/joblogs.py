@@ -1,0 +1,92 @@
+"""Jobs' logs for dstack's attached log stream, kept readable after the job is removed.
+
+The control plane removes a job from the agent as soon as it has stored its end (and its
+log), often within a second of the job's exit; dstack's client attaches when it sees the
+run running or done, so for a short job it asks for the log of a job the agent no longer
+has. `KeptLogs` holds an open descriptor on each job's ``output.log`` from the moment the
+job ends (it follows the job manager's event feed) or someone attaches to it, so a removed
+job's log stays readable (the file's directory may be gone: the descriptor keeps the
+bytes) for `keep_seconds`, at most `limit` jobs. Used by `agent.ssh.service.job_access`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.ssh.jump import JobLink
+
+
+@dataclass
+class _Kept:
+    link: JobLink
+    run_name: str
+    fd: int
+    since: float
+
+
+class KeptLogs:
+    """Open log descriptors of ended or attached jobs (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        keep_seconds: float = 600.0,
+        limit: int = 256,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._keep_seconds = keep_seconds
+        self._limit = limit
+        self._clock = clock
+        self._kept: dict[str, _Kept] = {}
+
+    def keep(self, link: JobLink, run_name: str, log: Path) -> None:
+        """Hold `log` open for the job of `link` (once; missing files are skipped)."""
+        self.prune()
+        if link.job_id in self._kept:
+            self._kept[link.job_id].since = self._clock()
+            return
+        try:
+            fd = os.open(log, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        self._kept[link.job_id] = _Kept(link, run_name, fd, self._clock())
+        while len(self._kept) > self._limit:
+            self._drop(min(self._kept.values(), key=lambda k: k.since).link.job_id)
+
+    def find(self, name: str) -> JobLink | None:
+        """A kept job by id, else the most recently kept job of run `name`."""
+        self.prune()
+        if name in self._kept:
+            return self._kept[name].link
+        runs = [k for k in self._kept.values() if k.run_name == name]
+        return max(runs, key=lambda k: k.since).link if runs else None
+
+    def read(self, job_id: str, offset: int, limit: int) -> bytes | None:
+        """Up to `limit` bytes of a kept log from `offset` (None: not kept)."""
+        kept = self._kept.get(job_id)
+        if kept is None:
+            return None
+        try:
+            return os.pread(kept.fd, limit, offset)
+        except OSError:  # dropped meanwhile
+            return None
+
+    def prune(self) -> None:
+        now = self._clock()
+        for job_id in [j for j, k in self._kept.items() if now - k.since > self._keep_seconds]:
+            self._drop(job_id)
+
+    def close(self) -> None:
+        for job_id in list(self._kept):
+            self._drop(job_id)
+
+    def _drop(self, job_id: str) -> None:
+        kept = self._kept.pop(job_id, None)
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                os.close(kept.fd)
