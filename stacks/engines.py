@@ -59,6 +59,9 @@ class UnavailableEngine:
     async def refresh(self, resource: StackResource) -> StackPlan:
         raise StackUnavailable(self._message)
 
+    async def preview_destroy(self, resource: StackResource) -> StackPlan:
+        raise StackUnavailable(self._message)
+
     async def destroy(self, resource: StackResource) -> None:
         raise StackUnavailable(self._message)
 

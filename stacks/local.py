@@ -226,5 +226,11 @@ class LocalEngine:
         """Drift as Pulumi shows it: a recorded item that is gone is a `delete` step."""
         return await self._runner.run(resource.stack_name, lambda: self._refresh(resource))
 
+    async def preview_destroy(self, resource: StackResource) -> StackPlan:
+        """A `delete` step per recorded item (the directory of a volume, a fleet's hosts)."""
+        return await self._runner.run(
+            resource.stack_name, lambda: diff_items(resource.stack_name, self._load(resource), {})
+        )
+
     async def destroy(self, resource: StackResource) -> None:
         await self._runner.run(resource.stack_name, lambda: self._destroy(resource))

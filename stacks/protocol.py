@@ -3,7 +3,8 @@
 The reconciler sees capacity resources (fleets, volumes, gateways) only through this
 module. Each resource is a `StackResource` (who owns it, where it was declared, its
 normalized spec and the offers chosen for it); an `Engine` previews it into a `StackPlan`,
-brings it up (returning JSON-able outputs), refreshes it to detect drift and destroys it.
+brings it up (returning JSON-able outputs), refreshes it to detect drift, previews its
+destruction (what a delete removes) and destroys it.
 
 Which engine handles a resource is a pure decision, `select_engine`, made from the
 resource's `backends` (fleets) or `backend` (volumes, gateways):
@@ -168,6 +169,11 @@ class Engine(Protocol):
 
     async def refresh(self, resource: StackResource) -> StackDrift:
         """Compare the recorded state with the world; an empty plan means no drift."""
+        ...
+
+    async def preview_destroy(self, resource: StackResource) -> StackPlan:
+        """What `destroy` would delete: one `delete` step per resource the stack holds now
+        (an empty plan when the stack does not exist); no side effect."""
         ...
 
     async def destroy(self, resource: StackResource) -> None:

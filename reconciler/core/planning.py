@@ -9,7 +9,11 @@ Pairs each desired resource with its observed record by (project, kind, name) an
 - changed spec → the in-place rules of `reconciler.core.inplace` (update or replace);
   a changed task is re-run (`replace`) unless only `priority` changed while it runs;
 - observed but no longer declared → `delete` if GitOps owns it, `retain` for volumes
-  unless the policy says `prune.volumes: delete`, `noop` for unmanaged resources.
+  unless the policy says `prune.volumes: delete`, `noop` for unmanaged resources;
+- a fleet, volume or gateway Git declares that was deleted outside Dockyard
+  (`ObservedState.vanished`) → `create` marked `drift` ("was deleted outside Dockyard,
+  … will restore"); one being deleted outside Dockyard right now → `noop` marked `drift`
+  (the plan after its deletion restores it).
 
 A desired state with issues, or an empty snapshot the policy does not allow, gives a plan
 with errors and no actions: a parse failure never reads as "delete everything".
@@ -30,11 +34,13 @@ from reconciler.core.reasons import (
 )
 from reconciler.domain.desired import DesiredResource, DesiredState
 from reconciler.domain.issues import ConfigIssue
-from reconciler.domain.kinds import Kind
+from reconciler.domain.kinds import Kind, ResourceKey
 from reconciler.domain.observed import ObservedResource, ObservedState
 from reconciler.domain.plan import Action, ActionKind, FieldChange, Plan, Rollout
 
 _KEPT_RUNNING = frozenset({Kind.SERVICE, Kind.DEV_ENVIRONMENT})
+DELETING = "deleting"
+"""The status of a live resource whose deletion is under way."""
 
 
 def plan(
@@ -54,7 +60,11 @@ def plan(
             commit=desired.commit, base=base, errors=tuple(unique), warnings=desired.warnings
         )
     live = {r.key: r for r in observed.resources if r.project == desired.project}
-    actions = [plan_desired(resource, live.get(resource.key)) for resource in desired.resources]
+    gone = {r.key: r for r in observed.vanished if r.project == desired.project}
+    actions = [
+        _restoring(plan_desired(resource, live.get(resource.key)), live.get(resource.key), gone)
+        for resource in desired.resources
+    ]
     wanted = {resource.key for resource in desired.resources}
     removed = sorted(
         (r for key, r in live.items() if key not in wanted), key=lambda r: (r.kind.rank, r.name)
@@ -103,6 +113,30 @@ def plan_desired(resource: DesiredResource, live: ObservedResource | None) -> Ac
     if not changes:
         return _plan_unchanged(resource, live)
     return _plan_changed(resource, live, changes)
+
+
+def _restoring(
+    action: Action, live: ObservedResource | None, gone: dict[ResourceKey, ObservedResource]
+) -> Action:
+    """Capacity Git declares that was deleted outside Dockyard: restoring it is drift."""
+    if action.kind.is_run:
+        return action
+    label = f"{action.kind.value} `{action.name}`"
+    if live is None and action.key in gone and action.action is ActionKind.CREATE:
+        was = gone[action.key]
+        since = f" (last applied from {was.path}@{(was.commit or '')[:12]})" if was.path else ""
+        reason = (
+            f"drift: {label} was deleted outside Dockyard{since}, but {action.path} declares "
+            "it: will restore, create it again"
+        )
+        return replace(action, reason=reason, drift=True)
+    if live is not None and live.status == DELETING and action.action is ActionKind.NOOP:
+        reason = (
+            f"drift: {label} is being deleted outside Dockyard, but {action.path} declares "
+            "it: once it is gone, the next plan will restore it (create it again)"
+        )
+        return replace(action, reason=reason, drift=True)
+    return action
 
 
 def _as_drift(action: Action, live: ObservedResource) -> Action:

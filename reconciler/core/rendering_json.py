@@ -4,7 +4,7 @@
 "actions": [{"action", "kind", "name", "project", "path", "reason",
 "fields": [{"field", "old", "new"}]}], "summary": {"create": n, ...}}`; an action also has
 `preview` (`{"stack", "steps": [{"op", "name", "type", "diffs"}], "counts": {"create": n,
-…}, "per_hour", "error"}`) when it was previewed and `"drift": true` when it restores
+…}, "per_hour", "price_basis", "error"}`) when it was previewed and `"drift": true` when it restores
 what changed outside Git; a plan made without a server has `unchecked` (lines); a plan
 whose valid files deserve a word has `warnings` (the shape of `errors`, never failing it).
 
@@ -68,6 +68,7 @@ def preview_to_dict(preview: StackPreview) -> dict[str, Any]:
         ],
         "counts": preview.counts,
         "per_hour": preview.per_hour,
+        "price_basis": preview.price_basis,
         "error": preview.error,
     }
 

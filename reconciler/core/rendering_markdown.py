@@ -172,7 +172,7 @@ def _details(action: Action, note: str | None = None) -> str:
 
 def _preview_lines(preview: StackPreview) -> list[str]:
     """The stack preview of an action: counts and $/h, then its steps (or why none)."""
-    price = f" · est. {money_per_hour(preview.per_hour)}" if preview.per_hour is not None else ""
+    price = _escape(price_text(preview, sep=" · "))
     if preview.error is not None:
         return [f"🔍 stack `{preview.stack}`: ⚠️ no preview: {_escape(preview.error)}{price}"]
     counts = ", ".join(f"{n} to {op}" for op, n in preview.counts.items() if n)
@@ -183,6 +183,15 @@ def _preview_lines(preview: StackPreview) -> list[str]:
     if len(preview.steps) > _STEPS_SHOWN:
         lines.append(f"- … and {len(preview.steps) - _STEPS_SHOWN} more steps")
     return lines
+
+
+def price_text(preview: StackPreview, *, sep: str) -> str:
+    """`<sep>est. $0.011/h (100 GB gp3 $0.08/GB-month)`, the reason there is no figure,
+    or "" (not a priced resource)."""
+    basis = f" ({preview.price_basis})" if preview.price_basis else ""
+    if preview.per_hour is not None:
+        return f"{sep}est. {money_per_hour(preview.per_hour)}{basis}"
+    return f"{sep}{preview.price_basis}" if preview.price_basis else ""
 
 
 def money_per_hour(value: float) -> str:

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reconciler.core.rendering_json import canonical
-from reconciler.core.rendering_markdown import money_per_hour
+from reconciler.core.rendering_markdown import price_text
 from reconciler.domain.plan import Action, ActionKind, Plan
 
 _STYLES = {
@@ -84,9 +84,10 @@ def _changes(action: Action) -> Text:
     text = Text(action.reason, style="dim" if action.action is ActionKind.NOOP else "")
     preview = action.preview
     if preview is not None:
-        price = f", est. {money_per_hour(preview.per_hour)}" if preview.per_hour is not None else ""
+        price = price_text(preview, sep=", ")
         if preview.error is not None:
-            text.append(f"\n  stack {preview.stack}: no preview: {preview.error}", style="red")
+            why = f"no preview: {preview.error}{price}"
+            text.append(f"\n  stack {preview.stack}: {why}", style="red")
         else:
             counts = ", ".join(f"{n} to {op}" for op, n in preview.counts.items() if n)
             text.append(f"\n  stack {preview.stack}: {counts or 'no changes'}{price}", style="cyan")

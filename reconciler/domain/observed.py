@@ -77,6 +77,10 @@ class ObservedState:
 
     project: str
     resources: tuple[ObservedResource, ...] = ()
+    vanished: tuple[ObservedResource, ...] = ()
+    """Git-owned capacity that Git still declared when it was deleted outside Dockyard
+    (by hand): its last deployed record, status `deleted` (`Store.deleted_outside_git`).
+    The planner restores it as drift; an offline plan knows of none."""
 
     def by_key(self) -> dict[ResourceKey, ObservedResource]:
         return {resource.key: resource for resource in self.resources}

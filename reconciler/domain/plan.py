@@ -90,13 +90,15 @@ class StackPreview:
 
     `steps` are the engine's steps (only the changing ones), `per_hour` the estimated
     price of the resource at its new spec (None: no price known; negative for a delete),
-    `error` why no preview could be made (the action then shows it instead of steps).
+    `price_basis` what that figure counts or why there is none, `error` why no preview
+    could be made (the action then shows it instead of steps).
     """
 
     stack: str
     steps: tuple[PreviewStep, ...] = ()
     per_hour: float | None = None
     error: str | None = None
+    price_basis: str | None = None
 
     @property
     def counts(self) -> dict[str, int]:

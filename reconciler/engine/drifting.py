@@ -5,7 +5,8 @@ or gateway the plan leaves alone (`noop`), owned by Git and up (`active`/`runnin
 refreshed by its engine (`Previewer.refresh`: Pulumi's `refresh --preview-only`, the local
 engine's check of its directories). One whose stack differs from its recorded state is
 planned `update` with `drift` set, the refresh steps as its preview and the reason
-"drift: …, will restore" — applying it brings the stack up again at Git's spec. The
+"drift: …, will restore" — applying it brings the stack up again at Git's spec. A stack
+whose refresh shows every resource gone reads "was deleted outside Dockyard". The
 refreshes run concurrently; a resource whose engine is unavailable, or whose refresh
 fails, is left as planned.
 """
@@ -46,10 +47,17 @@ async def drift_actions(
 def _restore(action: Action, preview: StackPreview) -> Action:
     counts = ", ".join(f"{n} {op}" for op, n in preview.counts.items() if n)
     names = ", ".join(f"`{s.name}`" for s in preview.steps[:5])
-    reason = (
-        f"drift: its stack `{preview.stack}` changed outside Dockyard (its refresh shows "
-        f"{counts}: {names}), will restore it to the spec in Git"
-    )
+    if all(step.op == "delete" for step in preview.steps):
+        reason = (
+            f"drift: {action.kind.value} `{action.name}` was deleted outside Dockyard (the "
+            f"refresh of its stack `{preview.stack}` shows every resource gone: {names}), "
+            "will restore: create it again at the spec in Git"
+        )
+    else:
+        reason = (
+            f"drift: its stack `{preview.stack}` changed outside Dockyard (its refresh shows "
+            f"{counts}: {names}), will restore it to the spec in Git"
+        )
     return replace(
         action,
         action=ActionKind.UPDATE,

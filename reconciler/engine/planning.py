@@ -18,7 +18,9 @@ create/update/replace/delete of a fleet, volume or gateway is previewed by its e
 only wait for it (`core.blocking`), a preview that fails is recorded on the action and in
 `PlannedCommit.failures` (the reconcile stops the whole pass on those); then, with
 `refresh`, each deployed capacity resource the plan leaves alone is refreshed, and one
-changed outside Dockyard becomes its own `update` action marked `drift`.
+changed outside Dockyard becomes its own `update` action marked `drift`. `plan_live` also
+reads the capacity Git declares that was deleted outside Dockyard
+(`Store.deleted_outside_git`): the planner restores it as a `create` marked `drift`.
 
 The repo policy (`.dockyard.yml` `policy`: run limits, prices, budget; `policing`) is
 checked on the pure plan, before the previews: a run breaking a rule is `blocked` with it,
@@ -34,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.adapters.db.store import Store
+from reconciler.adapters.db.vanished import VanishedStore
 from reconciler.core.blocking import block_actions
 from reconciler.core.planning import plan as pure_plan
 from reconciler.core.policy import RepoPolicy
@@ -52,6 +55,8 @@ OFFLINE_UNCHECKED = (
     "capacity: whether the runs fit the instances that are up is known to the server only",
     "prices: what is deployed, hence the $/h a change saves or adds, is known to the server "
     "only (run prices here come from the bundled offers catalog)",
+    "drift: what changed outside Git (runs stopped, stacks changed or capacity deleted by "
+    "hand) is known to the server only",
 )
 
 
@@ -194,6 +199,8 @@ def approvers_of(store: Store, project: str, tree: str, policy: RepoPolicy) -> l
 
 def _live_state(store: Store, project: str) -> tuple[ObservedState, str | None]:
     observed = store.load_observed(project)
+    vanished = VanishedStore(store.engine, clock=store.clock).deleted_outside_git(project)
+    observed = replace(observed, vanished=vanished)
     row = store.get_project(project)
     base = store.last_applied_revision(row.id) if row is not None else None
     return observed, base

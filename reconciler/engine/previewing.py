@@ -11,8 +11,14 @@ server's PR plans alike. A changing fleet, volume or gateway action is previewed
 - the engine's `preview` fails → `PreviewResult.failure` (the reconcile stops the whole
   pass, a PR plan shows it on the action), retried later when transient;
 - otherwise `PreviewResult.preview`: the steps (resources to create, update, replace,
-  delete) and the estimated $/h of a cloud fleet at its new spec (bundled offers catalog,
-  cheapest offer times its nodes). A delete destroys the whole stack; its $/h is the saving.
+  delete) and the estimated $/h of a cloud fleet, volume or gateway at its new spec
+  (`stacks.catalog.pricing`: the cheapest offer times the fleet's nodes; a volume's size
+  at its disk type's list price; a gateway's VM, address and boot disk), with what the
+  figure counts (`price_basis`). A local or SSH resource costs $0 here.
+- a delete is previewed by the engine's `preview_destroy`: one `delete` step per resource
+  its stack holds now (Pulumi's `destroy --preview-only`; the local engine's recorded
+  items); its $/h is the saving (negative). A destroy preview that fails does not stop
+  the pass (the delete does not depend on it): the preview says why, with the price.
 
 Run actions are not previewed here: placement happens in the jobs worker, which waits for
 capacity or fails the run with dstack's reasons (`placement_warnings` reports those that
@@ -32,7 +38,16 @@ from reconciler.core.scheduling import NoFit, place_job
 from reconciler.domain.plan import Action, ActionKind, PreviewStep, StackPreview
 from reconciler.engine.outcomes import outcome_of
 from reconciler.engine.workers.growing import elastic_fleets
-from stacks.catalog import offers_for_spec
+from stacks.catalog import (
+    CatalogRow,
+    Estimate,
+    PriceRow,
+    fleet_estimate,
+    gateway_estimate,
+    load_catalog,
+    load_prices,
+    volume_estimate,
+)
 from stacks.programs.config import node_count
 from stacks.protocol import (
     CLOUD_BACKENDS,
@@ -115,10 +130,21 @@ class Previewer:
     before its engine is asked; None (test doubles of a cloud) checks nothing."""
 
     def __init__(
-        self, engines: Mapping[EngineName, Engine], *, credentials: CredentialCheck | None = None
+        self,
+        engines: Mapping[EngineName, Engine],
+        *,
+        credentials: CredentialCheck | None = None,
+        catalog: Sequence[CatalogRow] | None = None,
+        prices: Sequence[PriceRow] | None = None,
     ) -> None:
         self._engines = engines
         self._credentials = credentials
+        self._catalog = load_catalog() if catalog is None else tuple(catalog)
+        self._prices = load_prices() if prices is None else tuple(prices)
+
+    def estimate(self, kind: str, spec: Mapping[str, object]) -> Estimate:
+        """The estimated $/h of a fleet, volume or gateway at `spec` (see `estimate`)."""
+        return estimate(kind, spec, catalog=self._catalog, prices=self._prices)
 
     def _blocked_by_credentials(self, kind: str, spec: Mapping[str, object]) -> str | None:
         if self._credentials is None:
@@ -138,28 +164,29 @@ class Previewer:
         resource = to_stack_resource(
             action.project, action.kind.value, action.name, action.path, spec
         )
-        price = per_hour(action.kind.value, spec)
+        price = self.estimate(action.kind.value, spec)
+        deleting = action.action is ActionKind.DELETE
+        if deleting and price.per_hour is not None:
+            price = Estimate(-price.per_hour, f"saves {price.basis}")
         engine, why = engine_for(self._engines, action.kind.value, spec)
         if engine is not None and engine.name == "pulumi":
             missing = self._blocked_by_credentials(action.kind.value, spec)
             engine, why = (None, missing) if missing is not None else (engine, why)
         if engine is None:
-            unrun = StackPreview(resource.stack_name, per_hour=price, error=why)
-            return PreviewResult(unrun, blocked=why)
-        if action.action is ActionKind.DELETE:
-            steps = (PreviewStep("delete", resource.stack_name, "stack (every resource in it)"),)
-            saving = -price if price is not None else None
-            return PreviewResult(StackPreview(resource.stack_name, steps, saving))
+            return PreviewResult(_unrun(resource.stack_name, price, why), blocked=why)
         try:
-            plan = await engine.preview(resource)
+            run = engine.preview_destroy if deleting else engine.preview
+            plan = await run(resource)
         except (StackUnavailable, StackUnsupported) as exc:
-            unrun = StackPreview(resource.stack_name, per_hour=price, error=str(exc))
-            return PreviewResult(unrun, blocked=str(exc))
+            return PreviewResult(_unrun(resource.stack_name, price, str(exc)), blocked=str(exc))
         except StackError as exc:
             outcome = outcome_of(exc)
             message = f"{exc}" if outcome is None else outcome.event
+            if deleting:  # the delete does not depend on its preview: say why, go on
+                why = f"the destroy preview failed ({message}); the delete removes the whole stack"
+                return PreviewResult(_unrun(resource.stack_name, price, why))
             retry = None if outcome is None else outcome.retry_after
-            error = StackPreview(resource.stack_name, per_hour=price, error=message)
+            error = _unrun(resource.stack_name, price, message)
             return PreviewResult(error, failure=PreviewFailure(f"{label}: {message}", retry))
         return PreviewResult(_stack_preview(plan, price))
 
@@ -179,29 +206,46 @@ class Previewer:
             return None
         if plan.is_noop:
             return None
-        return _stack_preview(plan, per_hour(action.kind.value, spec))
+        return _stack_preview(plan, self.estimate(action.kind.value, spec))
 
 
-def _stack_preview(plan: StackPlan, price: float | None) -> StackPreview:
+def _unrun(stack: str, price: Estimate, error: str) -> StackPreview:
+    return StackPreview(stack, per_hour=price.per_hour, error=error, price_basis=price.basis)
+
+
+def _stack_preview(plan: StackPlan, price: Estimate) -> StackPreview:
     steps = tuple(
         PreviewStep(step.op.value, step.name, step.type, tuple(step.diffs)) for step in plan.changes
     )
-    return StackPreview(plan.stack, steps, price)
+    return StackPreview(plan.stack, steps, price.per_hour, price_basis=price.basis)
 
 
-def per_hour(kind: str, spec: Mapping[str, object]) -> float | None:
-    """Estimated $/h of a cloud fleet (cheapest catalog offer x nodes); None otherwise."""
-    backends = spec.get("backends")
-    if kind != "fleet" or not isinstance(backends, list) or not backends:
-        return None
-    if not {str(b).lower() for b in backends} <= CLOUD_BACKENDS:
-        return None
-    try:
-        offers = offers_for_spec(spec)
-        nodes = node_count(spec)
-    except (ValueError, TypeError):
-        return None
-    return round(offers[0].price * nodes, 4) if offers else None
+LOCAL_PRICE = Estimate(0.0, "local/SSH capacity: $0 here")
+
+
+def estimate(
+    kind: str,
+    spec: Mapping[str, object],
+    *,
+    catalog: Sequence[CatalogRow],
+    prices: Sequence[PriceRow],
+) -> Estimate:
+    """Estimated $/h of a fleet, volume or gateway at `spec`: a cloud one from the catalog
+    (`stacks.catalog.pricing`), a local or SSH one $0, an unsupported backend unknown."""
+    engine = select_engine(kind, spec).engine
+    if engine == "local":
+        return LOCAL_PRICE
+    if engine is None:
+        return Estimate(None, "no price: no engine runs this backend")
+    if kind == "fleet":
+        try:
+            nodes = node_count(spec)
+        except (ValueError, TypeError) as exc:
+            return Estimate(None, f"no price: {exc}")
+        return fleet_estimate(spec, catalog, nodes=nodes)
+    if kind == "volume":
+        return volume_estimate(spec, prices)
+    return gateway_estimate(spec, prices)
 
 
 def placement_warnings(store: Store, project_id: str, actions: Sequence[Action]) -> list[str]:

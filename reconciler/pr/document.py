@@ -136,11 +136,13 @@ def _preview(data: Any) -> StackPreview | None:
     )  # fmt: skip
     price = data.get("per_hour")
     error = data.get("error")
+    basis = data.get("price_basis")
     return StackPreview(
         str(data.get("stack") or ""),
         steps,
         float(price) if price is not None else None,
         str(error) if error is not None else None,
+        str(basis) if basis is not None else None,
     )
 
 

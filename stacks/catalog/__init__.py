@@ -15,21 +15,35 @@ from stacks.catalog.matching import (
     load_catalog,
     parse_catalog,
 )
+from stacks.catalog.pricing import (
+    Estimate,
+    PriceRow,
+    fleet_estimate,
+    gateway_estimate,
+    load_prices,
+    volume_estimate,
+)
 from stacks.catalog.requirements import Requirements, requirements_from_spec
 
 __all__ = [
     "GROUP_KEYS",
     "CatalogRow",
+    "Estimate",
     "OfferGroup",
+    "PriceRow",
     "Range",
     "Requirements",
     "describe_resources",
     "find_offers",
+    "fleet_estimate",
+    "gateway_estimate",
     "group_offers",
     "list_offers",
     "load_catalog",
+    "load_prices",
     "offers_for_spec",
     "parse_catalog",
     "parse_range",
     "requirements_from_spec",
+    "volume_estimate",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi_aws as aws
 
+from stacks.catalog.pricing import VOLUME_DISK_TYPE
 from stacks.programs.config import FleetConfig, GatewayConfig, VolumeConfig
 
 GPU_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
@@ -141,7 +142,7 @@ def aws_volume(cfg: VolumeConfig) -> dict[str, Any]:
         cfg.name,
         availability_zone=cfg.zone,
         size=cfg.size_gib,
-        type="gp3",
+        type=VOLUME_DISK_TYPE["aws"],
         tags={**cfg.tags, "Name": f"{cfg.project}-{cfg.name}"},
     )
     return {

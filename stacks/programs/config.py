@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.requirements import parse_range
+from stacks.catalog.pricing import DEFAULT_GATEWAY_TYPE
 from stacks.catalog.requirements import requirements_from_spec
 from stacks.offer import Offer
 from stacks.programs.cloudinit import agent_user_data, gateway_user_data
 from stacks.protocol import StackProgramError, StackResource
 
-DEFAULT_GATEWAY_TYPE = {"aws": "t3.small", "gcp": "e2-small"}
 _GCP_ACCELERATORS = {
     ("T4", 16): "nvidia-tesla-t4",
     ("V100", 16): "nvidia-tesla-v100",

@@ -15,6 +15,7 @@ from typing import Any
 
 import pulumi_gcp as gcp
 
+from stacks.catalog.pricing import GATEWAY_BOOT_DISK, VOLUME_DISK_TYPE
 from stacks.programs.config import FleetConfig, GatewayConfig, VolumeConfig, accelerator_type
 
 GPU_IMAGE = (
@@ -53,8 +54,12 @@ def _scheduling(spot: bool) -> gcp.compute.InstanceSchedulingArgs:
     )
 
 
-def _boot_disk(image: str, size: int) -> gcp.compute.InstanceBootDiskArgs:
-    params = gcp.compute.InstanceBootDiskInitializeParamsArgs(image=image, size=size)
+def _boot_disk(
+    image: str, size: int, disk_type: str | None = None
+) -> gcp.compute.InstanceBootDiskArgs:
+    params = gcp.compute.InstanceBootDiskInitializeParamsArgs(
+        image=image, size=size, type=disk_type
+    )
     return gcp.compute.InstanceBootDiskArgs(initialize_params=params)
 
 
@@ -135,7 +140,11 @@ def gcp_volume(cfg: VolumeConfig) -> dict[str, Any]:
             "registered": True,
         }
     disk = gcp.compute.Disk(
-        cfg.name, zone=cfg.zone, size=cfg.size_gib, type="pd-balanced", labels=labels(cfg.tags)
+        cfg.name,
+        zone=cfg.zone,
+        size=cfg.size_gib,
+        type=VOLUME_DISK_TYPE["gcp"],
+        labels=labels(cfg.tags),
     )
     return {
         "volume_id": disk.name,
@@ -158,7 +167,9 @@ def gcp_gateway(cfg: GatewayConfig) -> dict[str, Any]:
         f"{cfg.name}-vm",
         machine_type=cfg.instance_type,
         zone=cfg.zone,
-        boot_disk=_boot_disk(UBUNTU_IMAGE, 20),
+        boot_disk=_boot_disk(
+            UBUNTU_IMAGE, GATEWAY_BOOT_DISK["gcp"][1], GATEWAY_BOOT_DISK["gcp"][0]
+        ),
         network_interfaces=[_nic(address.address)],
         metadata=_metadata(settings.ssh_user, settings.ssh_public_key, cfg.user_data),
         tags=[tag],

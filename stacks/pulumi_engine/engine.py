@@ -224,17 +224,33 @@ class PulumiEngine:
 
         return await self._run(resource, "refresh", work)
 
+    def _existing(self, resource: StackResource) -> auto.Stack | None:
+        """The resource's stack, or None when it was never created (nothing to destroy)."""
+        try:
+            return auto.select_stack(
+                stack_name=resource.stack_name,
+                project_name=PROJECT,
+                program=_noop_program,
+                opts=self._options(resource),
+            )
+        except auto_errors.StackNotFoundError:
+            return None
+
+    async def preview_destroy(self, resource: StackResource) -> StackPlan:
+        """`pulumi destroy --preview-only`: the resources the stack's state holds."""
+
+        def work() -> StackPlan:
+            stack = self._existing(resource)
+            collector = StepCollector()
+            if stack is not None:
+                stack.preview_destroy(on_event=collector)
+            return collector.plan(resource.stack_name)
+
+        return await self._run(resource, "destroy preview", work)
+
     async def destroy(self, resource: StackResource) -> None:
         def work() -> None:
-            try:
-                stack = auto.select_stack(
-                    stack_name=resource.stack_name,
-                    project_name=PROJECT,
-                    program=_noop_program,
-                    opts=self._options(resource),
-                )
-            except auto_errors.StackNotFoundError:
-                stack = None
+            stack = self._existing(resource)
             if stack is not None:
                 stack.destroy(on_event=StepCollector(), remove=True)
             shutil.rmtree(self._work_dir(resource), ignore_errors=True)

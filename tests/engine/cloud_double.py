@@ -12,7 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 from stacks.programs.config import node_count
-from stacks.protocol import Availability, EngineName, StackOutputs, StackPlan, StackResource
+from stacks.protocol import (
+    Availability,
+    EngineName,
+    StackOutputs,
+    StackPlan,
+    StackResource,
+    StackStep,
+    StepOp,
+)
 
 Where = Callable[[int], dict[str, Any]]
 
@@ -47,6 +55,14 @@ class CloudDouble:
 
     async def refresh(self, resource: StackResource) -> StackPlan:
         return StackPlan(resource.stack_name)
+
+    async def preview_destroy(self, resource: StackResource) -> StackPlan:
+        held = self.size.get(resource.stack_name, 0)
+        steps = tuple(
+            StackStep(StepOp.DELETE, f"{resource.name}-{i}", "aws:ec2/instance:Instance")
+            for i in range(held)
+        )
+        return StackPlan(resource.stack_name, steps, {"delete": held} if held else {})
 
     async def destroy(self, resource: StackResource) -> None:
         self.size.pop(resource.stack_name, None)

@@ -72,6 +72,7 @@ PREVIEW = StackPreview(
     "main-fleet-cloud",
     (PreviewStep("create", "cloud-0", "aws:ec2/instance:Instance", ("instanceType",)),),
     1.006,
+    price_basis="1 x aws us-east-1 g5.xlarge (on-demand) at $1.006/h",
 )
 
 
@@ -92,14 +93,18 @@ def test_a_preview_reads_in_json_markdown_and_table_and_round_trips() -> None:
         ],
         "counts": {"create": 1, "update": 0, "replace": 0, "delete": 0},
         "per_hour": 1.006,
+        "price_basis": "1 x aws us-east-1 g5.xlarge (on-demand) at $1.006/h",
         "error": None,
     }  # fmt: skip
     markdown = render_markdown(result)
-    assert "🔍 stack `main-fleet-cloud`: 1 to create · est. $1.006/h" in markdown
+    assert (
+        "🔍 stack `main-fleet-cloud`: 1 to create · est. $1.006/h "
+        "(1 x aws us-east-1 g5.xlarge (on-demand) at $1.006/h)"
+    ) in markdown
     assert "- create `cloud-0` aws:ec2/instance:Instance (`instanceType`)" in markdown
     console = Console(width=200, record=True)
     console.print(render_table(result))
-    assert "stack main-fleet-cloud: 1 to create, est. $1.006/h" in console.export_text()
+    assert "stack main-fleet-cloud: 1 to create, est. $1.006/h (1 x aws" in console.export_text()
     again = read_report(json.loads(json.dumps(report_to_json(PlanReport(result)))))
     assert next(a for a in again.plan.actions if a.name == "cloud").preview == PREVIEW
 
@@ -112,6 +117,14 @@ def test_a_preview_that_could_not_run_says_why_on_its_action() -> None:
         actions=tuple(replace(a, preview=failed) if a.preview else a for a in result.actions),
     )
     assert "🔍 stack `main-fleet-cloud`: ⚠️ no preview: quota exceeded · est. $1.006/h" in (
+        render_markdown(result)
+    )
+    unpriced = replace(failed, per_hour=None, price_basis="no price: no list price for ipv4")
+    result = replace(
+        result,
+        actions=tuple(replace(a, preview=unpriced) if a.preview else a for a in result.actions),
+    )
+    assert "no preview: quota exceeded · no price: no list price for ipv4" in (
         render_markdown(result)
     )
 

@@ -86,8 +86,14 @@ async def test_volume_directory_lifecycle_and_drift(engine: LocalEngine, tmp_pat
     assert path.is_dir()
 
     (path / "f").write_text("x")
+    gone = await engine.preview_destroy(res)  # what a delete removes; changes nothing
+    assert [(s.op, s.name, s.type) for s in gone.steps] == [
+        (StepOp.DELETE, "directory/data", "local:directory")
+    ]
+    assert (path / "f").exists()
     await engine.destroy(res)
     assert not path.exists()
+    assert (await engine.preview_destroy(res)).steps == ()
     assert [s.op for s in (await engine.preview(res)).steps] == [StepOp.CREATE]
     await engine.destroy(res)  # destroying nothing is a no-op
 

@@ -107,8 +107,11 @@ def test_gateway_static_address_and_dns() -> None:
     spec = {"backend": "gcp", "region": "us-central1", "domain": "gw.example.com"}
     cfg = gateway_config(resource("gateway", "gw", spec), SETTINGS)
     out, mocks = run_program(lambda: gcp_gateway(cfg))
-    nic = mocks.one("compute/instance:Instance").inputs["networkInterfaces"][0]
+    vm = mocks.one("compute/instance:Instance").inputs
+    nic = vm["networkInterfaces"][0]
     assert nic["accessConfigs"][0]["natIp"] == "198.51.100.8"
+    boot = vm["bootDisk"]["initializeParams"]  # what the plan's gateway price counts
+    assert (boot["size"], boot["type"]) == (20, "pd-standard")
     record = mocks.one("dns/recordSet:RecordSet").inputs
     assert record["name"] == "*.gw.example.com."
     assert record["managedZone"] == "gw-example-com"

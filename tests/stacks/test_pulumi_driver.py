@@ -109,6 +109,22 @@ async def test_destroy_removes_the_stack(pulumi_engine: PulumiEngine, tmp_path: 
     assert all(s.op is StepOp.CREATE for s in (await pulumi_engine.preview(res)).steps)
 
 
+async def test_destroy_preview_lists_what_the_stack_holds_and_changes_nothing(
+    pulumi_engine: PulumiEngine, tmp_path: Path
+) -> None:
+    res = fleet("train", SPEC)
+    assert (await pulumi_engine.preview_destroy(res)).steps == ()  # never created: nothing
+    await pulumi_engine.up(res)
+    plan = await pulumi_engine.preview_destroy(res)
+    assert {s.op for s in plan.steps} == {StepOp.DELETE}
+    assert {"train-0", "train-1"} <= {s.name for s in plan.steps if s.type == INSTANCE}
+    assert plan.summary == {"delete": len(plan.steps)}
+    state = tmp_path / "data" / "pulumi" / "state" / ".fake" / "dockyard"
+    held = json.loads((state / "main-fleet-train.json").read_text())["resources"]
+    assert len(held) == len(plan.steps)  # the preview deleted nothing
+    assert all(s.op is StepOp.SAME for s in (await pulumi_engine.preview(res)).steps)
+
+
 async def test_lock_held_elsewhere_is_busy_then_retried(
     pulumi_engine: PulumiEngine, tmp_path: Path
 ) -> None:

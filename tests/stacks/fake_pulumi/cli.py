@@ -60,13 +60,16 @@ def refresh(store: Store, stack: str, flags: dict[str, list[str]], events: Event
         lock.unlink()
 
 
-def destroy(store: Store, stack: str, events: Events) -> None:
+def destroy(store: Store, stack: str, flags: dict[str, list[str]], events: Events) -> None:
     state = store.load(stack)
-    lock = store.lock(stack)
+    preview = "--preview-only" in flags
+    lock = None if preview else store.lock(stack)
     for res in state["resources"].values():
-        events.step("delete", res, snapshot(res), None, [], [], False)
+        events.step("delete", res, snapshot(res), None, [], [], preview)
     counts = {"delete": len(state["resources"])}
     events.close(counts)
+    if lock is None:
+        return
     state["resources"], state["outputs"] = {}, {}
     record_history(state, "destroy", counts)
     store.save(stack, state)
@@ -124,7 +127,7 @@ def dispatch(words: list[str], flags: dict[str, list[str]], events: Events) -> N
     elif words[0] == "refresh":
         refresh(store, stack, flags, events)
     elif words[0] == "destroy":
-        destroy(store, stack, events)
+        destroy(store, stack, flags, events)
     elif words[0] == "cancel":
         folder = store.lock_dir(stack)
         for lock in folder.glob("*.json") if folder.exists() else ():
