@@ -220,8 +220,11 @@ class Client:
     def get_run(self, name: str) -> wire.Run:
         return self._one(wire.Run, "runs/get", {"run_name": name})
 
-    def stop_runs(self, names: list[str], *, abort: bool = False) -> None:
-        self.post("runs/stop", {"runs_names": names, "abort": abort})
+    def stop_runs(self, names: list[str], *, abort: bool = False) -> list[str]:
+        """Stop runs; the server's warnings (a Git-owned run's next reconcile)."""
+        answer = self.post("runs/stop", {"runs_names": names, "abort": abort})
+        warnings = answer.get("warnings") if isinstance(answer, dict) else None
+        return [str(w) for w in warnings] if isinstance(warnings, list) else []
 
     def delete_runs(self, names: list[str]) -> None:
         self.post("runs/delete", {"runs_names": names})

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from reconciler.cli.console import ProjectOption, YesOption, open_client, out
+from reconciler.cli.console import ProjectOption, YesOption, err, open_client, out
 
 
 def register(app: typer.Typer) -> None:
@@ -24,5 +24,7 @@ def register(app: typer.Typer) -> None:
             if not yes and not typer.confirm(f"{verb} the run {name}?", default=False):
                 out().print("Cancelled.")
                 return
-            client.stop_runs([name], abort=abort)
+            warnings = client.stop_runs([name], abort=abort)
             out().print(f"Run {name} {'aborted' if abort else 'stopping'}.")
+            for warning in warnings:
+                err().print(f"[yellow]warning:[/yellow] {warning}", markup=True)

@@ -19,13 +19,15 @@ from fastapi import APIRouter, Depends
 from reconciler.adapters.db.dstack_lookups import run_name_by_id
 from reconciler.api import models as wire
 from reconciler.api import requests as req
+from reconciler.core.gitowned import delete_refusal, stop_warning
+from reconciler.errors import UsageError
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.dstack_attach import attachable
 from reconciler.web.errors import InvalidError, NotFoundError
 from reconciler.web.queries_capacity import Kind
 from reconciler.web.queries_pages import list_runs_paged
-from reconciler.web.queries_runs import find_run, get_run, list_runs
+from reconciler.web.queries_runs import get_run, list_runs
 from reconciler.web.routes_dstack import (
     apply_capacity_spec,
     apply_run_spec,
@@ -148,11 +150,16 @@ def build_runs_router() -> APIRouter:
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
     ) -> dict[str, list[str]]:
+        warnings = []  # a Git-owned run may be stopped; say what the next reconcile does
         for name in body.runs_names:
-            await context.db.read(find_run, access.project_id, name)
+            run = await context.db.read(
+                get_run, access.project_id, access.project_name, name, _now(context)
+            )
+            warning = stop_warning(_run_type(run), name, run.origin)
+            warnings += [warning] if warning else []
         for name in body.runs_names:
             await context.controller.stop_run(access.project_name, name, abort=body.abort)
-        return {"stopped": body.runs_names}
+        return {"stopped": body.runs_names, "warnings": warnings}
 
     @router.post("/runs/delete", tags=["runs"])
     async def delete(
@@ -161,7 +168,12 @@ def build_runs_router() -> APIRouter:
         context: WebContext = Depends(get_context),
     ) -> dict[str, list[str]]:
         for name in body.runs_names:
-            await context.db.read(find_run, access.project_id, name)
+            run = await context.db.read(
+                get_run, access.project_id, access.project_name, name, _now(context)
+            )
+            refusal = delete_refusal(_run_type(run), name, run.origin)
+            if refusal is not None:  # GitOps would run it again as new: a change
+                raise UsageError(refusal)
         for name in body.runs_names:
             await context.controller.delete_resource(access.project_name, "run", name)
         return {"deleted": body.runs_names}
@@ -182,3 +194,9 @@ def build_global_runs_router() -> APIRouter:
         return await context.db.read(list_runs_paged, principal, body, _now(context))
 
     return router
+
+
+def _run_type(run: wire.Run) -> str:
+    configuration = run.run_spec.get("configuration")
+    kind = configuration.get("type") if isinstance(configuration, dict) else None
+    return str(kind or "run")

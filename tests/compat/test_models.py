@@ -134,3 +134,21 @@ def test_a_git_owned_run_is_refused_with_dockyards_message(gitops: Dstack) -> No
     out = " ".join((refused.stdout + refused.stderr).split())
     assert "task 'gitowned' is managed by Git (owned.dstack.yml): change it there" in out
     wait_until(lambda: gitops.run_status("gitowned") == "done", what="the Git-owned run")
+
+
+def test_a_git_owned_run_may_be_stopped_with_a_warning_but_not_deleted(gitops: Dstack) -> None:
+    """Stopping is an operation (allowed, with what the next reconcile does); deleting the
+    record would make GitOps run it again as new, so it is refused with dockyard's message."""
+    gitops.write("mine.dstack.yml", OWNED)
+    refused = gitops("delete", "-f", "mine.dstack.yml", "-y")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    out = " ".join((refused.stdout + refused.stderr).split())
+    assert "task 'gitowned' is managed by Git (owned.dstack.yml): remove it there" in out
+    assert gitops.run_status("gitowned") == "done"
+    stopped = gitops("stop", "gitowned", "-y")
+    assert stopped.returncode == 0, (stopped.stdout, stopped.stderr)
+    with gitops.server.client(gitops.server.admin_token) as http:
+        answer = http.post("/api/project/main/runs/stop", json={"runs_names": ["gitowned"]})
+    assert answer.status_code == 200
+    (warning,) = answer.json()["warnings"]
+    assert "managed by Git (owned.dstack.yml): it stays stopped until its spec changes" in warning
