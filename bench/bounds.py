@@ -109,10 +109,17 @@ def _stream_until_answered(port: int, token: str) -> str:
             except OSError:
                 break
             sent += len(chunk)
-        answer = conn.recv(65536).decode(errors="replace")
+        conn.settimeout(30)
+        received, closed = b"", "closed"
+        try:
+            while part := conn.recv(65536):
+                received += part
+        except ConnectionResetError:
+            closed = "reset"
+    answer = received.decode(errors="replace")
     status = answer.split("\r\n", 1)[0]
     body = answer.split("\r\n\r\n", 1)[-1]
-    return f"{status} after {sent // MiB} MiB sent: {body}"
+    return f"{status} after {sent // MiB} MiB sent, connection {closed}: {body}"
 
 
 def upload_figures() -> dict[str, Any]:

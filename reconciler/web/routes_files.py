@@ -8,13 +8,14 @@ as the request body: no multipart parser needed), and names them in the apply re
 (`reconciler.adapters.blobs`); at most once an hour an upload also deletes the archives
 that no run names any more and that are older than a day.
 
-Bounded before anything is kept (docs/security.md, "Uploads"): the body is read up to
-`--upload-max-bytes`; it must be a gzip-compressed tar whose members extract to at most
+Bounded before anything is kept (docs/security.md, "Uploads"): the body is read only up
+to `--upload-max-bytes` and to what the user's quota leaves, counted as it streams in;
+past either, the answer is `413` with `Connection: close`, so the rest is never read. It
+must be a gzip-compressed tar whose members extract to at most
 `--archive-max-extracted-bytes` and number at most `--archive-max-files`
 (`reconciler.core.archivecheck`, in a thread); and what each user has uploaded and the
-server still keeps is at most `--upload-quota-bytes` (uploads are not per project in
-dstack's API, so the quota is per user; `files/.owners/<user id>/<digest>` records who
-uploaded what).
+server still keeps is at most `--upload-quota-bytes` (`files/.owners/<user id>/<digest>`
+records who uploaded what).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 
 from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.readmodels.runs import referenced_archives
@@ -34,8 +36,7 @@ from reconciler.api import requests as req
 from reconciler.core.archivecheck import archive_problem
 from reconciler.web.auth import Principal, require_user
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.errors import InvalidError, NotFoundError
-from reconciler.web.webhooks import BodyTooLargeError, read_limited
+from reconciler.web.errors import InvalidError, NotFoundError, error_body
 
 log = logging.getLogger(__name__)
 MAX_ARCHIVE_BYTES = 24 * 1024 * 1024
@@ -68,42 +69,77 @@ async def _sweep_now_and_then(store: BlobStore, context: WebContext) -> None:
         log.info("deleted %d uploaded archive(s) no run names any more", deleted)
 
 
-def _uploaded_bytes(store: BlobStore, owners: Path, new: str) -> int:
-    """Bytes of the archives this user uploaded that the server still keeps (not `new`);
+def _kept_sizes(store: BlobStore, owners: Path) -> dict[str, int]:
+    """Sizes of the archives this user uploaded that the server still keeps, by digest;
     records of swept archives are dropped on the way."""
     if not owners.is_dir():
-        return 0
-    used = 0
+        return {}
+    sizes: dict[str, int] = {}
     for record in owners.iterdir():
-        blob = store.root / record.name
         try:
-            size = blob.stat().st_size
+            sizes[record.name] = (store.root / record.name).stat().st_size
         except FileNotFoundError:
             record.unlink(missing_ok=True)
-            continue
-        if record.name != new:
-            used += size
-    return used
+    return sizes
+
+
+def _refused(message: str) -> JSONResponse:
+    """413 in dstack's error shape, and the connection closed: the rest of the body is
+    never read (uvicorn closes after a response that says `Connection: close`)."""
+    return JSONResponse(
+        status_code=413, content=error_body(message), headers={"Connection": "close"}
+    )
+
+
+async def _read_within(request: Request, limit: int) -> bytes | None:
+    """The body, or None as soon as more than `limit` bytes are declared or have arrived."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limit:
+            return None
+    return bytes(data)
+
+
+def _quota_message(used: int, this_one: str, quota: int) -> str:
+    return (
+        f"upload quota reached: you keep {used} bytes of archives and this one is "
+        f"{this_one} (upload-quota-bytes is {quota}); archives no run names are deleted "
+        "after a day, or ask an admin to raise DOCKYARD_UPLOAD_QUOTA_BYTES"
+    )
 
 
 def build_files_router() -> APIRouter:
     router = APIRouter(prefix="/api/files")
 
-    @router.post("/upload_archive", tags=["files"])
+    @router.post("/upload_archive", tags=["files"], response_model=None)
     async def upload_archive(
         request: Request,
         principal: Principal = Depends(require_user),
         context: WebContext = Depends(get_context),
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | JSONResponse:
         settings = context.settings
         limit = min(settings.upload_max_bytes, MAX_ARCHIVE_BYTES)
-        try:
-            data = await read_limited(request, limit)
-        except BodyTooLargeError:
-            raise InvalidError(
+        store = blob_store(context)
+        store.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        await _sweep_now_and_then(store, context)  # first: swept archives count no more
+        owners = store.root / ".owners" / principal.user_id
+        kept = await asyncio.to_thread(_kept_sizes, store, owners)
+        used, quota = sum(kept.values()), settings.upload_quota_bytes
+        # read no more than the quota leaves (plus one archive of the user's own: sending
+        # one again costs nothing), and never more than the upload limit
+        room = max(quota - used + max(kept.values(), default=0), 0)
+        data = await _read_within(request, min(limit, room))
+        if data is None:
+            if room < limit:
+                return _refused(_quota_message(used, f"over the {room} bytes left", quota))
+            return _refused(
                 f"archive larger than {limit} bytes (upload-max-bytes): bring less "
                 "(`files` instead of the whole repo, or a .gitignore)"
-            ) from None
+            )
         if not data:
             raise InvalidError("post the archive's bytes as the request body")
         problem = await asyncio.to_thread(
@@ -114,19 +150,10 @@ def build_files_router() -> APIRouter:
         )
         if problem is not None:
             raise InvalidError(problem)
-        store = blob_store(context)
-        store.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        await _sweep_now_and_then(store, context)  # first: swept archives count no more
         digest = hashlib.sha256(data).hexdigest()
-        owners = store.root / ".owners" / principal.user_id
-        used = await asyncio.to_thread(_uploaded_bytes, store, owners, digest)
-        if used + len(data) > settings.upload_quota_bytes:
-            raise InvalidError(
-                f"upload quota reached: you keep {used} bytes of archives and this one is "
-                f"{len(data)} (upload-quota-bytes is {settings.upload_quota_bytes}); archives "
-                "no run names are deleted after a day, or ask an admin to raise "
-                "DOCKYARD_UPLOAD_QUOTA_BYTES"
-            )
+        used -= kept.get(digest, 0)
+        if used + len(data) > quota:
+            return _refused(_quota_message(used, f"{len(data)} bytes", quota))
         store.put(data)
         owners.mkdir(mode=0o700, parents=True, exist_ok=True)
         (owners / digest).touch()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import select
+import socket
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +24,17 @@ from tests.web.fakes import FakeController
 from tests.web.serving import Running, running_server
 
 QUOTA = 300_000
+MiB = 2**20
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Running]:
+    with running_server(tmp_path, lambda settings, store: FakeController(store)) as running:
+        yield running
+
+
+@pytest.fixture
+def small_quota(tmp_path: Path) -> Iterator[Running]:
     with running_server(
         tmp_path, lambda settings, store: FakeController(store), upload_quota_bytes=QUOTA
     ) as running:
@@ -43,7 +52,9 @@ def _incompressible_tar_gz(name: str, size: int) -> bytes:
 
 def _stored(server: Running) -> set[str]:
     files = server.settings.data_dir / "files"
-    return {p.name for p in files.iterdir() if p.is_file()} if files.is_dir() else set()
+    if not files.is_dir():
+        return set()
+    return {p.name for p in files.iterdir() if p.is_file() and not p.name.startswith(".")}
 
 
 def _user(server: Running, name: str) -> str:
@@ -76,7 +87,8 @@ def test_only_gzip_tars_are_kept(server: Running, body: bytes) -> None:
     assert _stored(server) == set()
 
 
-def test_the_upload_quota_is_per_user(server: Running) -> None:
+def test_the_upload_quota_is_per_user(small_quota: Running) -> None:
+    server = small_quota
     member, other = _user(server, "member"), _user(server, "other")
     archives = [_incompressible_tar_gz(f"f{i}", 90_000) for i in range(4)]
     with server.client(member) as http:
@@ -85,8 +97,63 @@ def test_the_upload_quota_is_per_user(server: Running) -> None:
         again = http.post("/api/files/upload_archive", content=archives[0])
         assert again.status_code == 200  # the same archive again costs nothing more
         refused = http.post("/api/files/upload_archive", content=archives[3])
-    assert refused.status_code == 400
+    assert refused.status_code == 413
     assert "upload quota reached" in refused.text and "upload-quota-bytes" in refused.text
     assert hashlib.sha256(archives[3]).hexdigest() not in _stored(server)
     with server.client(other) as http:
         assert http.post("/api/files/upload_archive", content=archives[3]).status_code == 200
+
+
+def _stream(server: Running, token: str, total: int) -> tuple[str, int, bool]:
+    """POST `total` bytes chunked (a gzip header, then zeros), 1 MiB at a time, until the
+    server answers: its status line, the MiB sent, and whether it closed the connection."""
+    port = int(server.url.rsplit(":", 1)[1])
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.sendall(
+            b"POST /api/files/upload_archive HTTP/1.1\r\nHost: x\r\n"
+            b"Authorization: Bearer " + token.encode() + b"\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        chunk = b"\x1f\x8b" + bytes(MiB - 2)
+        while sent < total and not select.select([conn], [], [], 0)[0]:
+            try:
+                conn.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            except OSError:
+                break
+            sent += len(chunk)
+        conn.settimeout(30)
+        answer = b""
+        try:
+            while part := conn.recv(65536):
+                answer += part
+            closed = True
+        except ConnectionResetError:
+            closed = True
+    status = answer.split(b"\r\n", 1)[0].decode(errors="replace")
+    body = answer.split(b"\r\n\r\n", 1)[-1].decode(errors="replace")
+    return (
+        f"{status} {body}",
+        sent // MiB,
+        closed,
+    )
+
+
+def test_a_chunked_upload_is_refused_as_it_streams(server: Running) -> None:
+    answer, sent_mib, closed = _stream(server, _user(server, "streamer"), 64 * MiB)
+    assert answer.startswith("HTTP/1.1 413"), answer
+    assert "upload-max-bytes" in answer
+    assert sent_mib < 40, f"the server read on: {sent_mib} MiB sent before it answered"
+    assert closed, "the connection stays open: the rest would be read"
+    assert _stored(server) == set()
+
+
+def test_a_full_quota_stops_a_stream_at_what_is_left(small_quota: Running) -> None:
+    token = _user(small_quota, "filler")
+    with small_quota.client(token) as http:
+        archive = _incompressible_tar_gz("f", 250_000)
+        assert http.post("/api/files/upload_archive", content=archive).status_code == 200
+    answer, sent_mib, _ = _stream(small_quota, token, 64 * MiB)
+    assert answer.startswith("HTTP/1.1 413") and "upload quota reached" in answer, answer
+    assert "bytes left" in answer and "upload-quota-bytes" in answer
+    assert sent_mib < 24, f"read up to the upload limit, not the quota: {sent_mib} MiB"

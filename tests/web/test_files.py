@@ -37,7 +37,7 @@ def test_upload_lookup_and_refusals(server: Running) -> None:
         assert found.status_code == 200
         assert (server.settings.data_dir / "files" / digest).read_bytes() == data
         too_big = http.post("/api/files/upload_archive", content=b"x" * (MAX_ARCHIVE_BYTES + 1))
-        assert too_big.status_code == 400 and "upload-max-bytes" in too_big.text
+        assert too_big.status_code == 413 and "upload-max-bytes" in too_big.text
         not_gzip = http.post("/api/files/upload_archive", content=b"\x1f\x8b not really gzip")
         assert not_gzip.status_code == 400 and "not a readable tar.gz" in not_gzip.text
         assert http.post("/api/files/upload_archive", content=b"").status_code == 400
