@@ -42,6 +42,33 @@ async def test_a_stack_changed_outside_dockyard_is_planned_as_drift_to_restore()
     assert unrefreshed.plan.actions[0].action is ActionKind.NOOP
 
 
+class EmptiedCloud(CloudDouble):
+    """A cloud whose every instance was deleted in its console (its refresh says so)."""
+
+    async def refresh(self, resource: StackResource) -> StackPlan:
+        steps = tuple(
+            StackStep(StepOp.DELETE, f"{resource.name}-{i}", "aws:ec2/instance:Instance")
+            for i in range(2)
+        )
+        return StackPlan(resource.stack_name, steps, {"delete": 2})
+
+
+async def test_a_stack_whose_refresh_shows_everything_gone_was_deleted_outside() -> None:
+    observed = live(deployed(CLOUD, status="active"))
+    planned = await plan_commit(
+        state(CLOUD), POLICY, observed, base="c1", previewer=Previewer({"pulumi": EmptiedCloud()}),
+        refresh=True,
+    )  # fmt: skip
+    (action,) = planned.plan.actions
+    assert (action.action, action.drift) == (ActionKind.UPDATE, True)
+    assert action.reason == (
+        "drift: fleet `cloud` was deleted outside Dockyard (the refresh of its stack "
+        "`main-fleet-cloud` shows every resource gone: `cloud-0`, `cloud-1`), will restore: "
+        "create it again at the spec in Git"
+    )
+    assert action.preview is not None and action.preview.per_hour == 0.526  # 1 x g4dn.xlarge
+
+
 async def test_an_unchanged_stack_is_no_drift() -> None:
     observed = live(deployed(CLOUD, status="active"))
     planned = await plan_commit(

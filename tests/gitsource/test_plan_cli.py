@@ -123,7 +123,12 @@ def test_the_offline_plan_says_what_it_could_not_check(
     common = ("--repo", str(config_repo.path), "--base", first, "--data-dir", str(data_dir))
     _, out = _run(*common, "--format", "json")
     unchecked = json.loads(out)["unchecked"]
-    assert [line.split(":")[0] for line in unchecked] == ["stack previews", "capacity", "prices"]
+    assert [line.split(":")[0] for line in unchecked] == [
+        "stack previews",
+        "capacity",
+        "prices",
+        "drift",
+    ]
     _, table = _run(*common)
     assert "Planned without a server; not checked:" in table and "stack previews" in table
     _, markdown = _run(*common, "--format", "markdown")
