@@ -1,4 +1,5 @@
-"""`dockyard offer [--project P] [--gpu SPEC] [-b B] [-r R] [--json] [--group-by …] [--catalog]`.
+"""`dockyard offer [--project P] [--gpu|--cpu|--memory|--disk SPEC] [--fleet F] [-b B] [-r R]
+[--json] [--group-by …] [--catalog]`.
 
 Like dstack's `offer`, the offers are the project's (`--project`, else the default one):
 the instances of its fleets a run with these requirements could use (the server's answer
@@ -7,6 +8,9 @@ the offers of the built-in catalog (`stacks.catalog`, its source in
 `stacks/catalog/SOURCE.md`) on those fleets' backends, cheapest first. A project with only
 local or SSH capacity therefore lists no cloud offers. `--catalog` lists the whole catalog
 without a server. The columns are dstack's: #, BACKEND, RESOURCES, INSTANCE TYPE, PRICE.
+As in dstack, `--cpu`, `--memory` and `--disk` take its ranges (`8..`, `32GB..64GB`), and
+`--fleet` (repeatable) keeps the offers of those fleets: their instances, and catalog offers
+only on their cloud backends.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from reconciler.api import Client
 from reconciler.cli.console import JsonOption, ProjectOption, open_client, out, print_json, table
 from reconciler.cli.planview import show_offers
 from reconciler.errors import UsageError
-from stacks.catalog import GROUP_KEYS, group_offers, list_offers
+from stacks.catalog import GROUP_KEYS, group_offers
+from stacks.catalog.listing import offers_for_spec
 from stacks.offer import Offer
 
 SPOT_POLICIES = ("spot", "on-demand", "auto")
@@ -52,13 +57,30 @@ def cloud_backends(fleet_specs: list[dict[str, Any]]) -> list[str]:
     return found
 
 
+RESOURCE_FILTERS = ("gpu", "cpu", "memory", "disk")
+
+
+def resources_of(filters: dict[str, Any]) -> dict[str, str]:
+    """Pure: the `resources:` the filters ask for (`--gpu/--cpu/--memory/--disk`)."""
+    return {key: str(filters[key]) for key in RESOURCE_FILTERS if filters.get(key)}
+
+
 def probe_config(
-    gpu: str | None, spot_policy: str, max_price: float | None, regions: list[str]
+    gpu: str | None,
+    spot_policy: str,
+    max_price: float | None,
+    regions: list[str],
+    *,
+    resources: dict[str, str] | None = None,
+    fleets: list[str] | None = None,
 ) -> str:
     """The YAML of a run with the requirements asked for (planned, never submitted)."""
     lines = ["type: task", "name: offer-probe", "commands: [':']", f"spot_policy: {spot_policy}"]
-    if gpu:
-        lines.append(f"resources: {{gpu: {json.dumps(gpu)}}}")
+    wanted = {**({"gpu": gpu} if gpu else {}), **(resources or {})}
+    if wanted:
+        lines.append(f"resources: {json.dumps(wanted)}")
+    if fleets:
+        lines.append(f"fleets: {json.dumps(fleets)}")
     if max_price is not None:
         lines.append(f"max_price: {max_price}")
     if regions:
@@ -66,18 +88,43 @@ def probe_config(
     return "\n".join(lines) + "\n"
 
 
+def catalog_offers(filters: dict[str, Any], backends: list[str]) -> tuple[Offer, ...]:
+    """The catalog offers matching the filters (resources too) on `backends` (all: [])."""
+    spec: dict[str, Any] = {"spot_policy": filters["spot_policy"]}
+    if resources := resources_of(filters):
+        spec["resources"] = resources
+    if backends:
+        spec["backends"] = backends
+    if filters["regions"]:
+        spec["regions"] = filters["regions"]
+    if filters["max_price"] is not None:
+        spec["max_price"] = filters["max_price"]
+    return offers_for_spec(spec)
+
+
 def _project_offers(
-    client: Client, filters: dict[str, Any], backends: list[str]
+    client: Client, filters: dict[str, Any], backends: list[str], fleets: list[str]
 ) -> tuple[list[dict[str, Any]], tuple[Offer, ...]]:
     """The project's instance offers and the catalog offers of its cloud backends."""
-    clouds = cloud_backends([fleet.spec for fleet in client.list_fleets()])
+    chosen = [f for f in client.list_fleets() if not fleets or f.name in fleets]
+    clouds = cloud_backends([fleet.spec for fleet in chosen])
     wanted = [b for b in clouds if not backends or b in backends]
     config = probe_config(
-        filters["gpu"], filters["spot_policy"], filters["max_price"], filters["regions"]
+        filters["gpu"],
+        filters["spot_policy"],
+        filters["max_price"],
+        filters["regions"],
+        resources=resources_of(filters),
+        fleets=fleets,
     )
     plan = client.get_plan(config, path="offer.dstack.yml")
-    local = [o for o in plan.get("offers") or [] if not backends or o.get("backend") in backends]
-    catalog = list_offers(**filters, backends=wanted) if wanted else ()
+    local = [
+        o
+        for o in plan.get("offers") or []
+        if (not backends or o.get("backend") in backends)
+        and (not fleets or o.get("fleet") in fleets)
+    ]
+    catalog = catalog_offers(filters, wanted) if wanted else ()
     return local, catalog
 
 
@@ -95,16 +142,22 @@ def _show_groups(offers: tuple[Offer, ...], group_by: str, as_json: bool) -> Non
 
 
 def _list(
-    filters: dict[str, Any], backends: list[str], use_catalog: bool, project: str | None
+    filters: dict[str, Any],
+    backends: list[str],
+    use_catalog: bool,
+    project: str | None,
+    fleets: list[str],
 ) -> tuple[list[dict[str, Any]], tuple[Offer, ...]]:
     if use_catalog:
-        return [], list_offers(**filters, backends=backends)
+        if fleets:
+            raise UsageError("--fleet needs the project's fleets: drop --catalog")
+        return [], catalog_offers(filters, backends)
     try:
         client = open_client(project)
     except UsageError as exc:
         raise UsageError(f"{exc} (or list the built-in catalog with --catalog)") from None
     with client:
-        return _project_offers(client, filters, backends)
+        return _project_offers(client, filters, backends, fleets)
 
 
 def register(app: typer.Typer) -> None:
@@ -123,6 +176,14 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--spot-policy", help="spot, on-demand or auto.")
         ] = "auto",
         max_price: Annotated[float | None, typer.Option("--max-price", help="Maximum $/h.")] = None,
+        cpu: Annotated[str | None, typer.Option("--cpu", help="CPUs: 8, 4.., 4..16.")] = None,
+        memory: Annotated[
+            str | None, typer.Option("--memory", help="Memory: 32GB, 16GB.., 16GB..64GB.")
+        ] = None,
+        disk: Annotated[str | None, typer.Option("--disk", help="Disk: 100GB, 200GB..")] = None,
+        fleet: Annotated[
+            list[str] | None, typer.Option("--fleet", help="Only this fleet's (repeatable).")
+        ] = None,
         group_by: Annotated[
             str | None,
             typer.Option(
@@ -144,15 +205,19 @@ def register(app: typer.Typer) -> None:
             "regions": region or [],
             "spot_policy": spot_policy,
             "max_price": max_price,
+            "cpu": cpu,
+            "memory": memory,
+            "disk": disk,
         }
         try:
-            local, catalog_offers = _list(filters, backend or [], catalog, project)
+            local, from_catalog = _list(filters, backend or [], catalog, project, fleet or [])
         except ValueError as exc:
-            raise UsageError(f"--gpu {gpu}: {exc}") from exc
+            asked = " ".join(f"--{k} {v}" for k, v in resources_of(filters).items())
+            raise UsageError(f"{asked}: {exc}") from exc
         if group_by:
-            _show_groups(catalog_offers, group_by, as_json)
+            _show_groups(from_catalog, group_by, as_json)
             return
-        offers = [*local, *(o.to_json() for o in catalog_offers)]
+        offers = [*local, *(o.to_json() for o in from_catalog)]
         if as_json:
             print_json(offers[:max_offers])
             return

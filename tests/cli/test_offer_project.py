@@ -132,3 +132,24 @@ def test_without_a_project_the_catalog_is_explicit(tmp_path: Path) -> None:
     assert catalog.exit_code == 0 and {"aws", "gcp"} <= {
         o["backend"] for o in json.loads(catalog.stdout)
     }
+
+
+def test_cpu_memory_disk_and_fleet_filters(cli: Cli, tmp_path: Path) -> None:
+    """dstack's `offer` flags: resources ranges narrow the instances and the catalog;
+    `--fleet` keeps that fleet's instances and its cloud backends' catalog offers only."""
+    _apply(cli, tmp_path, "local", LOCAL)
+    _add_instance(cli, "local")
+    _apply(cli, tmp_path, "cloud", CLOUD)
+    assert [o["instance"] for o in _offers(cli, "--cpu", "8..") if "instance" in o] == ["local-0"]
+    assert [o for o in _offers(cli, "--cpu", "9..") if "instance" in o] == []
+    assert [o for o in _offers(cli, "--memory", "64GB..") if "instance" in o] == []
+    assert [o for o in _offers(cli, "--disk", "200GB..") if "instance" in o] == []
+    big = _offers(cli, "--cpu", "96..", "--memory", "512GB..", "--max-offers", "500")
+    assert big and all(o["backend"] == "aws" for o in big)
+    assert all(float(str(o["cpus"])) >= 96 and float(str(o["memory_gib"])) >= 512 for o in big)
+    only_local = _offers(cli, "--fleet", "local", "--max-offers", "500")
+    assert [o["backend"] for o in only_local] == ["local"]
+    only_cloud = _offers(cli, "--fleet", "cloud", "--gpu", "A100", "--max-offers", "500")
+    assert only_cloud and {o["backend"] for o in only_cloud} == {"aws"}
+    catalog = cli("offer", "--catalog", "--cpu", "512..", "--json")
+    assert catalog.exit_code == 0 and json.loads(catalog.stdout) == []
