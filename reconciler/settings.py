@@ -58,6 +58,7 @@ LIMIT_FIELDS: tuple[str, ...] = (
     "max_webhook_bytes",
     "upload_max_bytes",
     "upload_quota_bytes",
+    "project_upload_quota_bytes",
     "archive_max_extracted_bytes",
     "archive_max_files",
 )
@@ -165,6 +166,9 @@ class Settings(BaseModel):
     )
     upload_quota_bytes: int = Field(
         default=512 * 2**20, ge=0, description="bytes of uploaded archives kept per user"
+    )
+    project_upload_quota_bytes: int = Field(
+        default=2 * 2**30, ge=0, description="bytes of uploaded archives a project's runs name"
     )
     archive_max_extracted_bytes: int = Field(
         default=2**30, gt=0, description="bytes one uploaded archive extracts to"

@@ -54,6 +54,13 @@ class BlobStore:
     def has(self, digest: str) -> bool:
         return self.valid(digest) and self._path(digest).is_file()
 
+    def size(self, digest: str) -> int:
+        """Bytes of the stored archive (0 when there is none, or `digest` is not one)."""
+        try:
+            return self._path(digest).stat().st_size if self.valid(digest) else 0
+        except FileNotFoundError:
+            return 0
+
     def get(self, digest: str) -> bytes:
         """The stored bytes; `FileNotFoundError` when there are none."""
         return self._path(digest).read_bytes()

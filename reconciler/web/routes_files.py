@@ -15,7 +15,9 @@ must be a gzip-compressed tar whose members extract to at most
 `--archive-max-extracted-bytes` and number at most `--archive-max-files`
 (`reconciler.core.archivecheck`, in a thread); and what each user has uploaded and the
 server still keeps is at most `--upload-quota-bytes` (`files/.owners/<user id>/<digest>`
-records who uploaded what).
+records who uploaded what). Uploads name no project in dstack's API: a project is charged
+when its runs name archives (`attach_archives`, called by `runs/get_plan` and `apply`),
+within `--project-upload-quota-bytes`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import asyncio
 import hashlib
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from reconciler.adapters.blobs import BlobStore
-from reconciler.adapters.db.readmodels.runs import referenced_archives
+from reconciler.adapters.db.readmodels.runs import project_archives, referenced_archives
 from reconciler.api import requests as req
 from reconciler.core.archivecheck import archive_problem
 from reconciler.web.auth import Principal, require_user
@@ -110,6 +113,50 @@ def _quota_message(used: int, this_one: str, quota: int) -> str:
         f"{this_one} (upload-quota-bytes is {quota}); archives no run names are deleted "
         "after a day, or ask an admin to raise DOCKYARD_UPLOAD_QUOTA_BYTES"
     )
+
+
+def _project_quota_problem(
+    store: BlobStore, named: set[str], refs: Sequence[str], project: str, quota: int
+) -> str | None:
+    """Why attaching the archives `refs` to a run of `project` would take it over `quota`
+    (the archives its runs already name count once), or None."""
+    new = set(refs) - named
+    if not new:
+        return None
+    used = sum(store.size(digest) for digest in named)
+    adding = sum(store.size(digest) for digest in new)
+    if used + adding <= quota:
+        return None
+    return (
+        f"project upload quota reached: the runs of project {project} name {used} bytes of "
+        f"uploaded archives and this adds {adding} (project-upload-quota-bytes is {quota}); "
+        "delete runs whose files are no longer needed (`dockyard delete`), or ask an admin "
+        "to raise DOCKYARD_PROJECT_UPLOAD_QUOTA_BYTES"
+    )
+
+
+async def attach_archives(
+    context: WebContext, project_id: str, project: str, refs: Sequence[tuple[str, str]]
+) -> list[dict[str, str]]:
+    """The archive references `(id, path)` of a run being planned or applied in `project`:
+    each must be uploaded, and what the project's runs name must stay within its quota
+    (uploads name no project in dstack's API: the project is known once a run names them)."""
+    store = blob_store(context)
+    for digest, _ in refs:
+        if not store.has(digest):
+            raise InvalidError(
+                f"file_archives: archive {digest} was not uploaded: upload it first "
+                "(/api/files/upload_archive)"
+            )
+    if refs:
+        named = await context.db.read(project_archives, project_id)
+        quota = context.settings.project_upload_quota_bytes
+        problem = await asyncio.to_thread(
+            _project_quota_problem, store, named, [d for d, _ in refs], project, quota
+        )
+        if problem is not None:
+            raise InvalidError(problem)
+    return [{"id": digest, "path": path} for digest, path in refs]
 
 
 def build_files_router() -> APIRouter:

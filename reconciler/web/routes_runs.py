@@ -34,7 +34,7 @@ from reconciler.web.routes_dstack import (
     plan_capacity_spec,
     plan_run_spec,
 )
-from reconciler.web.routes_files import blob_store
+from reconciler.web.routes_files import attach_archives
 
 
 def _now(context: WebContext) -> datetime:
@@ -50,16 +50,12 @@ def config_text(body: req.ConfigurationRequest) -> str:
     raise InvalidError("post the configuration as 'text' (YAML) or 'configuration' (an object)")
 
 
-def file_archives(body: req.ConfigurationRequest, context: WebContext) -> list[dict[str, str]]:
-    """The posted archive references, each checked to be uploaded."""
-    store = blob_store(context)
-    for ref in body.file_archives:
-        if not store.has(ref.id):
-            raise InvalidError(
-                f"file_archives: archive {ref.id} was not uploaded: upload it first "
-                "(/api/files/upload_archive)"
-            )
-    return [{"id": ref.id, "path": ref.path} for ref in body.file_archives]
+async def file_archives(
+    body: req.ConfigurationRequest, access: ProjectAccess, context: WebContext
+) -> list[dict[str, str]]:
+    """The posted archive references, each uploaded, within the project's upload quota."""
+    refs = [(ref.id, ref.path) for ref in body.file_archives]
+    return await attach_archives(context, access.project_id, access.project_name, refs)
 
 
 _CAPACITY: dict[str, Kind] = {"fleets": "fleet", "volumes": "volume", "gateways": "gateway"}
@@ -83,7 +79,7 @@ def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
             text=config_text(body),
             path=body.path,
             user=access.principal.username,
-            file_archives=file_archives(body, context),
+            file_archives=await file_archives(body, access, context),
         )
 
     @router.post(f"{prefix}/apply", tags=[tag], operation_id=f"{tag}_apply")
@@ -105,7 +101,7 @@ def add_plan_routes(router: APIRouter, prefix: str, tag: str) -> None:
             path=body.path,
             user=access.principal.username,
             force=body.force,
-            file_archives=file_archives(body, context),
+            file_archives=await file_archives(body, access, context),
         )
 
 

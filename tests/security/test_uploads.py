@@ -17,13 +17,19 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from reconciler.adapters.db import Store
+from reconciler.engine.controller import build_controller
+from reconciler.ports import Controller
+from reconciler.settings import Settings
 from tests.security.bombs import tar_gz_bomb
 from tests.web.fakes import FakeController
 from tests.web.serving import Running, running_server
 
 QUOTA = 300_000
+PROJECT_QUOTA = 250_000
 MiB = 2**20
 
 
@@ -157,3 +163,52 @@ def test_a_full_quota_stops_a_stream_at_what_is_left(small_quota: Running) -> No
     assert answer.startswith("HTTP/1.1 413") and "upload quota reached" in answer, answer
     assert "bytes left" in answer and "upload-quota-bytes" in answer
     assert sent_mib < 24, f"read up to the upload limit, not the quota: {sent_mib} MiB"
+
+
+@pytest.fixture
+def projects(tmp_path: Path) -> Iterator[Running]:
+    """A server with the real controller (runs are stored), a small project quota."""
+
+    def controller(settings: Settings, store: Store) -> Controller:
+        return build_controller(settings, store, engines={})
+
+    with running_server(tmp_path, controller, project_upload_quota_bytes=PROJECT_QUOTA) as running:
+        yield running
+
+
+def _member(server: Running, name: str, project: str) -> str:
+    token = _user(server, name)
+    body = {"members": [{"username": name, "project_role": "user"}]}
+    with server.client(server.admin_token) as http:
+        added = http.post(f"/api/projects/{project}/add_members", json=body)
+    assert added.status_code == 200, added.text
+    return token
+
+
+def _apply(http: httpx.Client, project: str, name: str, archive: str) -> httpx.Response:
+    text = f"type: task\nname: {name}\ncommands: [ls]\n"
+    body = {"text": text, "path": f"{name}.dstack.yml", "file_archives": [
+        {"id": archive, "path": "."}
+    ]}  # fmt: skip
+    return http.post(f"/api/project/{project}/runs/apply", json=body)
+
+
+def test_a_member_fills_one_projects_quota_and_not_another(projects: Running) -> None:
+    with projects.client(projects.admin_token) as http:
+        assert http.post("/api/projects/create", json={"project_name": "other"}).is_success
+    member, neighbour = _member(projects, "filler", "main"), _member(projects, "nb", "other")
+    archives = [_incompressible_tar_gz(f"f{i}", 100_000) for i in range(3)]
+    with projects.client(member) as http:
+        ids = [http.post("/api/files/upload_archive", content=a).json()["id"] for a in archives]
+        for index in range(2):  # 2 x 100 KB attached to runs of main: within 250 KB
+            assert _apply(http, "main", f"r{index}", ids[index]).status_code == 200
+        refused = _apply(http, "main", "r2", ids[2])
+        again = _apply(http, "main", "r3", ids[0])  # named already: adds nothing
+    assert refused.status_code == 400, refused.text
+    assert "project upload quota reached" in refused.text and "project main" in refused.text
+    assert "project-upload-quota-bytes" in refused.text
+    assert "DOCKYARD_PROJECT_UPLOAD_QUOTA_BYTES" in refused.text
+    assert again.status_code == 200, again.text
+    with projects.client(neighbour) as http:
+        mine = http.post("/api/files/upload_archive", content=archives[2]).json()["id"]
+        assert _apply(http, "other", "theirs", mine).status_code == 200

@@ -219,6 +219,18 @@ def referenced_archives(session: Session) -> set[str]:
     return named
 
 
+def project_archives(session: Session, project_id: str) -> set[str]:
+    """The archive ids the runs of one project name (any status, as `referenced_archives`:
+    what the server keeps for that project): counted against its upload quota."""
+    named: set[str] = set()
+    for spec in session.scalars(select(Run.spec).where(Run.project_id == project_id)):
+        refs = spec.get("file_archives") if isinstance(spec, dict) else None
+        for ref in refs or ():
+            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                named.add(ref["id"])
+    return named
+
+
 def agent_ports(instance: Instance) -> frozenset[int]:
     """Ports of the instance's host that the service proxy and `runs/forward` never reach,
     whatever a run declares: the agent's API (the server's own tunnels may call it; 10998
