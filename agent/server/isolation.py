@@ -14,7 +14,8 @@ every job in a container (of its default image when the run names none):
 - ``process``: never a container (the behaviour before this setting existed).
 
 The engine is asked at most once per ``PROBE_TTL`` seconds per agent (ping, the image,
-the runtimes), never per request to ``/host``. ``JobManager.submit`` calls ``place``.
+the runtimes; an engine silent for ``PROBE_TIMEOUT`` counts as none), never per request
+to ``/host``. ``JobManager.submit`` calls ``place``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 DEFAULT_IMAGE = "dstackai/base:0.11-base-ubuntu22.04"  # dstack's, for runs without `image`
 LABEL_DEFAULT_IMAGE = "dockyard.default-image"  # on containers of the default image
 PROBE_TTL = 30.0
+PROBE_TIMEOUT = 5.0  # an engine that does not answer by then counts as none (until the TTL)
 
 
 class Isolation(enum.StrEnum):
@@ -128,6 +130,11 @@ class JobIsolation:
             now = self._clock()
             if self._cached is not None and now - self._cached[0] < self._ttl:
                 return self._cached[1]
-            facts = EngineFacts() if self._probe is None else await self._probe(self.image)
+            facts = EngineFacts()
+            if self._probe is not None:
+                try:
+                    facts = await asyncio.wait_for(self._probe(self.image), PROBE_TIMEOUT)
+                except TimeoutError:
+                    log.warning("the Docker engine did not answer in %.0f s", PROBE_TIMEOUT)
             self._cached = (self._clock(), facts)
             return facts

@@ -8,6 +8,7 @@ with the rest of the suite, whose process jobs must stay process jobs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -19,6 +20,7 @@ import docker.errors
 import pytest
 
 from agent.protocol import ErrorCode, ExecutorKind, JobReason, JobSpec, JobStatus
+from agent.server import isolation
 from agent.server.errors import AgentError
 from agent.server.isolation import (
     DEFAULT_IMAGE,
@@ -90,6 +92,18 @@ async def test_the_engine_is_asked_once_per_ttl() -> None:
     now[0] = 31.0
     await isolation.place(_spec())
     assert asked == ["img:1", "img:1"]
+
+
+async def test_an_engine_that_hangs_counts_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isolation, "PROBE_TIMEOUT", 0.01)
+    never = asyncio.Event()
+
+    async def hanging(image: str) -> EngineFacts:
+        await never.wait()
+        return EngineFacts(answers=True, has_image=True)
+
+    placed = await JobIsolation(Isolation.AUTO, "img:1", hanging).place(_spec())
+    assert (placed.spec.executor, placed.notice) == (ExecutorKind.PROCESS, "")
 
 
 # --- against a real engine -----------------------------------------------------------------
