@@ -36,6 +36,7 @@ from reconciler.errors import UsageError
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.dstack_attach import attachable
+from reconciler.web.dstack_uploads import dstack_file_archives
 from reconciler.web.errors import InvalidError, NotFoundError
 from reconciler.web.queries_capacity import Kind, get_fleet, get_volume, instance_wire
 from reconciler.web.queries_runs import FINISHED_RUN, get_run
@@ -106,6 +107,7 @@ async def plan_run_spec(
         text=json.dumps(configuration),
         path=path,
         user=access.principal.username,
+        file_archives=await dstack_file_archives(context, access, run_spec),
     )
     if plan.get("action") == "blocked":
         raise UsageError(str(plan.get("reason")))
@@ -139,6 +141,7 @@ async def apply_run_spec(
         path=path,
         user=access.principal.username,
         force=force or rerun,
+        file_archives=await dstack_file_archives(context, access, run_spec),
     )
     run = await _current(context, access, configuration["name"])
     if run is None:

@@ -4,7 +4,9 @@ As dstack's routes of the same names, for any signed-in user: the CLI packs a jo
 `repos`/`files` into tar.gz archives, asks whether the server has one by its sha256
 (`get_archive_by_hash`, 404 if not), uploads it otherwise (`upload_archive`, the raw bytes
 as the request body: no multipart parser needed), and names them in the apply request
-(`file_archives: [{id, path}]`). The server keeps them content-addressed
+(`file_archives: [{id, path}]`). dstack's client posts a plain tar as multipart form data
+and reads a UUID id (`reconciler.core.dstack_files`): that is kept as a gzip tar too, and
+answered `{id: <UUID>, hash}`. The server keeps them content-addressed
 (`reconciler.adapters.blobs`); at most once an hour an upload also deletes the archives
 that no run names any more and that are older than a day.
 
@@ -37,6 +39,13 @@ from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.readmodels.runs import project_archives, referenced_archives
 from reconciler.api import requests as req
 from reconciler.core.archivecheck import archive_problem
+from reconciler.core.dstack_files import (
+    DstackArchiveError,
+    archive_id,
+    gzipped,
+    is_multipart,
+    multipart_file,
+)
 from reconciler.web.auth import Principal, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError, NotFoundError, error_body
@@ -159,6 +168,19 @@ async def attach_archives(
     return [{"id": digest, "path": path} for digest, path in refs]
 
 
+async def _dstack_upload(request: Request, data: bytes) -> tuple[str | None, bytes]:
+    """dstack's upload (multipart, a plain tar): (its hash, the archive as a gzip tar);
+    ours (the raw body): (None, the body)."""
+    content_type = request.headers.get("content-type", "")
+    if not is_multipart(content_type):
+        return None, data
+    try:
+        name, tar = multipart_file(data, content_type)
+    except DstackArchiveError as error:
+        raise InvalidError(str(error)) from error
+    return name, await asyncio.to_thread(gzipped, tar)
+
+
 def build_files_router() -> APIRouter:
     router = APIRouter(prefix="/api/files")
 
@@ -189,6 +211,7 @@ def build_files_router() -> APIRouter:
             )
         if not data:
             raise InvalidError("post the archive's bytes as the request body")
+        dstack_hash, data = await _dstack_upload(request, data)
         problem = await asyncio.to_thread(
             archive_problem,
             data,
@@ -204,6 +227,8 @@ def build_files_router() -> APIRouter:
         store.put(data)
         owners.mkdir(mode=0o700, parents=True, exist_ok=True)
         (owners / digest).touch()
+        if dstack_hash is not None:  # dstack's client reads a UUID id and its own hash
+            return {"id": archive_id(digest), "hash": dstack_hash}
         return {"id": digest, "blob_hash": digest}
 
     @router.post("/get_archive_by_hash", tags=["files"])
