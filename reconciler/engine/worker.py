@@ -9,7 +9,8 @@ A `Worker` is dstack's pipeline (fetcher + workers + heartbeater) in one small o
   any DB transaction; it reloads the row by id and token, does the slow I/O, and writes
   its results fenced by the token (a write whose token no longer matches changes nothing);
 - *release*: the worker drops the lease and says when the row is due again — the
-  callback's answer (seconds), or the kind's `min_interval`;
+  callback's answer (seconds), or the kind's `min_interval`; a callback whose last write
+  dropped the lease itself (one transaction) answers `RELEASED`;
 - *heartbeat*: leases of rows still being processed are renewed every third of the lease,
   so a slow row is never taken by another replica while it is in hand.
 
@@ -40,7 +41,11 @@ from reconciler.ports import WorkKind
 log = logging.getLogger(__name__)
 
 ProcessResult = float | None
-"""What a callback returns: seconds until the row is due again, or `None` for the default."""
+"""What a callback returns: seconds until the row is due again, `None` for the default, or
+`RELEASED`."""
+RELEASED = -1.0
+"""A callback's answer when its last write also dropped the lease (and set when the row is
+due again) in the same transaction: the worker releases nothing."""
 
 Process = Callable[[str, str], Awaitable[ProcessResult]]
 """`process(row_id, lock_token)`: handle one leased row; see the module docstring."""
@@ -166,6 +171,9 @@ class Worker:
         due_in: float = self.config.min_interval
         try:
             answer = await self._process(lease.row_id, lease.token)
+            if answer == RELEASED:
+                self._held.pop(lease.token, None)
+                return
             if answer is not None:
                 due_in = answer
         except asyncio.CancelledError:

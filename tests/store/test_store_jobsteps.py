@@ -5,9 +5,14 @@ placement leaks no blocks, and a full instance writes nothing."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC
+from typing import Any
+
+import pytest
 
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
+from reconciler.adapters.db.runsteps import RunWrite
 from reconciler.adapters.db.store import Store
 
 HOST = {"cpus": 8, "arch": "x86_64", "memory_mib": 16384, "disk_mib": 100000, "gpus": []}
@@ -162,3 +167,83 @@ def test_room_made_wakes_a_waiting_service_ahead_of_older_tasks(store: Store) ->
     store.wake_waiting_jobs(instance.project_id, 2)
     woken = [j.id for j in (store.get(Job, t.id) for t in [service, *tasks]) if j and not j.due_at]
     assert woken[0] == service.id and len(woken) == 2  # the service first, then a task
+
+
+def _waiting(store: Store, job: Job, n: int) -> list[Job]:
+    jobs = []
+    for i in range(n):
+        row = Job(run_id=job.run_id, status="submitted", job_spec={}, submitted_at=store.now(),
+                  replica_num=i + 1, due_at=store.now())  # fmt: skip
+        jobs.append(store.add(row))
+    return jobs
+
+
+def _asleep(store: Store, jobs: list[Job]) -> None:
+    for job in jobs:
+        store.update(Job, job.id, due_at=store.now())
+
+
+def _woken(store: Store, jobs: list[Job]) -> int:
+    return sum(1 for j in jobs if (row := store.get(Job, j.id)) is not None and row.due_at is None)
+
+
+def test_waking_is_a_chain_whatever_the_queue(store: Store) -> None:
+    """Blocks given back wake two waiting jobs, a placement that leaves room the next one,
+    a placement that fills the instance none: a step's cost does not grow with the queue."""
+    instance, job, token = _rig(store, total_blocks=3)
+    waiting = _waiting(store, job, 5)
+    assert store.record_job_step(_placing(job, instance, token)) is StepResult.WRITTEN
+    assert _woken(store, waiting) == 1  # 2 of 3 blocks free: the next one tries
+    _asleep(store, waiting)
+    full = _placing(job, instance, token, blocks=2)
+    store.update(Job, job.id, status="submitted", instance_id=None)
+    assert store.record_job_step(full) is StepResult.WRITTEN
+    assert _woken(store, waiting) == 0  # 3 of 3 taken: nobody is woken for nothing
+    ending = JobStep(
+        job_id=job.id, token=token, read_status="provisioning", project_id=instance.project_id,
+        run_id=job.run_id, values={"status": "done"}, release=(instance.id, 3),
+    )  # fmt: skip
+    assert store.record_job_step(ending) is StepResult.WRITTEN
+    assert _woken(store, waiting) == 2
+
+
+def test_a_step_can_drop_its_lease_in_the_same_transaction(store: Store, clock: Any) -> None:
+    instance, job, token = _rig(store)
+    step = replace(_placing(job, instance, token), release_lease=30.0)
+    assert store.record_job_step(step) is StepResult.WRITTEN
+    row = store.get(Job, job.id)
+    assert row is not None and (row.lock_token, row.lock_owner, row.status) == (
+        None,
+        None,
+        "provisioning",
+    )
+    assert row.due_at is not None and row.last_processed_at is not None
+    due = row.due_at.replace(tzinfo=UTC) if row.due_at.tzinfo is None else row.due_at
+    assert (due - store.now()).total_seconds() == pytest.approx(30.0)
+    # the lease is gone: the same token writes nothing more
+    again = replace(_placing(job, instance, token), read_status="provisioning", take=())
+    assert store.record_job_step(again) is StepResult.LEASE_LOST
+
+
+def test_one_read_loads_a_steps_rows_and_a_run_write_is_fenced(store: Store) -> None:
+    instance, job, token = _rig(store)
+    assert store.load_job_rows(job.id, "stolen") is None
+    store.update(Job, job.id, instance_id=instance.id)
+    rows = store.load_job_rows(job.id, token)
+    assert rows is not None and rows.instance is not None
+    assert (rows.job.id, rows.run.id, rows.instance.id) == (job.id, job.run_id, instance.id)
+    assert rows.project.id == instance.project_id
+    ((run_id, run_token),) = store.leases.claim_due(Run, owner="t", limit=1, lease_seconds=30)
+    loaded = store.load_run_rows(run_id, run_token)
+    assert loaded is not None and [j.id for j in loaded[1]] == [job.id]
+    write = RunWrite(
+        run_id=run_id, token=run_token, read_status="running", project_id=instance.project_id,
+        values={"status": "done"}, event=("train", "run status running -> done"),
+    )  # fmt: skip
+    assert not store.record_run_write(write)  # read in another status: nothing written
+    write = replace(write, read_status="submitted", release_lease=0.0)
+    assert store.record_run_write(write)
+    run = store.get(Run, run_id)
+    assert run is not None and (run.status, run.lock_token) == ("done", None)
+    events = store.list_events(project_id=instance.project_id)
+    assert [e.message for e in events] == ["run status running -> done"]

@@ -3,13 +3,15 @@
 Called by `reconciler.engine.workers.jobs` (and the planner's previews for candidates).
 Each method is one transaction:
 
-- `placement_candidates(project_id)` reads every idle or busy instance of the project's
-  fleets with the GPUs and host ports its active jobs hold, as `scheduling.Candidate`s.
+- `placement_candidates(project_id, ports=)` reads every idle or busy instance of the
+  project's fleets with the GPUs and host ports its active jobs hold, as
+  `scheduling.Candidate`s (the jobs are read only on instances with GPUs, or for ports).
 - `record_job_step(step)` is the one write of a jobs-worker step: the job's values fenced
-  by its lease token and by the status it was read in; capacity taken for a placement
-  (a conditional UPDATE per instance, so two workers or two replicas never overfill one)
-  and the cluster siblings placed with it; blocks given back and the oldest waiting jobs
-  woken; the status-change event, and the run (and a fleet) made due. Capacity and the
+  by its lease token and by the status it was read in (and, with `release_lease`, the
+  lease dropped in the same statement: the worker then releases nothing); capacity taken
+  for a placement (a conditional UPDATE per instance, so two workers or two replicas never
+  overfill one) and the cluster siblings placed with it; blocks given back and the oldest
+  waiting jobs woken; the status-change event, and the run (and a fleet) made due. Capacity and the
   fenced write commit together or not at all, so a lost lease cannot leak blocks.
   Waking is a chain, so its cost does not grow with the queue or the blocks: blocks given
   back wake the two first waiting jobs, and a placement that leaves room on its instance
@@ -29,6 +31,7 @@ from typing import Any
 from sqlalchemy import Update, case, select, update
 from sqlalchemy.orm import Session
 
+from reconciler.adapters.db.leasing import leased_table, release_values
 from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.core.hostblocks import block_size, host_sized
@@ -80,13 +83,15 @@ class JobStep:
     release: tuple[str, int] | None = None  # (instance id, blocks) to give back
     wake_fleet: str | None = None
     event: tuple[str, str] | None = None  # (target name, message)
+    release_lease: float | None = None  # set: the lease goes with the write, due again then
 
 
 class JobStepsStore(StoreBase):
     """The `Store` part for the jobs worker; see the module docstring."""
 
-    def placement_candidates(self, project_id: str) -> list[Candidate]:
-        """Every idle or busy instance of the project's fleets, with the GPUs in use."""
+    def placement_candidates(self, project_id: str, *, ports: bool = True) -> list[Candidate]:
+        """Every idle or busy instance of the project's fleets, with the GPUs in use (and,
+        with `ports`, the host ports: a job that binds none need not read them)."""
         with self.reading() as session:
             fleets = {
                 f.id: f
@@ -99,26 +104,31 @@ class JobStepsStore(StoreBase):
                 .where(Instance.project_id == project_id, Instance.status.in_(_PLACEABLE))
                 .order_by(Instance.fleet_id, Instance.instance_num, Instance.created_at)
             ).all()
-            jobs = session.scalars(
-                select(Job).where(
-                    Job.instance_id.in_([i.id for i in instances]),
-                    Job.status.in_(ACTIVE_ON_INSTANCE),
-                )
-            ).all()
+            # The jobs on them matter for what they hold: GPUs, and host ports if asked.
+            holding = [i.id for i in instances if ports or _gpus(_info(i))]
+            jobs = (
+                session.scalars(
+                    select(Job).where(
+                        Job.instance_id.in_(holding), Job.status.in_(ACTIVE_ON_INSTANCE)
+                    )
+                ).all()
+                if holding
+                else []
+            )
         held: dict[str, tuple[set[int], set[int]]] = {i.id: (set(), set()) for i in instances}
         for job in jobs:
-            gpus, ports = held[job.instance_id or ""]
+            gpus, bound = held[job.instance_id or ""]
             runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
             gpus.update(int(i) for i in runtime.get("gpus") or ())
             data = job.job_spec if isinstance(job.job_spec, Mapping) else {}
-            ports.update(host_ports_of(data.get("spec") or {}))
+            bound.update(host_ports_of(data.get("spec") or {}))
         candidates = []
         for instance in instances:
             fleet = fleets.get(instance.fleet_id or "")
             if fleet is None:
                 continue
-            gpus, ports = held[instance.id]
-            candidate = to_candidate(instance, fleet, frozenset(gpus), frozenset(ports))
+            gpus, bound = held[instance.id]
+            candidate = to_candidate(instance, fleet, frozenset(gpus), frozenset(bound))
             if candidate is not None:
                 candidates.append(candidate)
         return candidates
@@ -137,6 +147,9 @@ class JobStepsStore(StoreBase):
                             .where(Job.id == take.job_id)
                             .values(instance_id=take.instance_id, runtime=dict(take.runtime))
                         )
+                values = dict(step.values)
+                if step.release_lease is not None:
+                    values.update(release_values(leased_table(Job), now, step.release_lease))
                 fenced = (
                     update(Job)
                     .where(
@@ -144,7 +157,7 @@ class JobStepsStore(StoreBase):
                         Job.lock_token == step.token,
                         Job.status == step.read_status,
                     )
-                    .values(**step.values)
+                    .values(**values)
                 )
                 if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
                     raise _AbortError(StepResult.LEASE_LOST)
@@ -194,6 +207,10 @@ class _AbortError(Exception):
     def __init__(self, result: StepResult) -> None:
         super().__init__(result.value)
         self.result = result
+
+
+def _info(instance: Instance) -> Mapping[str, Any]:
+    return instance.host_info if isinstance(instance.host_info, Mapping) else {}
 
 
 def _gpus(host_info: Mapping[str, Any]) -> tuple[Gpu, ...]:

@@ -58,6 +58,24 @@ def leased_table(model: type[Base]) -> Table:
     return table
 
 
+def release_values(table: Table, now: datetime, due_in: float) -> dict[str, Any]:
+    """The columns that drop a lease: no holder, processed now, due again in `due_in`
+    seconds — or now if `make_due` woke the row while it was in hand (its `due_at` is
+    NULL then). Written fenced by the token, alone (`Leases.release`) or with a step's
+    own values (`Store.record_job_step`, `Store.record_run_write`: one transaction)."""
+    due_type = table.c.due_at.type
+    later = literal(now + timedelta(seconds=due_in), type_=due_type)
+    return {
+        "lock_token": None,
+        "lock_expires_at": None,
+        "lock_owner": None,
+        "last_processed_at": now,
+        "due_at": case((table.c.due_at.is_(None), literal(now, type_=due_type)), else_=later)
+        if due_in > 0
+        else now,
+    }
+
+
 class Leases:
     """Leasing on one database. Build one per engine and share it (it holds the SQLite lock)."""
 
@@ -193,17 +211,7 @@ class Leases:
         table = leased_table(model)
         now = now or self.now()
         update_map: dict[str, Any] = dict(values or {})
-        due_type = table.c.due_at.type
-        later = literal(now + timedelta(seconds=due_in), type_=due_type)
-        update_map.update(
-            lock_token=None,
-            lock_expires_at=None,
-            lock_owner=None,
-            last_processed_at=now,
-            due_at=case((table.c.due_at.is_(None), literal(now, type_=due_type)), else_=later)
-            if due_in > 0
-            else now,
-        )
+        update_map.update(release_values(table, now, due_in))
         with self._writer.begin() as connection:
             result = connection.execute(
                 update(table)

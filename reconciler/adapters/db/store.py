@@ -25,6 +25,8 @@ from reconciler.adapters.db.leasing import Leases
 from reconciler.adapters.db.migrating import upgrade_database
 from reconciler.adapters.db.planwrites import PlanWritesStore
 from reconciler.adapters.db.runningjobs import RunningJobsStore
+from reconciler.adapters.db.runsteps import RunStepsStore
+from reconciler.adapters.db.steploads import StepLoadsStore
 from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
 
@@ -34,6 +36,8 @@ class Store(
     HistoryStore,
     WorkloadsStore,
     JobStepsStore,
+    StepLoadsStore,
+    RunStepsStore,
     RunningJobsStore,
     CapacityStore,
     PlanWritesStore,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.diskspace import DiskWatch
-from reconciler.adapters.db.models import Job, Project, Run
+from reconciler.adapters.db.models import Instance, Job, Project, Run
 from reconciler.core.jobspecs import JobSlot
 from reconciler.core.transitions import job_status_for
 from reconciler.domain.statuses import JobTerminationReason
@@ -50,11 +50,12 @@ class JobsConfig:
 
 @dataclass(frozen=True, slots=True)
 class JobContext:
-    """The rows one processing step needs, loaded once."""
+    """The rows one processing step needs, loaded once (one read: `Store.load_job_rows`)."""
 
     job: Job
     run: Run
     project: Project
+    instance: Instance | None = None  # where the job is placed, as read with it
 
     @property
     def slot(self) -> JobSlot:

@@ -32,9 +32,10 @@ from reconciler.engine.joblogs import job_log_path, write_chunk
 from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
 
 JR = JobTerminationReason
-EVENT_POLL = 60.0
+EVENT_POLL = 600.0
 """Seconds between the passes of a job whose agent's events are followed (a safety net:
-the events wake it on every change)."""
+the events wake it on every change). Long, so a thousand sleeping jobs cost the server
+next to nothing (bench/sleeping.py)."""
 Release = Callable[[JobContext, Update], Update]
 
 
@@ -70,6 +71,8 @@ class RunningJobs:
         self.event_poll = event_poll
 
     def _instance(self, ctx: JobContext) -> Instance | None:
+        if ctx.instance is not None and ctx.instance.id == ctx.job.instance_id:
+            return ctx.instance  # read with the job
         return self.store.get(Instance, ctx.job.instance_id or "")
 
     # -- unreachable ------------------------------------------------------------------------

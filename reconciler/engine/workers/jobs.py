@@ -23,7 +23,7 @@ from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
-from reconciler.adapters.db.models import Instance, Job, Project, Run
+from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import Growth, choose_growth, failure_message
@@ -38,7 +38,7 @@ from reconciler.core.scheduling import (
 )
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
-from reconciler.engine.worker import Process, WorkerConfig
+from reconciler.engine.worker import RELEASED, Process, WorkerConfig
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
 from reconciler.engine.workers.growing import AWAITING_FLEET, NODES_NEEDED, elastic_fleets
 from reconciler.engine.workers.job_context import (
@@ -96,29 +96,30 @@ class JobsProcessor:
             update, due = await self._running.terminating(ctx)
         else:
             return None
-        if update:
-            held = await asyncio.to_thread(self.write, ctx, token, update)
+        if update:  # the write drops the lease too (one transaction): nothing left to release
+            held = await asyncio.to_thread(self.write, ctx, token, update, _due_in(due))
             if held and REMOVE in update:
                 # Only once the final status is stored: a crash before this line leaves a
                 # finished job on the host (harmless), never a stored job the host lost.
                 await self._running.remove(ctx, update[REMOVE])
+            if held:
+                return RELEASED
         return due
 
     def _load(self, job_id: str, token: str) -> JobContext | None:
-        job = self.store.leases.load(Job, job_id, token)
-        if job is None:
+        rows = self.store.load_job_rows(job_id, token)  # one read transaction
+        if rows is None:
             return None
-        run = self.store.get(Run, job.run_id)
-        project = self.store.get(Project, run.project_id) if run else None
-        if run is None or project is None:
-            return None
-        return JobContext(job, run, project)
+        return JobContext(rows.job, rows.run, rows.project, rows.instance)
 
-    def write(self, ctx: JobContext, token: str, update: Update) -> bool:
+    def write(
+        self, ctx: JobContext, token: str, update: Update, release_lease: float | None = None
+    ) -> bool:
         """Write fenced by the lease and by the status read: a stop requested meanwhile
         (status set to terminating by the runs worker or the API) is never overwritten.
-        Capacity taken (`TAKE`) or given back (`RELEASE`), the status event and the run made
-        due commit in the same transaction (`Store.record_job_step`). True if written."""
+        Capacity taken (`TAKE`) or given back (`RELEASE`), the status event, the run made
+        due and (with `release_lease`: due again in that many seconds) the lease dropped
+        commit in the same transaction (`Store.record_job_step`). True if written."""
         values = {k: v for k, v in update.items() if k not in MARKERS}
         changed = "status" in values and values["status"] != ctx.job.status
         event = None
@@ -139,6 +140,7 @@ class JobsProcessor:
             release=update.get(RELEASE),
             wake_fleet=update.get(WAKE_FLEET),
             event=event,
+            release_lease=release_lease,
         )
         held = self.store.record_job_step(step) is StepResult.WRITTEN
         if held and RELEASE in update:  # the woken jobs run now, not at the next poll
@@ -172,14 +174,15 @@ class JobsProcessor:
             update, due = await asyncio.to_thread(self._place, ctx, slot)
             if TAKE not in update:
                 return update, due
-            # Capacity and the fenced job write in one transaction: an instance filled
-            # meanwhile or a lost lease writes nothing (placed again at once or never).
-            await asyncio.to_thread(self.write, ctx, token, update)
+            # Capacity, the fenced job write and the lease in one transaction: an instance
+            # filled meanwhile or a lost lease writes nothing (placed again at once or never).
+            if await asyncio.to_thread(self.write, ctx, token, update, _due_in(due)):
+                return {}, RELEASED
             return {}, due
 
     def _place(self, ctx: JobContext, slot: JobSlot) -> tuple[Update, float | None]:
         req = requirements_of(slot.spec)
-        candidates = self.store.placement_candidates(ctx.project.id)
+        candidates = self.store.placement_candidates(ctx.project.id, ports=bool(req.host_ports))
         if slot.nodes > 1:
             result = place_cluster(req, slot.nodes, candidates)
         else:
@@ -191,8 +194,10 @@ class JobsProcessor:
 
     def _placed(self, ctx: JobContext, slot: JobSlot, result: tuple[Placement, ...]) -> Update:
         """The update placing the job (and its cluster siblings, rank by rank)."""
-        siblings = [j for j in self.store.list_jobs(ctx.run.id) if j.status == "submitted"]
         takes = [Take(result[0].instance_id, result[0].blocks)]
+        if slot.nodes <= 1:  # no siblings to read
+            return self._placing_update(ctx, result[0], takes)
+        siblings = [j for j in self.store.list_jobs(ctx.run.id) if j.status == "submitted"]
         for placement, rank in zip(result[1:], range(1, slot.nodes), strict=False):
             sibling = next(
                 (
@@ -204,7 +209,10 @@ class JobsProcessor:
             )
             runtime = {"gpus": list(placement.gpus), "blocks": placement.blocks}
             takes.append(Take(placement.instance_id, placement.blocks, sibling, runtime))
-        master = result[0]
+        return self._placing_update(ctx, result[0], takes)
+
+    @staticmethod
+    def _placing_update(ctx: JobContext, master: Placement, takes: list[Take]) -> Update:
         runtime = _not_awaiting(ctx.runtime) | {"gpus": list(master.gpus), "blocks": master.blocks}
         return {
             "status": JobStatus.PROVISIONING.value,
@@ -251,7 +259,7 @@ class JobsProcessor:
     # -- provisioning: submit to the agent ----------------------------------------------------
 
     async def _provisioning(self, ctx: JobContext) -> tuple[Update, float | None]:
-        instance = await asyncio.to_thread(self.store.get, Instance, ctx.job.instance_id or "")
+        instance = ctx.instance
         if instance is None:
             return finish(
                 JobTerminationReason.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"
@@ -356,6 +364,11 @@ class JobsProcessor:
             runtime = dict(update.get("runtime") or ctx.runtime) | {"blocks": 0, "gpus": []}
             update = update | {"runtime": runtime, RELEASE: (ctx.job.instance_id, blocks)}
         return update
+
+
+def _due_in(due: float | None) -> float:
+    """When the row is due again after a step that answered `due` (None: the default)."""
+    return CONFIG.min_interval if due is None else max(0.0, due)
 
 
 def _not_awaiting(runtime: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from apscheduler.triggers.cron import CronTrigger
 
 from reconciler.adapters.db.models import Job, Project, Run
+from reconciler.adapters.db.runsteps import RunWrite
 from reconciler.adapters.db.store import Store
 from reconciler.core.autoscaling import ScalingPolicy, desired_replicas
 from reconciler.core.jobspecs import expand_jobs
@@ -31,7 +32,7 @@ from reconciler.domain.statuses import (
     RunTerminationReason,
 )
 from reconciler.engine.service_stats import RequestStats
-from reconciler.engine.worker import Process, WorkerConfig
+from reconciler.engine.worker import RELEASED, Process, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers.run_jobs import job_reason_for, runtime_of, stop_jobs, submit_job
 from reconciler.ports import WorkKind
@@ -84,10 +85,10 @@ class RunsProcessor:
         return self.store.clock.now_ts()
 
     def _step(self, run_id: str, token: str) -> tuple[float | None, bool]:
-        run = self.store.leases.load(Run, run_id, token)
-        if run is None:
+        rows = self.store.load_run_rows(run_id, token)  # one read transaction
+        if rows is None:
             return None, False
-        jobs = self.store.list_jobs(run.id)
+        run, jobs = rows
         status = RunStatus(run.status)
         if status is RunStatus.PENDING:
             return self._pending(run, jobs, token)
@@ -109,19 +110,16 @@ class RunsProcessor:
         if due_at is None and not jobs:
             due_at = next_cron_fire(run.spec, now)
             if due_at is not None:
-                self._write_run(
-                    run, token, {"next_triggered_at": _dt(due_at), "status_message": "scheduled"}
-                )
-                return max(0.0, due_at - now), False
+                due = max(0.0, due_at - now)
+                values = {"next_triggered_at": _dt(due_at), "status_message": "scheduled"}
+                return self._write_run(run, token, values, due), False
         if due_at is not None and due_at > now:
             return min(due_at - now, 60.0), False
         submission = max((j.submission_num for j in jobs), default=-1) + 1
         for replica in range(self._desired(run, jobs) or 1):
             self._submit_replica(run, replica, submission)
-        self._write_run(
-            run, token, {"status": RunStatus.SUBMITTED.value, "next_triggered_at": None}
-        )
-        return self._poll, True
+        values = {"status": RunStatus.SUBMITTED.value, "next_triggered_at": None}
+        return self._write_run(run, token, values, self._poll), True
 
     # -- terminating ------------------------------------------------------------------------
 
@@ -144,8 +142,7 @@ class RunsProcessor:
                 "next_triggered_at": _dt(fire),
                 "termination_reason": None,
             }
-        self._write_run(run, token, values)
-        return None, False
+        return self._write_run(run, token, values, CONFIG.min_interval), False
 
     # -- active -----------------------------------------------------------------------------
 
@@ -171,11 +168,14 @@ class RunsProcessor:
             values["status_message"] = step.message
         if step.wait_until is not None:
             values["next_triggered_at"] = _dt(step.wait_until)
+        due = (
+            0.0
+            if values.get("status") == RunStatus.TERMINATING.value
+            else self._next_pass(run, step.wait_until)
+        )
         if values:
-            self._write_run(run, token, values)
-        if values.get("status") == RunStatus.TERMINATING.value:
-            return 0.0, touched
-        return self._next_pass(run, step.wait_until), touched
+            return self._write_run(run, token, values, due), touched
+        return due, touched
 
     def _next_pass(self, run: Run, wait_until: float | None) -> float:
         """An active run is woken by its jobs' status changes (`make_due` with the job's
@@ -224,23 +224,28 @@ class RunsProcessor:
         self._scaled[run.id] = (wanted, now if wanted != current else since)
         return wanted
 
-    def _write_run(self, run: Run, token: str, values: Mapping[str, Any]) -> bool:
-        """Fenced by the lease and by the status read (a stop from the API always wins)."""
-        held = self.store.leases.fenced_update(
-            Run, run.id, token, values, where=Run.status == run.status
-        )
+    def _write_run(self, run: Run, token: str, values: Mapping[str, Any], due: float) -> float:
+        """Fenced by the lease and by the status read (a stop from the API always wins);
+        the status event and the lease (due again in `due` s) go in the same transaction
+        (`Store.record_run_write`). `RELEASED` if written, else `due` (the worker releases)."""
         new_status = values.get("status")
-        if held and new_status and new_status != run.status:
+        event = None
+        if new_status and new_status != run.status:
             reason = values.get("termination_reason")
-            self.store.append_event(
-                project_id=run.project_id,
-                target_type="run",
-                target_id=run.id,
-                target_name=run.run_name,
-                message=f"run status {run.status} -> {new_status}"
-                + (f" ({reason})" if reason else ""),
+            message = f"run status {run.status} -> {new_status}" + (
+                f" ({reason})" if reason else ""
             )
-        return held
+            event = (run.run_name, message)
+        write = RunWrite(
+            run_id=run.id,
+            token=token,
+            read_status=run.status,
+            project_id=run.project_id,
+            values=values,
+            event=event,
+            release_lease=due,
+        )
+        return RELEASED if self.store.record_run_write(write) else due
 
 
 def _latest_statuses(jobs: list[Job]) -> list[JobStatus]:

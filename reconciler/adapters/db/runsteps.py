@@ -1,0 +1,69 @@
+"""The runs worker's write as one unit of work: the run's values, its event, its lease.
+
+`record_run_write(write)` writes a run's values fenced by its lease token and by the status
+it was read in (a stop from the API always wins), the status-change event, and, with
+`release_lease`, drops the lease and sets when the run is due again — one transaction, where
+it used to be three (the fenced update, the event, the release). Called by
+`reconciler.engine.workers.runs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import update
+
+from reconciler.adapters.db.leasing import leased_table, release_values
+from reconciler.adapters.db.models import Event, Run
+from reconciler.adapters.db.sessions import StoreBase
+
+
+@dataclass(frozen=True, slots=True)
+class RunWrite:
+    """One fenced write of a run, with what goes in the same transaction."""
+
+    run_id: str
+    token: str
+    read_status: str
+    project_id: str
+    values: Mapping[str, Any]
+    event: tuple[str, str] | None = None  # (target name, message)
+    release_lease: float | None = None  # set: the lease goes with the write, due again then
+
+
+class RunStepsStore(StoreBase):
+    """The `Store` part for the runs worker's writes; see the module docstring."""
+
+    def record_run_write(self, write: RunWrite) -> bool:
+        """The write in one transaction; False (nothing written) if the fence failed."""
+        now = self.now()
+        values = dict(write.values)
+        if write.release_lease is not None:
+            values.update(release_values(leased_table(Run), now, write.release_lease))
+        fenced = (
+            update(Run)
+            .where(
+                Run.id == write.run_id,
+                Run.lock_token == write.token,
+                Run.status == write.read_status,
+            )
+            .values(**values)
+        )
+        with self.writing() as session:
+            if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
+                return False
+            if write.event is not None:
+                target_name, message = write.event
+                session.add(
+                    Event(
+                        project_id=write.project_id,
+                        target_type="run",
+                        target_id=write.run_id,
+                        target_name=target_name,
+                        message=message,
+                        created_at=now,
+                    )
+                )
+        return True
