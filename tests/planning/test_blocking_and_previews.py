@@ -152,6 +152,9 @@ def test_an_offline_plan_lists_what_it_could_not_check() -> None:
     assert "unchecked" not in to_json_dict(replace(result, unchecked=()))
 
 
+BASIS = "1 x aws us-east-1 g5.xlarge (on-demand) at $1.006/h"
+
+
 def test_many_previews_keep_the_comment_under_the_limit() -> None:
     fleets = [
         resource(f"type: fleet\nname: f{i:03}\nbackends: [aws]\nnodes: 1\n") for i in range(300)
@@ -162,10 +165,11 @@ def test_many_previews_keep_the_comment_under_the_limit() -> None:
     )
     result = plan(state(*fleets), live(), POLICY)
     actions = tuple(
-        replace(a, preview=StackPreview(f"main-fleet-{a.name}", steps, 1.006))
+        replace(a, preview=StackPreview(f"main-fleet-{a.name}", steps, 1.006, price_basis=BASIS))
         for a in result.actions
     )
     markdown = render_markdown(replace(result, actions=actions), limit=65_536)
     assert len(markdown) < 65_536
     assert "- … and 10 more steps" in markdown  # 20 steps shown per action
     assert "✂️ Truncated:" in markdown and "more block(s)" in markdown
+    assert f"· est. $1.006/h ({BASIS})" in markdown  # prices stay within the limit

@@ -176,5 +176,9 @@ async def test_one_pr_head_planned_offline_on_the_server_and_by_the_reconcile(
     cloud = previews["cloud"]
     assert cloud["error"] == PULUMI_NOT_FOUND and cloud["per_hour"] == pytest.approx(1.006)
     assert "🔍 stack `main-fleet-cloud`: ⚠️ no preview: Pulumi CLI not found" in body
+    data = previews["data"]  # a volume's $/h: 100 GB of gp3 at its list price
+    assert (data["per_hour"], data["price_basis"]) == (0.011, "100 GB gp3 $0.08/GB-month")
+    assert "est. $0.011/h (100 GB gp3 $0.08/GB-month)" in html.unescape(body)
+    assert previews["lab"]["per_hour"] == 0.0  # an SSH fleet costs nothing here
     assert f"blocked: {PULUMI_NOT_FOUND}" in html.unescape(body)
     assert "waits for fleet <code>cloud</code>, which is blocked" in body
