@@ -2,10 +2,11 @@
 
 `resolve_db_url` picks the URL (an explicit `--db` wins, else the SQLite file
 `<data-dir>/dockyard.db`); `create_db_engine` builds an engine with the settings Dockyard
-relies on: on SQLite WAL mode, foreign keys on, a busy timeout and real transactions
-(explicit `BEGIN`, `BEGIN IMMEDIATE` for writers, see `writer_engine`); on PostgreSQL the
-psycopg 3 driver and a pre-pinged pool. Called by the `Store`, `dockyard db upgrade` and the
-server's composition root.
+relies on: on SQLite WAL mode (its log cut back to `SQLITE_WAL_LIMIT` whenever a checkpoint
+found it longer, so a busy moment does not leave a big file for good), foreign keys on, a
+busy timeout and real transactions (explicit `BEGIN`, `BEGIN IMMEDIATE` for writers, see
+`writer_engine`); on PostgreSQL the psycopg 3 driver and a pre-pinged pool. Called by the
+`Store`, `dockyard db upgrade` and the server's composition root.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from reconciler.errors import UsageError
 DEFAULT_DATA_DIR = Path("~/.dockyard/data")
 DB_FILE_NAME = "dockyard.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_WAL_LIMIT = 4 * 2**20  # bytes: about the 1,000 pages after which SQLite checkpoints
 _SQLITE_BEGIN_OPTION = "dockyard_sqlite_begin"
 
 
@@ -96,6 +98,7 @@ def _create_sqlite_engine(url: URL, *, echo: bool) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA journal_size_limit={SQLITE_WAL_LIMIT}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA synchronous=NORMAL")
