@@ -124,7 +124,8 @@ def _restoring(
     label = f"{action.kind.value} `{action.name}`"
     if live is None and action.key in gone and action.action is ActionKind.CREATE:
         was = gone[action.key]
-        since = f" (last applied from {was.path}@{(was.commit or '')[:12]})" if was.path else ""
+        at = f"@{was.commit[:12]}" if was.commit else ""
+        since = f" (last applied from {was.path}{at})" if was.path else ""
         reason = (
             f"drift: {label} was deleted outside Dockyard{since}, but {action.path} declares "
             "it: will restore, create it again"
