@@ -31,7 +31,7 @@ from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_
 from reconciler.api.config import ProjectConfig, add_project, load_projects
 from reconciler.engine.service_stats import RequestStats
 from reconciler.ports import Controller
-from reconciler.pr.bot import PullRequestBot, build_bot
+from reconciler.pr.bot import PullRequestBot, build_bot, build_gitlab_bot
 from reconciler.settings import Settings
 from reconciler.web.app import ProxyFirst, create_app
 from reconciler.web.auth import token_authorizer, token_recogniser
@@ -122,12 +122,14 @@ def build_server(
     token, wrote_config = _first_start(settings, db)
     stats = RequestStats()
     bot = build_bot(settings, store)  # PR plans and commit statuses (docs/pull-requests.md)
+    notes = build_gitlab_bot(settings, store)  # `/dockyard approve` on GitLab (policies.md)
     if controller_factory is not None:
         controller = controller_factory(settings, store)
     else:
         controller = load_controller(settings, store, stats, reporter=bot)
-    if bot is not None:  # PR plans preview with the reconcile's engines
-        bot.previewer = getattr(controller, "previewer", None)
+    for pr_bot in (bot, notes):  # PR plans preview with the reconcile's engines
+        if pr_bot is not None:
+            pr_bot.previewer = getattr(controller, "previewer", None)
     proxy = build_proxy(settings, controller, store, db, stats)
     app = create_app(
         proxy=proxy,
@@ -140,6 +142,7 @@ def build_server(
         clock=store.clock,
         pull_requests=bot,
     )
+    app.state.gitlab_pull_requests = notes  # reconciler.web.hooks_gitlab
     asgi = ProxyFirst(app, proxy) if proxy is not None else app
     return Server(app, store, settings, token, wrote_config, asgi)
 

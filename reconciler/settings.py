@@ -39,6 +39,8 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_GITHUB_TOKEN": "github_token",
     "DOCKYARD_GITHUB_API_URL": "github_api_url",
     "DOCKYARD_GITHUB_REPO": "github_repo",
+    "DOCKYARD_GITLAB_TOKEN": "gitlab_token",
+    "DOCKYARD_GITLAB_API_URL": "gitlab_api_url",
     "DOCKYARD_EXTERNAL_URL": "external_url",
     "DOCKYARD_PULUMI_PASSPHRASE": "pulumi_passphrase",
     "DOCKYARD_PULUMI_BACKEND": "pulumi_backend",
@@ -121,6 +123,10 @@ class Settings(BaseModel):
     github_token: SecretStr | None = None
     github_api_url: str = Field(default="https://api.github.com", description="GitHub's API")
     github_repo: str | None = Field(default=None, description="OWNER/NAME for apply statuses")
+    # with a GitLab token, `/dockyard approve` notes on merge requests (the GitLab webhook's
+    # Note Hook) are checked and answered (docs/policies.md)
+    gitlab_token: SecretStr | None = None
+    gitlab_api_url: str = Field(default="https://gitlab.com/api/v4", description="GitLab's API")
     external_url: str | None = Field(default=None, description="the server's URL for links")
     pulumi_passphrase: SecretStr | None = Field(
         default=None, description="encrypts cloud stacks' state; unset: cloud resources blocked"

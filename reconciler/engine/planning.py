@@ -23,10 +23,13 @@ reads the capacity Git declares that was deleted outside Dockyard
 (`Store.deleted_outside_git`): the planner restores it as a `create` marked `drift`.
 
 The repo policy (`.dockyard.yml` `policy`: run limits, prices, budget; `policing`) is
-checked on the pure plan, before the previews: a run breaking a rule is `blocked` with it,
-unless a named approver approved an exception for this content: `plan_live` with the
-commit's git `tree` reads the approvals recorded for that tree (`/dockyard approve` on the
-pull request, `reconciler.pr.approving`) and the runs keep their action with `approved_by`.
+checked on the pure plan, before the previews, with the offers `catalog` the server's
+callers pass in (loaded once when the server starts: the reconciler, the PR bots, the web
+context for `plan/files`; a caller passing none gets the bundled one read for that plan):
+a run breaking a rule is `blocked` with it, unless a named approver approved an exception
+for this content: `plan_live` with the commit's git `tree` reads the approvals recorded
+for that tree (`/dockyard approve` on the pull request, `reconciler.pr.approving`) and the
+runs keep their action with `approved_by`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from reconciler.domain.plan import Action, ActionKind, Plan
 from reconciler.engine.drifting import drift_actions
 from reconciler.engine.policing import police
 from reconciler.engine.previewing import PREVIEWED, Previewer, PreviewFailure, PreviewResult
+from stacks.catalog import CatalogRow, load_catalog
 
 OFFLINE_UNCHECKED = (
     "stack previews: the steps and $/h of each fleet, volume and gateway, and whether the "
@@ -77,18 +81,34 @@ async def plan_commit(
     *,
     base: str | None,
     previewer: Previewer | None,
+    catalog: Sequence[CatalogRow] | None = None,
     partial: bool = False,
     refresh: bool = False,
     approved_by: Sequence[str] = (),
 ) -> PlannedCommit:
-    """The plan of `desired` against `observed` (see the module docstring); `approved_by`:
-    the approvers of a policy exception for this content."""
+    """The plan of `desired` against `observed` (see the module docstring); `catalog`: the
+    offers catalog runs are priced with; `approved_by`: the approvers of a policy
+    exception for this content."""
     if previewer is None:
         plan = plan_offline(
-            desired, policy, observed, base=base, partial=partial, approved_by=approved_by
+            desired,
+            policy,
+            observed,
+            base=base,
+            catalog=catalog,
+            partial=partial,
+            approved_by=approved_by,
         )
         return PlannedCommit(plan, observed=observed)
-    plan = _pure(desired, policy, observed, base=base, partial=partial, approved_by=approved_by)
+    plan = _pure(
+        desired,
+        policy,
+        observed,
+        base=base,
+        catalog=catalog,
+        partial=partial,
+        approved_by=approved_by,
+    )
     if not plan.actions:
         return PlannedCommit(plan, observed=observed)
     results = await _preview_all(plan, observed, previewer)
@@ -109,11 +129,20 @@ def plan_offline(
     observed: ObservedState,
     *,
     base: str | None,
+    catalog: Sequence[CatalogRow] | None = None,
     partial: bool = False,
     approved_by: Sequence[str] = (),
 ) -> Plan:
     """`plan_commit` without a server: the pure plan, saying what it could not check."""
-    plan = _pure(desired, policy, observed, base=base, partial=partial, approved_by=approved_by)
+    plan = _pure(
+        desired,
+        policy,
+        observed,
+        base=base,
+        catalog=catalog,
+        partial=partial,
+        approved_by=approved_by,
+    )
     return replace(plan, unchecked=OFFLINE_UNCHECKED)
 
 
@@ -123,11 +152,13 @@ def _pure(
     observed: ObservedState,
     *,
     base: str | None,
+    catalog: Sequence[CatalogRow] | None = None,
     partial: bool,
     approved_by: Sequence[str] = (),
 ) -> Plan:
-    """The pure plan, its runs checked against the repo policy (`policing`); with
-    `partial`, errors plus the actions of the valid files."""
+    """The pure plan, its runs checked against the repo policy (`policing`) at `catalog`
+    prices (None: the bundled catalog, read for this plan: tests and one-shot callers);
+    with `partial`, errors plus the actions of the valid files."""
     result = pure_plan(desired, observed, policy, base=base)
     if partial and not result.ok and desired.issues and desired.resources:
         invalid = {issue.path for issue in desired.issues}
@@ -138,7 +169,12 @@ def _pure(
         result = replace(result, actions=pure_plan(valid, kept, policy, base=base).actions)
     fleets = [r.spec for r in desired.resources if r.kind is Kind.FLEET]
     checked = police(
-        result.actions, policy.policy, fleets=fleets, observed=observed, approved_by=approved_by
+        result.actions,
+        policy.policy,
+        fleets=fleets,
+        observed=observed,
+        catalog=catalog if catalog is not None else load_catalog(),
+        approved_by=approved_by,
     )
     return replace(result, actions=checked)
 
@@ -168,6 +204,7 @@ async def plan_live(
     policy: RepoPolicy,
     *,
     previewer: Previewer | None,
+    catalog: Sequence[CatalogRow] | None = None,
     partial: bool = False,
     refresh: bool = True,
     tree: str | None = None,
@@ -184,6 +221,7 @@ async def plan_live(
         observed,
         base=base,
         previewer=previewer,
+        catalog=catalog,
         partial=partial,
         refresh=refresh,
         approved_by=approved_by,

@@ -3,7 +3,8 @@
 Called by the one plan function (`planning._pure`, so every plan: PR, reconcile, offline)
 and by `unmanaged.plan_one` (`dockyard apply`, the dstack API). Limits on the spec need
 nothing else; `runs.max_price` and `budget.hourly` need prices: each run is priced at its
-best offer on its fleets (`costing`, the bundled catalog; local and SSH fleets $0), the
+best offer on its fleets (`costing`, the offers catalog the caller passes in: loaded once
+by the server's parts at start, never read again per plan; local and SSH fleets $0), the
 project's runs now are what the observed active runs cost, and a plan adds the difference
 its changing runs make.
 """
@@ -19,7 +20,7 @@ from reconciler.domain.kinds import Kind, ResourceKey
 from reconciler.domain.observed import ObservedState
 from reconciler.domain.plan import Action
 from reconciler.engine.costing import estimate, price_run
-from stacks.catalog import CatalogRow, load_catalog
+from stacks.catalog import CatalogRow
 
 
 def police(
@@ -28,18 +29,19 @@ def police(
     *,
     fleets: Sequence[Mapping[str, Any]],
     observed: ObservedState,
-    catalog: Sequence[CatalogRow] | None = None,
+    catalog: Sequence[CatalogRow],
     approved_by: Sequence[str] = (),
 ) -> tuple[Action, ...]:
     """`actions` with each changing run that breaks a rule blocked with its violations;
-    `fleets` are the fleet specs the runs will be placed on. `approved_by`: the approvers
-    of an exception for this content (docs/policies.md); the runs then keep their action."""
+    `fleets` are the fleet specs the runs will be placed on, `catalog` the offers catalog
+    the caller loaded once (at server start, or once per CLI command). `approved_by`: the
+    approvers of an exception for this content (docs/policies.md); the runs then keep
+    their action."""
     found: dict[ResourceKey, list[str]] = {
         a.key: list(violations(a, rules.runs)) for a in actions if a.action.changes
     }
     if rules.prices_runs and any(a.kind.is_run and a.action.changes for a in actions):
-        rows = tuple(catalog) if catalog is not None else load_catalog()
-        for key, lines in _price_violations(actions, rules, fleets, observed, rows).items():
+        for key, lines in _price_violations(actions, rules, fleets, observed, catalog).items():
             found.setdefault(key, []).extend(lines)
     return block(actions, found, approved_by)
 

@@ -52,6 +52,7 @@ from reconciler.engine.planning import plan_live
 from reconciler.engine.previewing import Previewer, placement_warnings
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
+from stacks.catalog import CatalogRow, load_catalog
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +138,14 @@ class Reconciler:
         retry: Callable[[str, float], None] | None = None,
         capacity_wait: float = 120.0,
         on_policy: Callable[[str, RepoPolicy], None] | None = None,
+        catalog: Sequence[CatalogRow] | None = None,
     ) -> None:
         self._store = store
         self._source = source
         self.previewer = previewer
+        self.catalog = tuple(catalog) if catalog is not None else load_catalog()
+        """The offers catalog every pass prices runs with (loaded once, when the server
+        starts; default: the bundled one)."""
         self._hint = hint
         self._reporter: Reporter = reporter or NoReporter()
         self._retry = retry
@@ -185,7 +190,14 @@ class Reconciler:
         await self._stage(row, Stage.PLAN)
         tree = await asyncio.to_thread(self._source.tree, commit)
         planned = await plan_live(
-            self._store, project, desired, policy, previewer=self.previewer, refresh=True, tree=tree
+            self._store,
+            project,
+            desired,
+            policy,
+            previewer=self.previewer,
+            catalog=self.catalog,
+            refresh=True,
+            tree=tree,
         )
         plan, last_applied = planned.plan, planned.plan.base
         if not plan.ok:

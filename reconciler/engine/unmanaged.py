@@ -36,6 +36,7 @@ from reconciler.errors import UsageError
 from reconciler.ports import WorkKind
 from schemas import parse_config
 from schemas.limits import DEFAULT_LIMITS, ConfigLimits
+from stacks.catalog import CatalogRow, load_catalog
 
 _KINDS = {kind.value: kind for kind in Kind}
 
@@ -63,10 +64,12 @@ def plan_one(
     file_archives: Sequence[Mapping[str, str]] = (),
     rules: PolicyRules | None = None,
     limits: ConfigLimits = DEFAULT_LIMITS,
+    catalog: Sequence[CatalogRow] | None = None,
 ) -> Action:
     """Pure planning of one posted config against what `project` has (raises ConfigError);
-    a run breaking the repo policy's `rules` is planned blocked with the rule. The config
-    is read within `limits` (the server's `--config-max-*`)."""
+    a run breaking the repo policy's `rules` is planned blocked with the rule, its price
+    from `catalog` (None: the bundled one, read now). The config is read within `limits`
+    (the server's `--config-max-*`)."""
     model = parse_config(text, path, limits)
     kind = _KINDS.get(str(model.type))
     if kind is None:
@@ -104,7 +107,10 @@ def plan_one(
         live = replace(live, origin=to_git_origin(live.path or path, "cli"))
     fleets = [r.spec for r in observed.resources if r.kind is Kind.FLEET]
     planned = [plan_desired(resource, live)]
-    (action,) = police(planned, rules or PolicyRules(), fleets=fleets, observed=observed)
+    rows = tuple(catalog) if catalog is not None else load_catalog()
+    (action,) = police(
+        planned, rules or PolicyRules(), fleets=fleets, observed=observed, catalog=rows
+    )
     return action
 
 
@@ -149,6 +155,7 @@ def apply_one(
     file_archives: Sequence[Mapping[str, str]] = (),
     rules: PolicyRules | None = None,
     limits: ConfigLimits = DEFAULT_LIMITS,
+    catalog: Sequence[CatalogRow] | None = None,
 ) -> tuple[dict[str, Any], set[WorkKind]]:
     """Plan and apply one posted config as `cli:<user>`; the plan JSON and kinds to hint."""
     action = plan_one(
@@ -160,6 +167,7 @@ def apply_one(
         file_archives=file_archives,
         rules=rules,
         limits=limits,
+        catalog=catalog,
     )
     if action.action is ActionKind.BLOCKED:
         raise UsageError(action.reason)

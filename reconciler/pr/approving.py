@@ -1,20 +1,25 @@
 """`/dockyard approve`: a named approver lets a PR head's policy violations through.
 
-Called by the PR bot (`reconciler.pr.bot`) for a comment on a pull request. The payload
+Called by the PR bot (`reconciler.pr.bot`) for a comment on a GitHub pull request or a
+note on a GitLab merge request (`approvalhooks` reads the webhook payloads). The payload
 only says which comment to look at: the comment is read back by id from the host's API and
-its author is the API's word, never the payload's. Then the PR head is read from the API,
-its `.dockyard.yml` must name that author in `policy.approvers`, and its plan must break
-the policy; the approval is recorded for the head's git *tree* (the content approved;
-`reconciler.adapters.db.approvals`), and the PR is planned again, so the comment says who
+its author is the API's word, never the payload's. Then the PR head is read from the API
+(it must be the head the approver named or saw, when known), its `.dockyard.yml` must
+name that author in `policy.approvers`, and its plan must break the policy; the approval
+is recorded for the head's git *tree* (the content approved; GitHub's API says it, GitLab's
+root listing is hashed to it) and the PR is planned again, so the comment says who
 approved which violations and `dockyard/plan` passes. A new push is a new tree: it needs a
 new approval. The reconcile of a merge with that same tree applies the runs
-(docs/policies.md).
+(docs/policies.md). An approval that does not count is answered on the PR with a short
+comment saying who tried and why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
@@ -23,17 +28,30 @@ from reconciler.engine.previewing import Previewer
 from reconciler.pr.hosting import CodeHost
 from reconciler.pr.liveplan import plan_files
 from reconciler.pr.posting import post_plan
-from reconciler.pr.reviewing import load_files, wanted_path
+from reconciler.pr.reviewing import PlanReport, load_files, wanted_path
 from schemas import parse_config
+from stacks.catalog import CatalogRow
 
 log = logging.getLogger(__name__)
 
 COMMAND = "/dockyard approve"
+_LINE = re.compile(r"^/dockyard approve(?:\s+([0-9a-fA-F]{7,64}))?$")
+_SCANNED = 10_000
+"""Characters of a comment searched for the command."""
+
+
+def approve_command(body: str) -> tuple[bool, str | None]:
+    """Whether a comment asks for an approval (a line `/dockyard approve`, optionally with
+    the head commit's SHA or a prefix of it: `/dockyard approve 1a2b3c4`), and that SHA."""
+    for line in body[:_SCANNED].splitlines():
+        match = _LINE.match(line.strip())
+        if match is not None:
+            return True, match.group(1).lower() if match.group(1) else None
+    return False, None
 
 
 def is_approve_command(body: str) -> bool:
-    """Whether a comment asks for an approval: a line that is `/dockyard approve`."""
-    return any(line.strip() == COMMAND for line in body[:10_000].splitlines())
+    return approve_command(body)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,49 +63,102 @@ class ApprovalRequest:
     comment_id: int
     project: str
     subdir: str = ""
+    seen_head: str | None = None
+    """The head commit the approver saw when commenting (GitLab's note says it), if known."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What `approve` did: `counted`, or why not (`reply`: the answer posted on the PR)."""
+
+    counted: bool
+    text: str
+    reply: str | None = None
+
+
+def refusal(author: str, why: str) -> str:
+    """The short answer to an approval that did not count (never a command line itself)."""
+    return f"`{COMMAND}` from @{author} did not count: {why}."
 
 
 async def approve(
-    store: Store, host: CodeHost, request: ApprovalRequest, previewer: Previewer | None
-) -> str:
+    store: Store,
+    host: CodeHost,
+    request: ApprovalRequest,
+    previewer: Previewer | None,
+    catalog: Sequence[CatalogRow],
+) -> Outcome:
     """Check the comment through the host's API, record the approval, re-post the plan;
-    returns what was done (or why nothing was)."""
-    number = request.number
-    comment = await asyncio.to_thread(host.read_comment, number, request.comment_id)
-    if not is_approve_command(comment.body):
-        return f"comment {comment.id} is not {COMMAND}"
-    sha = await asyncio.to_thread(host.head_sha, number)
+    an approval that does not count is answered on the PR (see the module docstring)."""
+    comment = await asyncio.to_thread(host.read_comment, request.number, request.comment_id)
+    asked, named = approve_command(comment.body)
+    if not asked:
+        return Outcome(False, f"comment {comment.id} is not {COMMAND}")
+    planner = _Planner(store, request, previewer, catalog)
+    outcome = await _check_and_record(planner, host, (comment.author, comment.id, named))
+    if outcome.reply is not None:
+        await asyncio.to_thread(host.create_comment, request.number, outcome.reply)
+    return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Planner:
+    """Plans the PR head's files for `request` (the server's plan function)."""
+
+    store: Store
+    request: ApprovalRequest
+    previewer: Previewer | None
+    catalog: Sequence[CatalogRow]
+
+    async def plan(
+        self, files: Mapping[str, bytes], sha: str, tree: str | None = None
+    ) -> PlanReport:
+        return await plan_files(
+            self.store,
+            self.request.project,
+            files,
+            commit=sha,
+            subdir=self.request.subdir,
+            previewer=self.previewer,
+            catalog=self.catalog,
+            tree=tree,
+        )
+
+
+async def _check_and_record(
+    planner: _Planner, host: CodeHost, said: tuple[str, int, str | None]
+) -> Outcome:
+    """`said`: the comment's author and id as the API says them, and the head it names."""
+    author, comment_id, named = said
+    request = planner.request
+    sha = await asyncio.to_thread(host.head_sha, request.number)
+    for wanted in (named, request.seen_head):
+        if wanted and not sha.lower().startswith(wanted.lower()):
+            why = f"it approves {wanted[:12]}, but the head is now {sha[:12]}: approve the new head"
+            return Outcome(False, why, refusal(author, why))
     files = await asyncio.to_thread(host.read_files, sha, wanted_path(request.subdir))
     policy = load_files(files, commit=sha, parse=parse_config, subdir=request.subdir).policy
-    if not policy.policy.may_approve(comment.author):
-        return f"{comment.author} is not in policy.approvers at {sha[:12]}"
+    if not policy.policy.may_approve(author):
+        why = f"{author} is not in `policy.approvers` of `.dockyard.yml` at {sha[:12]}"
+        return Outcome(False, why, refusal(author, why))
     tree = await asyncio.to_thread(host.commit_tree, sha)
-    report = await plan_files(
-        store, request.project, files, commit=sha, subdir=request.subdir, previewer=previewer
-    )
+    report = await planner.plan(files, sha)
     violations = tuple(v for a in report.plan.actions for v in a.violations)
     if not violations:
-        return f"the plan of {sha[:12]} breaks no policy rule: nothing to approve"
+        why = f"the plan of {sha[:12]} breaks no policy rule, so there is nothing to approve"
+        return Outcome(False, why, refusal(author, why))
     approval = Approval(
         project=request.project,
         tree=tree,
         head=sha,
-        approver=comment.author,
+        approver=author,
         provider=host.provider,
         repo=request.repo,
-        number=number,
-        comment_id=comment.id,
+        number=request.number,
+        comment_id=comment_id,
         violations=violations,
     )
-    await asyncio.to_thread(store.record_approval, approval)
-    report = await plan_files(
-        store,
-        request.project,
-        files,
-        commit=sha,
-        subdir=request.subdir,
-        previewer=previewer,
-        tree=tree,
-    )
-    await asyncio.to_thread(post_plan, host, number, report, sha=sha)
-    return f"{comment.author} approved {len(violations)} violation(s) of {sha[:12]}"
+    await asyncio.to_thread(planner.store.record_approval, approval)
+    report = await planner.plan(files, sha, tree)
+    await asyncio.to_thread(post_plan, host, request.number, report, sha=sha)
+    return Outcome(True, f"{author} approved {len(violations)} violation(s) of {sha[:12]}")

@@ -1,7 +1,8 @@
 """The server posting by itself, like Atlantis: PR plans on webhooks, apply statuses.
 
 Built by the composition root when the server has a GitHub token
-(`DOCKYARD_GITHUB_TOKEN`). It
+(`DOCKYARD_GITHUB_TOKEN`); with a GitLab token (`DOCKYARD_GITLAB_TOKEN`) a second one over
+GitLab answers `/dockyard approve` notes of merge requests. It
 - plans a `pull_request` delivery (opened, synchronize, reopened): reads the head's config
   files through the host's API (a fork's PR head lives in the base repository), plans them
   against the live state with the reconcile's plan function (stack previews, blocked
@@ -24,7 +25,7 @@ import hashlib
 import hmac
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,16 +33,19 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.reconcile_status import ReconcileStatus
 from reconciler.engine.previewing import Previewer
 from reconciler.errors import DockyardError
+from reconciler.pr.approvalhooks import github_comment_request, gitlab_note_request
 from reconciler.pr.approving import COMMAND as APPROVE_COMMAND
-from reconciler.pr.approving import ApprovalRequest, approve, is_approve_command
+from reconciler.pr.approving import ApprovalRequest, approve
 from reconciler.pr.commenting import APPLY_CONTEXT, PLAN_CONTEXT
 from reconciler.pr.document import read_report
 from reconciler.pr.github import GitHub
+from reconciler.pr.gitlab import GitLab
 from reconciler.pr.hosting import CodeHost, CommitStatus, StatusState
 from reconciler.pr.liveplan import plan_files
 from reconciler.pr.posting import post_plan
 from reconciler.pr.reviewing import wanted_path
 from reconciler.settings import Settings
+from stacks.catalog import CatalogRow, load_catalog
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +100,20 @@ def page_key(secret: str) -> bytes:
 class PullRequestBot:
     """See the module docstring."""
 
-    def __init__(self, store: Store, hosts: HostFactory, config: BotConfig) -> None:
+    def __init__(
+        self,
+        store: Store,
+        hosts: HostFactory,
+        config: BotConfig,
+        *,
+        catalog: Sequence[CatalogRow] | None = None,
+    ) -> None:
         self._store = store
         self._hosts = hosts
         self.config = config
+        self.catalog = tuple(catalog) if catalog is not None else load_catalog()
+        """The offers catalog PR plans price runs with (loaded once, when the bot is built
+        at server start; default: the bundled one)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._posted: OrderedDict[tuple[str, str], str] = OrderedDict()
         self.previewer: Previewer | None = None
@@ -149,6 +163,7 @@ class PullRequestBot:
                 commit=sha,
                 subdir=self.config.subdir,
                 previewer=self.previewer,
+                catalog=self.catalog,
                 tree=tree,
             )
             await asyncio.to_thread(post_plan, host, number, report, sha=sha)
@@ -162,32 +177,25 @@ class PullRequestBot:
     def accept_issue_comment(self, payload: Mapping[str, Any]) -> tuple[bool, str]:
         """Start checking an `issue_comment` on a pull request that may be `/dockyard
         approve` (`approving`: the comment is read back from the API); (started, why)."""
-        issue = payload.get("issue")
-        comment = payload.get("comment")
-        repo = (payload.get("repository") or {}).get("full_name")
-        if payload.get("action") != "created":
-            return False, "only new comments are read"
-        if not isinstance(issue, Mapping) or not isinstance(issue.get("pull_request"), Mapping):
-            return False, "the comment is not on a pull request"
-        number = issue.get("number")
-        if not isinstance(comment, Mapping) or not isinstance(repo, str):
-            return False, "the delivery has no comment or repository"
-        comment_id = comment.get("id")
-        if not isinstance(number, int) or not isinstance(comment_id, int):
-            return False, "the delivery has no PR number or comment id"
-        if not is_approve_command(str(comment.get("body") or "")):
-            return False, f"the comment is not {APPROVE_COMMAND}"
-        request = ApprovalRequest(
-            repo, number, comment_id, self.config.project, subdir=self.config.subdir
-        )
+        request = github_comment_request(payload, self.config.project, self.config.subdir)
+        return self._start_approval(request)
+
+    def accept_note(self, payload: Mapping[str, Any]) -> tuple[bool, str]:
+        """The same for a GitLab `Note Hook` (a note on a merge request); (started, why)."""
+        request = gitlab_note_request(payload, self.config.project, self.config.subdir)
+        return self._start_approval(request)
+
+    def _start_approval(self, request: ApprovalRequest | str) -> tuple[bool, str]:
+        if isinstance(request, str):
+            return False, request
         self._spawn(self._approve(request))
-        return True, f"checking {APPROVE_COMMAND} on pull request #{number}"
+        return True, f"checking {APPROVE_COMMAND} on #{request.number}"
 
     async def _approve(self, request: ApprovalRequest) -> None:
         host = await asyncio.to_thread(self._hosts, request.repo)
         try:
-            done = await approve(self._store, host, request, self.previewer)
-            log.info("pull request %s#%s: %s", request.repo, request.number, done)
+            done = await approve(self._store, host, request, self.previewer, self.catalog)
+            log.info("pull request %s#%s: %s", request.repo, request.number, done.text)
         except DockyardError as exc:
             log.warning("approving on %s#%s failed: %s", request.repo, request.number, exc)
         finally:
@@ -253,7 +261,7 @@ class PullRequestBot:
 
 def _tree_or_none(host: CodeHost, sha: str) -> str | None:
     """The head's tree, whose approvals count; None (no approval counts) when the host
-    cannot say it (GitLab)."""
+    cannot say it."""
     try:
         return host.commit_tree(sha)
     except DockyardError as exc:
@@ -287,6 +295,27 @@ def github_repo_of(url: str | None) -> str | None:
             path = url[len(prefix) :].removesuffix("/").removesuffix(".git")
             return path if path.count("/") == 1 else None
     return None
+
+
+def build_gitlab_bot(settings: Settings, store: Store) -> PullRequestBot | None:
+    """The bot answering `/dockyard approve` notes on GitLab merge requests (the GitLab
+    webhook's `Note Hook`) for a server with `DOCKYARD_GITLAB_TOKEN`, else None."""
+    if settings.gitlab_token is None:
+        return None
+    token = settings.gitlab_token.get_secret_value()
+    api_url = settings.gitlab_api_url
+
+    def hosts(repo: str) -> CodeHost:
+        return GitLab(repo, token=token, api_url=api_url)
+
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else token
+    config = BotConfig(
+        project=settings.project,
+        external_url=settings.external_url or settings.public_url,
+        page_key=page_key(secret),
+        subdir=settings.path.strip("/"),
+    )
+    return PullRequestBot(store, hosts, config)
 
 
 def build_bot(settings: Settings, store: Store) -> PullRequestBot | None:

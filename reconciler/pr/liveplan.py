@@ -4,13 +4,14 @@
 and the `pull_request` webhook run: parse the files as the git source would, then plan them
 with `reconciler.engine.planning.plan_live` — the function the reconcile pass plans with,
 previews included — keeping the errors and the valid files' actions, and price the runs
-with the offers catalog. A server without engines (a test's fake runtime) gives no
+with the offers catalog the caller holds (the PR bot's and the web context's, loaded when
+the server starts). A server without engines (a test's fake runtime) gives no
 `previewer`; its plan then says the stack previews were not checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from reconciler.adapters.db.store import Store
@@ -20,7 +21,7 @@ from reconciler.engine.previewing import Previewer
 from reconciler.errors import UsageError
 from reconciler.pr.reviewing import PlanReport, load_files, priced
 from schemas import parse_config
-from stacks.catalog import load_catalog
+from stacks.catalog import CatalogRow
 
 
 async def plan_files(
@@ -30,11 +31,13 @@ async def plan_files(
     *,
     commit: str,
     previewer: Previewer | None,
+    catalog: Sequence[CatalogRow],
     subdir: str = "",
     tree: str | None = None,
 ) -> PlanReport:
-    """The PR plan of `files` (at `commit`) against project `project`'s live state; with
-    `tree` (the commit's git tree), approvals recorded for that content count."""
+    """The PR plan of `files` (at `commit`) against project `project`'s live state, runs
+    priced with `catalog` (the caller's, loaded once); with `tree` (the commit's git tree),
+    approvals recorded for that content count."""
     loaded = load_files(files, commit=commit, parse=parse_config, subdir=subdir)
     declared = loaded.policy.project
     if declared != project:
@@ -48,6 +51,7 @@ async def plan_files(
         loaded.desired,
         loaded.policy,
         previewer=previewer,
+        catalog=catalog,
         partial=True,
         tree=tree,
     )
@@ -55,4 +59,4 @@ async def plan_files(
     if previewer is None:
         plan = replace(plan, unchecked=OFFLINE_UNCHECKED[:1])
     observed = planned.observed or ObservedState(project)
-    return priced(plan, loaded.desired, observed, load_catalog())
+    return priced(plan, loaded.desired, observed, catalog)

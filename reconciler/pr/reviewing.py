@@ -71,8 +71,11 @@ def review(
 ) -> PlanReport:
     """The offline PR plan of `loaded` against `observed` (the engine's `plan_offline`,
     errors plus the valid files' actions), priced with `catalog` (None: no prices)."""
-    result = plan_offline(loaded.desired, loaded.policy, observed, base=base, partial=True)
-    return priced(result, loaded.desired, observed, catalog)
+    rows = tuple(catalog) if catalog is not None else ()
+    result = plan_offline(
+        loaded.desired, loaded.policy, observed, base=base, catalog=rows, partial=True
+    )
+    return priced(result, loaded.desired, observed, rows if catalog is not None else None)
 
 
 def priced(

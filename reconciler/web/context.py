@@ -6,7 +6,7 @@ so two apps (two tests, two servers) never share a registry, an engine or a cont
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from fastapi import Request
@@ -15,6 +15,7 @@ from reconciler.ports import Clock, Controller
 from reconciler.settings import Settings
 from reconciler.web.database import Database
 from reconciler.web.metrics import Metrics
+from stacks.catalog import CatalogRow, load_catalog
 
 
 class SecretBox(Protocol):
@@ -33,6 +34,8 @@ class WebContext:
     metrics: Metrics
     secrets: SecretBox
     clock: Clock
+    catalog: tuple[CatalogRow, ...] = field(default_factory=load_catalog)
+    """The offers catalog `POST plan/files` prices runs with (loaded once, with the app)."""
 
 
 def get_context(request: Request) -> WebContext:

@@ -72,6 +72,7 @@ def build_pr_router() -> APIRouter:
                 commit=body.commit,
                 subdir=body.path.strip("/"),
                 previewer=previewer if isinstance(previewer, Previewer) else None,
+                catalog=context.catalog,
             )
         except UsageError as exc:
             raise HTTPException(400, str(exc)) from None

@@ -32,6 +32,7 @@ from reconciler.web.hookparsing import (
     read_github,
     read_gitlab,
 )
+from reconciler.web.hooks_gitlab import NOTE_EVENT, answer_note, gitlab_bot
 from reconciler.web.queries_project import record_delivery, set_delivery
 from reconciler.web.routes_pr import after_push, answer_pull_request, pull_request_bot
 
@@ -186,6 +187,9 @@ async def receive_gitlab(request: Request, context: WebContext) -> JSONResponse:
         hook = read_gitlab(event, body)
     except PayloadError as exc:
         return _answer(400, "invalid", str(exc))
+    notes = gitlab_bot(request)  # `/dockyard approve` on merge requests (hooks_gitlab)
+    if notes is not None and event == NOTE_EVENT:
+        return await answer_note(context, notes, body, delivery_id)
     return await _handle(context, hook, delivery_id, event)
 
 

@@ -23,6 +23,7 @@ from reconciler.errors import UsageError
 from reconciler.pr.commenting import plan_status
 from reconciler.pr.reviewing import PlanReport
 from schemas import parse_config
+from stacks.catalog import load_catalog, parse_catalog
 from tests.engine.fixtures import Rig, make_rig, task_yaml
 
 POLICY = "policy:\n  runs:\n    max_gpus: 1\n    privileged: false\n"
@@ -167,3 +168,68 @@ def test_the_budget_counts_what_runs_now_cli_runs_included() -> None:
     actions = {a.name: a for a in _plan(files, PRICED, now)}
     assert actions["small"].action.value == "blocked"
     assert "budget.hourly: this brings project main to $" in actions["small"].violations[0]
+
+
+# -- the catalog is a dependency: loaded once by its holder, passed to every plan ----------
+
+DEAR = (
+    "backend,region,zones,instance_type,gpu_vendor,gpu_name,gpu_count,gpu_memory_gib,cpus,"
+    "memory_gib,price_on_demand,price_spot\n"
+    "aws,us-east-1,us-east-1a,g4dn.xlarge,nvidia,T4,1,16,4,16,30.0,29.0\n"
+)
+
+
+def test_plans_price_runs_with_the_catalog_passed_in() -> None:
+    policy = parse_policy(PRICED)
+    assert isinstance(policy, RepoPolicy)
+    files = {"cloud.dstack.yml": CLOUD, "small.dstack.yml": _gpu_task("small", "T4:1")}
+    documents = [parse_document(text.encode(), path, parse_config) for path, text in files.items()]
+    desired = load_desired(documents, commit="c" * 40, policy=policy, parse=parse_config)
+    empty = ObservedState("main", ())
+
+    bundled = plan_offline(desired, policy, empty, base=None, catalog=load_catalog())
+    dear = plan_offline(desired, policy, empty, base=None, catalog=parse_catalog(DEAR))
+
+    assert not {a.name: a for a in bundled.actions}["small"].violations
+    small = {a.name: a for a in dear.actions}["small"]
+    assert small.violations[0].startswith("policy: runs.max_price: run small costs $30.00/h")
+
+
+async def test_the_reconcile_prices_with_the_catalog_its_reconciler_holds(rig: Rig) -> None:
+    assert rig.reconciler.catalog == load_catalog()  # loaded once, when it was built
+    rig.reconciler.catalog = parse_catalog(DEAR)
+    rig.repo.commit(
+        {
+            ".dockyard.yml": PRICED,
+            "cloud.dstack.yml": CLOUD,
+            "small.dstack.yml": _gpu_task("small", "T4:1"),
+        }
+    )
+
+    row = await _reconcile(rig)
+
+    small = next(a for a in row.plan["actions"] if a["name"] == "small")
+    assert small["violations"][0].startswith("policy: runs.max_price: run small costs $30.00/h")
+
+
+def test_apply_prices_with_the_catalog_passed_in(tmp_path: Path) -> None:
+    store = Store.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", migrate=True)
+    policy = parse_policy(PRICED)
+    assert isinstance(policy, RepoPolicy)
+    cloud = parse_config(CLOUD, "cloud.dstack.yml")
+    store.record_resource(
+        "main", "fleet", "cloud", origin="git:cloud.dstack.yml@" + "a" * 40,
+        path="cloud.dstack.yml", commit="a" * 40, spec=cloud.normalized(),
+        spec_hash=cloud.spec_hash(), status="running",
+    )  # fmt: skip
+    text = _gpu_task("small", "T4:1")
+    action = unmanaged.plan_one(
+        store, "main", text=text, path="s.yml", user="a", rules=policy.policy,
+        catalog=parse_catalog(DEAR),
+    )  # fmt: skip
+    assert action.action.value == "blocked"
+    assert action.reason.startswith("policy: runs.max_price: run small costs $30.00/h")
+    cheap = unmanaged.plan_one(
+        store, "main", text=text, path="s.yml", user="a", rules=policy.policy
+    )
+    assert cheap.action.value == "create"

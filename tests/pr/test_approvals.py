@@ -16,6 +16,7 @@ from reconciler.pr.approving import ApprovalRequest, approve
 from reconciler.pr.github import GitHub
 from reconciler.pr.liveplan import plan_files
 from reconciler.pr.posting import post_plan
+from stacks.catalog import load_catalog
 from tests.pr.fakehost import TOKEN, FakeHost, fake_host
 from tests.pr.test_server_bot import deliver
 from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
@@ -55,7 +56,7 @@ def _approve(store: Store, github: FakeHost, comment_id: int) -> str:
     host = GitHub("acme/cfg", token=TOKEN, api_url=github.url)
     try:
         request = ApprovalRequest("acme/cfg", 7, comment_id, "main")
-        return asyncio.run(approve(store, host, request, None))
+        return asyncio.run(approve(store, host, request, None, load_catalog())).text
     finally:
         host.close()
 
@@ -83,13 +84,39 @@ def test_a_named_approver_turns_the_status_green_for_that_head(
     assert f"/repos/acme/cfg/issues/comments/{comment}" in reads  # the author is the API's
 
 
-def test_someone_else_and_other_comments_record_nothing(store: Store, github: FakeHost) -> None:
+def test_someone_else_and_other_comments_record_nothing_and_are_answered(
+    store: Store, github: FakeHost
+) -> None:
     mallory = github.state.add_comment("/dockyard approve", "mallory")
     chatter = github.state.add_comment("please /dockyard approve this", "alice")
 
-    assert _approve(store, github, mallory) == f"mallory is not in policy.approvers at {HEAD[:12]}"
+    why = f"mallory is not in `policy.approvers` of `.dockyard.yml` at {HEAD[:12]}"
+    assert _approve(store, github, mallory) == why
+    assert github.state.bodies()[-1] == f"`/dockyard approve` from @mallory did not count: {why}."
     assert _approve(store, github, chatter).endswith("is not /dockyard approve")
+    assert len(github.state.comments) == 3  # chatter is not answered
     assert _approvers(store) == [] and github.state.statuses == []
+    posted = [r for r in github.state.requests if r.method == "POST"]
+    assert [r.path for r in posted] == ["/repos/acme/cfg/issues/7/comments"]
+
+
+def test_an_approval_of_another_head_or_of_nothing_does_not_count(
+    store: Store, github: FakeHost
+) -> None:
+    stale = github.state.add_comment("/dockyard approve 0123abc", "alice")
+    why = f"it approves 0123abc, but the head is now {HEAD[:12]}: approve the new head"
+    assert _approve(store, github, stale) == why
+    assert github.state.bodies()[-1] == f"`/dockyard approve` from @alice did not count: {why}."
+    named = github.state.add_comment(f"/dockyard approve {HEAD[:9]}", "alice")
+    assert _approve(store, github, named) == f"alice approved 1 violation(s) of {HEAD[:12]}"
+
+    github.state.files["big.dstack.yml"] = BIG.replace(b"gpu: 4", b"gpu: 1")
+    github.state.head = "d" * 40
+    nothing = github.state.add_comment("/dockyard approve", "alice")
+    why = f"the plan of {'d' * 12} breaks no policy rule, so there is nothing to approve"
+    assert _approve(store, github, nothing) == why
+    assert github.state.bodies()[-1] == f"`/dockyard approve` from @alice did not count: {why}."
+    assert _approvers(store) == ["alice"]  # the first head's approval only
 
 
 def test_a_new_push_after_the_approval_needs_a_new_one(store: Store, github: FakeHost) -> None:
@@ -102,7 +129,15 @@ def test_a_new_push_after_the_approval_needs_a_new_one(store: Store, github: Fak
         files = dict(github.state.files)
         tree = host.commit_tree("d" * 40)
         report = asyncio.run(
-            plan_files(store, "main", files, commit="d" * 40, previewer=None, tree=tree)
+            plan_files(
+                store,
+                "main",
+                files,
+                commit="d" * 40,
+                previewer=None,
+                catalog=load_catalog(),
+                tree=tree,
+            )
         )
         posted = post_plan(host, 7, report, sha="d" * 40)
     finally:
