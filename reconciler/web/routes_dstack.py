@@ -5,9 +5,8 @@
   posted configuration goes through the same unmanaged plan/apply as `dockyard apply`
   (so it is `cli:<user>`, and a Git-owned run is refused with the same message), and the
   answer is dstack's `RunPlan` / `Run`.
-- `repos/{init,get,list,upload_code}`: dstack's CLI registers a repo before every apply.
-  Runs here carry no repo id, so `init` is accepted and forgotten, `get` says the repo does
-  not exist (dstack's client then calls `init`), `upload_code` is accepted and dropped.
+- `repos/{init,get,list,upload_code}` and a run spec's repo: `dstack_repos`; its
+  `file_archives` (dstack's `files:`): `dstack_uploads`.
 - `metrics/job/{run}`, `gpus/list`, `instances/list`, `fleets/delete_instances`,
   `/api/events/list` (dstack's global event list).
 """
@@ -36,6 +35,7 @@ from reconciler.errors import UsageError
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.dstack_attach import attachable
+from reconciler.web.dstack_repos import add_repo_routes, dstack_repo
 from reconciler.web.dstack_uploads import dstack_file_archives
 from reconciler.web.errors import InvalidError, NotFoundError
 from reconciler.web.queries_capacity import Kind, get_fleet, get_volume, instance_wire
@@ -96,18 +96,37 @@ async def _current(context: WebContext, access: ProjectAccess, name: str) -> wir
     return await attachable(context, access.principal, run)
 
 
+async def _with_uploads(
+    context: WebContext,
+    access: ProjectAccess,
+    run_spec: dict[str, Any],
+    configuration: dict[str, Any],
+    *,
+    applying: bool,
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The configuration with dstack's repo in it, and the archives of its repo diff and
+    its `files`."""
+    configuration, repo_archives = await dstack_repo(
+        context, access, run_spec, configuration, applying=applying
+    )
+    return configuration, [*repo_archives, *await dstack_file_archives(context, access, run_spec)]
+
+
 async def plan_run_spec(
     context: WebContext, access: ProjectAccess, run_spec: dict[str, Any]
 ) -> dict[str, Any]:
     """dstack's `RunPlan` of the posted `run_spec` (a Git-owned run is refused); a nameless
     one (dstack's `offer`) is planned as a new run, for its offers."""
     configuration, path = run_configuration(run_spec, unnamed=OFFERS_ONLY_NAME)
+    configuration, archives = await _with_uploads(
+        context, access, run_spec, configuration, applying=False
+    )
     plan = await context.controller.plan_unmanaged(
         access.project_name,
         text=json.dumps(configuration),
         path=path,
         user=access.principal.username,
-        file_archives=await dstack_file_archives(context, access, run_spec),
+        file_archives=archives,
     )
     if plan.get("action") == "blocked":
         raise UsageError(str(plan.get("reason")))
@@ -133,6 +152,9 @@ async def apply_run_spec(
     if not isinstance(run_spec, dict):
         raise InvalidError("plan.run_spec: expected dstack's run spec object")
     configuration, path = run_configuration(run_spec, unnamed=f"run-{secrets.token_hex(3)}")
+    configuration, archives = await _with_uploads(
+        context, access, run_spec, configuration, applying=True
+    )
     current = await _current(context, access, configuration["name"])
     rerun = current is not None and current.status in FINISHED_RUN
     await context.controller.apply_unmanaged(
@@ -141,7 +163,7 @@ async def apply_run_spec(
         path=path,
         user=access.principal.username,
         force=force or rerun,
-        file_archives=await dstack_file_archives(context, access, run_spec),
+        file_archives=archives,
     )
     run = await _current(context, access, configuration["name"])
     if run is None:
@@ -225,28 +247,6 @@ async def apply_capacity_spec(
     return current
 
 
-def _add_repo_routes(router: APIRouter) -> None:
-    @router.post("/repos/init", tags=["dstack"])
-    async def init_repo(_: ProjectAccess = Depends(project_access("user"))) -> dict[str, Any]:
-        return {}
-
-    @router.post("/repos/get", tags=["dstack"])
-    async def get_repo(_: ProjectAccess = Depends(project_access("user"))) -> dict[str, Any]:
-        raise NotFoundError("repos are not kept: each run carries its own repo")
-
-    @router.post("/repos/list", tags=["dstack"])
-    async def list_repos(
-        _: ProjectAccess = Depends(project_access("user")),
-    ) -> list[dict[str, Any]]:
-        return []
-
-    @router.post("/repos/upload_code", tags=["dstack"])
-    async def upload_code(
-        _: ProjectAccess = Depends(project_access("user")),
-    ) -> dict[str, Any]:
-        return {}
-
-
 def _add_metrics_routes(router: APIRouter) -> None:
     add_metrics_routes(router, _now)
 
@@ -285,7 +285,7 @@ def _add_create(router: APIRouter, kind: Kind) -> None:
 
 def build_dstack_project_router() -> APIRouter:
     router = APIRouter(prefix="/api/project/{project_name}")
-    _add_repo_routes(router)
+    add_repo_routes(router)
     _add_metrics_routes(router)
     _add_capacity_routes(router)
     return router
