@@ -31,7 +31,7 @@ from pathlib import Path
 
 from agent.protocol import agent_version
 
-AGENT_REQUIREMENTS = ("pydantic", "fastapi", "uvicorn", "asyncssh", "docker", "httpx")
+AGENT_REQUIREMENTS = ("pydantic", "fastapi", "uvicorn", "asyncssh", "docker", "httpx", "websockets")
 OUR_PACKAGES = ("agent", "schemas")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
