@@ -23,7 +23,9 @@ from fastapi import APIRouter, Depends
 from reconciler.adapters.db.dstack_lookups import (
     all_project_names,
     events_of_projects,
+    fleet_instances,
     instances_of_projects,
+    leave_fleet_instances,
     project_ids_by_name,
     project_names_of_member,
 )
@@ -31,6 +33,7 @@ from reconciler.adapters.db.models import Event
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.core.dstack_wire import run_plan, strip_nulls
+from reconciler.core.fleet_instances import LEAVING_REASON, InstanceView, leaving_instances
 from reconciler.errors import UsageError
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
@@ -261,12 +264,19 @@ def _add_capacity_routes(router: APIRouter) -> None:
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
-        """Not done yet: a fleet's size is its configuration (apply a smaller `nodes`)."""
-        await context.db.read(get_fleet, access.project_id, access.project_name, body.name)
-        raise InvalidError(
-            f"fleet {body.name}: deleting single instances is not supported yet; "
-            "apply the fleet with fewer nodes, or delete the fleet"
+        """A cloud fleet's idle top-most instances leave as an idle scale-down makes them
+        (`reconciler.core.fleet_instances` says which may, and why not)."""
+        found = await context.db.read(fleet_instances, access.project_id, body.name)
+        if found is None:
+            raise NotFoundError(f"fleet {body.name} not found")
+        spec, rows = found
+        views = [InstanceView(num, status, busy) for num, status, busy in rows]
+        nums = leaving_instances(body.name, spec or {}, views, body.instance_nums)
+        await context.db.write(
+            leave_fleet_instances, access.project_id, body.name, nums, LEAVING_REASON
         )
+        context.controller.hint("fleets")
+        return {}
 
 
 def _add_create(router: APIRouter, kind: Kind) -> None:

@@ -137,6 +137,7 @@ def test_ps_watch_shows_the_table_until_interrupted(dstack: Dstack) -> None:
 def test_zz_fleet_delete_instances_is_refused_then_delete(dstack: Dstack) -> None:
     refused = dstack("fleet", "delete", "local", "-i", "0", "-y")
     assert refused.returncode == 1
-    assert "deleting single instances is not supported yet" in " ".join(refused.stdout.split())
+    said = " ".join(refused.stdout.split())
+    assert "the local fleet is this host: delete the fleet instead" in said, said
     dstack.ok("fleet", "delete", "local", "-y")
     wait_until(lambda: "local" not in dstack.ok("fleet", "list"), what="the fleet to go")

@@ -3,11 +3,13 @@
 dstack's CLI and Python API address runs and fleets by `id` as well as by name, and list a
 project's instances on their own. Each function takes an open `Session` (the web layer's
 `Database.read`) and returns names or rows; called by `reconciler.web.routes_dstack`.
+`leave_fleet_instances` is the one write (dstack's `fleet delete -i`, `Database.write`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -89,3 +91,41 @@ def project_ids_by_name(session: Session, names: list[str]) -> dict[str, str]:
 
 def all_project_names(session: Session) -> list[str]:
     return list(session.scalars(select(Project.name).order_by(Project.name)))
+
+
+def fleet_instances(
+    session: Session, project_id: str, fleet_name: str
+) -> tuple[Any, list[tuple[int, str, int]]] | None:
+    """The spec of a live fleet and its instances' (num, status, busy blocks)."""
+    fleet = session.scalars(
+        select(Fleet).where(
+            Fleet.project_id == project_id, Fleet.name == fleet_name, Fleet.deleted.is_(False)
+        )
+    ).first()
+    if fleet is None:
+        return None
+    rows = session.scalars(select(Instance).where(Instance.fleet_id == fleet.id)).all()
+    return fleet.spec, [(i.instance_num, i.status, i.busy_blocks) for i in rows]
+
+
+def leave_fleet_instances(
+    session: Session, project_id: str, fleet_name: str, nums: list[int], reason: str
+) -> int:
+    """Mark the fleet's idle instances `nums` terminating for `reason` (compare-and-set on
+    idle, so one a job took meanwhile stays); how many were marked."""
+    fleet = session.scalars(
+        select(Fleet).where(
+            Fleet.project_id == project_id, Fleet.name == fleet_name, Fleet.deleted.is_(False)
+        )
+    ).first()
+    if fleet is None:
+        return 0
+    marked = 0
+    for instance in session.scalars(
+        select(Instance).where(Instance.fleet_id == fleet.id, Instance.instance_num.in_(nums))
+    ):
+        if instance.status == "idle" and not instance.busy_blocks:
+            instance.status, instance.termination_reason = "terminating", reason
+            instance.due_at = None
+            marked += 1
+    return marked
