@@ -9,6 +9,8 @@ Called by the run routes (`reconciler.web.routes_runs`), which both CLIs go thro
   stays ended (a task runs once per spec). To stop it for good, remove it from Git.
 - **delete** would drop the record of a Git-owned run, and the next reconcile would then
   run it again as new: that is a change, refused with where to make it (as `apply` refuses).
+  So is deleting a Git-owned fleet, volume or gateway (`routes_capacity`): the next
+  reconcile would create it again.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ def git_path(origin: str | None) -> str | None:
     return path or "the config repo"
 
 
-def delete_refusal(run_type: str, name: str, origin: str | None) -> str | None:
-    """Why deleting this run by hand is refused (None: it may be deleted)."""
+def delete_refusal(kind: str, name: str, origin: str | None) -> str | None:
+    """Why deleting this run, fleet, volume or gateway by hand is refused (None: it may
+    be deleted)."""
     path = git_path(origin)
     if path is None:
         return None
-    return f"{run_type} {name!r} is managed by Git ({path}): remove it there"
+    return f"{kind} {name!r} is managed by Git ({path}): remove it there"
 
 
 def stop_warning(run_type: str, name: str, origin: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """Fleet, volume and gateway routes: `/api/project/{p}/{fleets,volumes,gateways}/…`.
 
-`list` and `get {name}` read the store; `delete {names}` asks the `Controller`; `get_plan` and
+`list` and `get {name}` read the store; `delete {names}` asks the `Controller` (one the config
+repo owns is refused: `reconciler.core.gitowned`); `get_plan` and
 `apply` share the configuration handlers of the runs router (see `routes_runs`).
 """
 
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from reconciler.adapters.db.dstack_lookups import fleet_name_by_id
+from reconciler.adapters.db.dstack_lookups import fleet_name_by_id, resource_origin
 from reconciler.api import models as wire
 from reconciler.api import requests as req
+from reconciler.core.gitowned import delete_refusal
+from reconciler.errors import UsageError
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import NotFoundError
@@ -34,6 +37,10 @@ def _add_delete(router: APIRouter, kind: Kind) -> None:
     ) -> dict[str, list[str]]:
         for name in body.names:
             await context.db.read(check_exists, access.project_id, kind, name)
+            origin = await context.db.read(resource_origin, access.project_id, kind, name)
+            refusal = delete_refusal(kind, name, origin)
+            if refusal is not None:  # GitOps would create it again: a change
+                raise UsageError(refusal)
         for name in body.names:
             await context.controller.delete_resource(access.project_name, kind, name)
         return {"deleted": body.names}

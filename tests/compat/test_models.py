@@ -138,7 +138,8 @@ def test_a_git_owned_run_is_refused_with_dockyards_message(gitops: Dstack) -> No
 
 def test_a_git_owned_run_may_be_stopped_with_a_warning_but_not_deleted(gitops: Dstack) -> None:
     """Stopping is an operation (allowed, with what the next reconcile does); deleting the
-    record would make GitOps run it again as new, so it is refused with dockyard's message."""
+    record would make GitOps run it again as new, so it is refused with dockyard's message,
+    as deleting a Git-owned fleet is."""
     gitops.write("mine.dstack.yml", OWNED)
     refused = gitops("delete", "-f", "mine.dstack.yml", "-y")
     assert refused.returncode == 1, (refused.stdout, refused.stderr)
@@ -152,3 +153,7 @@ def test_a_git_owned_run_may_be_stopped_with_a_warning_but_not_deleted(gitops: D
     assert answer.status_code == 200
     (warning,) = answer.json()["warnings"]
     assert "managed by Git (owned.dstack.yml): it stays stopped until its spec changes" in warning
+    fleet = gitops("fleet", "delete", "local", "-y")
+    assert fleet.returncode == 1, (fleet.stdout, fleet.stderr)
+    said = " ".join((fleet.stdout + fleet.stderr).split())
+    assert "fleet 'local' is managed by Git (fleet.dstack.yml): remove it there" in said

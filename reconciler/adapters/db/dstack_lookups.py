@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Event, Fleet, Instance, Member, Project, Run
 
 
@@ -129,3 +130,9 @@ def leave_fleet_instances(
             instance.due_at = None
             marked += 1
     return marked
+
+
+def resource_origin(session: Session, project_id: str, kind: str, name: str) -> str | None:
+    """The origin (`git:<path>@<sha>` or `cli:<user>`) of a live fleet, volume or gateway."""
+    found = live_resource(session, project_id, kind, name)
+    return found.origin if found is not None else None
