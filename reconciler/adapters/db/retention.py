@@ -114,7 +114,10 @@ class RetentionStore(StoreBase):
     def prune_runs(self, keep: Keep, batch: int) -> int:
         """Finished runs, with their jobs, that ended before `max_age` or are beyond the newest
         `max_count` finished runs of their project; never those the module docstring keeps.
-        A run ended when its last job did (its submission when it has no job)."""
+        A run ended when its last job did (its submission when it has no job). The batch is
+        found in a read (a scan of the runs) and deleted in one write transaction that checks
+        again what could have changed since (status, leases, jobs), so the write lock is
+        held only for the deletes."""
         now = self.now()
         cutoff = now - keep.max_age
         rank = (
@@ -145,8 +148,18 @@ class RetentionStore(StoreBase):
             .order_by(ranked.c.submitted_at)
             .limit(batch)
         )
-        with self.writing() as session:
-            ids = list(session.scalars(candidates))
+        with self.reading() as session:  # the scan: a snapshot, no write lock held
+            found = list(session.scalars(candidates))
+        if not found:
+            return 0
+        with self.writing() as session:  # what still holds for them, then the deletes
+            still = select(Run.id).where(
+                Run.id.in_(found),
+                Run.status.in_(FINISHED_RUN),
+                _unlocked(Run, now),
+                Run.id.not_in(busy.where(Job.run_id.in_(found))),
+            )
+            ids = list(session.scalars(still))
             if ids:
                 session.execute(delete(Job).where(Job.run_id.in_(ids)))
                 session.execute(delete(Run).where(Run.id.in_(ids)))
