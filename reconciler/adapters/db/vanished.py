@@ -15,7 +15,7 @@ A project that never applied a revision has none.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -46,10 +46,19 @@ class VanishedStore(StoreBase):
 
     def deleted_outside_git(self, project: str) -> tuple[ObservedResource, ...]:
         """The newest deleted row of each capacity resource deleted outside Git, as it was
-        last deployed (`status` "deleted"), ordered by kind and name."""
+        last deployed (`status` "deleted"), ordered by kind and name. The applied plan is
+        read only when some Git-owned capacity was deleted and not made again."""
         with self.reading() as session:
             project_id = session.scalar(select(Project.id).where(Project.name == project))
             if project_id is None:
+                return ()
+            rows = session.scalars(
+                select(Resource)
+                .where(Resource.project_id == project_id, Resource.kind.in_(CAPACITY_KINDS))
+                .order_by(Resource.kind, Resource.name, Resource.deleted_at.desc())
+            ).all()
+            gone = _gone(rows)
+            if not gone:
                 return ()
             plan = session.scalar(
                 select(Reconcile.plan)
@@ -61,27 +70,26 @@ class VanishedStore(StoreBase):
                 .order_by(Reconcile.finished_at.desc(), Reconcile.id.desc())
                 .limit(1)
             )
-            declared = declared_capacity(plan)
-            if not declared:
-                return ()
-            rows = session.scalars(
-                select(Resource)
-                .where(Resource.project_id == project_id, Resource.kind.in_(CAPACITY_KINDS))
-                .order_by(Resource.kind, Resource.name, Resource.deleted_at.desc())
-            ).all()
-        newest: dict[tuple[str, str], Resource] = {}
-        live: set[tuple[str, str]] = set()
-        for row in rows:
-            key = (row.kind, row.name)
-            if row.deleted_at is None:
-                live.add(key)
-            else:
-                newest.setdefault(key, row)  # rows come newest deletion first
-        return tuple(
-            _observed(project, row)
-            for key, row in sorted(newest.items())
-            if key in declared and key not in live and is_git_origin(row.origin)
-        )
+        declared = declared_capacity(plan)
+        return tuple(_observed(project, row) for key, row in gone if key in declared)
+
+
+def _gone(rows: Sequence[Resource]) -> list[tuple[tuple[str, str], Resource]]:
+    """(kind, name) → the newest deleted row, for keys without a live row whose newest
+    deleted row Git owned; sorted by key."""
+    newest: dict[tuple[str, str], Resource] = {}
+    live: set[tuple[str, str]] = set()
+    for row in rows:
+        key = (row.kind, row.name)
+        if row.deleted_at is None:
+            live.add(key)
+        else:
+            newest.setdefault(key, row)  # rows come newest deletion first
+    return [
+        (key, row)
+        for key, row in sorted(newest.items())
+        if key not in live and is_git_origin(row.origin)
+    ]
 
 
 def _observed(project: str, row: Resource) -> ObservedResource:
