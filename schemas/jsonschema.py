@@ -64,10 +64,11 @@ def combined_schema(per_type: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def build_schemas() -> dict[str, str]:
     """File name -> JSON text for every schema file under `schemas/json/`."""
     per_type = {kind: type_schema(kind) for kind in CONFIG_MODELS}
-    files = {f"{kind}.json": _dump(schema) for kind, schema in per_type.items()}
-    files[f"{COMBINED_NAME}.json"] = _dump(combined_schema(per_type))
+    files = {f"{kind}.json": dump_schema(schema) for kind, schema in per_type.items()}
+    files[f"{COMBINED_NAME}.json"] = dump_schema(combined_schema(per_type))
     return files
 
 
-def _dump(schema: dict[str, Any]) -> str:
+def dump_schema(schema: dict[str, Any]) -> str:
+    """A schema as the committed files hold it."""
     return json.dumps(schema, indent=2, sort_keys=False, ensure_ascii=False) + "\n"

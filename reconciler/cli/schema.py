@@ -1,6 +1,7 @@
 """`dockyard schema`: print or write the JSON Schema of the configuration language.
 
-`--write` regenerates `schemas/json/` (one file per type and `dstack-config.json`);
+`--write` regenerates `schemas/json/` (one file per type, `dstack-config.json`, and
+`dockyard.json` for the repo policy `.dockyard.yml`, `reconciler.core.policyschema`);
 `--check` exits 1 when the committed files are stale. Editors use the files through a
 `# yaml-language-server: $schema=...` line (docs/configuration.md).
 """
@@ -13,7 +14,8 @@ from typing import Annotated
 import typer
 
 import schemas
-from schemas.jsonschema import COMBINED_NAME, build_schemas
+from reconciler.core.policyschema import POLICY_SCHEMA_NAME, policy_schema
+from schemas.jsonschema import COMBINED_NAME, build_schemas, dump_schema
 
 DEFAULT_DIR = Path(schemas.__file__).resolve().parent / "json"
 
@@ -32,8 +34,11 @@ def schema_command(
         str, typer.Option("--type", help="Print this type's schema instead of the combined one.")
     ] = COMBINED_NAME,
 ) -> None:
-    """Print the JSON Schema of .dstack.yml files, or write/check `schemas/json/`."""
-    files = build_schemas()
+    """Print the JSON Schema of .dstack.yml files, or write/check `schemas/json/`.
+
+    `--type dockyard` prints the schema of the repo policy, `.dockyard.yml`.
+    """
+    files = all_schemas()
     if write:
         directory.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
@@ -51,6 +56,11 @@ def schema_command(
         typer.echo(f"error: unknown type {kind!r}", err=True)
         raise typer.Exit(2)
     typer.echo(files[f"{kind}.json"], nl=False)
+
+
+def all_schemas() -> dict[str, str]:
+    """File name -> JSON text of every file under `schemas/json/`."""
+    return {**build_schemas(), f"{POLICY_SCHEMA_NAME}.json": dump_schema(policy_schema())}
 
 
 def stale_files(files: dict[str, str], directory: Path) -> list[str]:

@@ -8,20 +8,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.cli.schema import DEFAULT_DIR, stale_files
+from reconciler.cli.schema import DEFAULT_DIR, all_schemas, stale_files
 from schemas import CONFIG_TYPES
-from schemas.jsonschema import COMBINED_NAME, build_schemas
+from schemas.jsonschema import COMBINED_NAME
 from tests.schemas.corpus import Case, case_ids, valid_cases
 
 
 def test_committed_schema_files_are_current() -> None:
-    stale = stale_files(build_schemas(), DEFAULT_DIR)
+    stale = stale_files(all_schemas(), DEFAULT_DIR)
     assert not stale, f"stale {stale}: run `dockyard schema --write`"
 
 
-def test_there_is_one_file_per_type_and_a_combined_one() -> None:
+def test_there_is_one_file_per_type_a_combined_one_and_the_policy() -> None:
     names = {path.name for path in Path(DEFAULT_DIR).glob("*.json")}
-    assert names == {f"{kind}.json" for kind in CONFIG_TYPES} | {f"{COMBINED_NAME}.json"}
+    expected = {f"{kind}.json" for kind in CONFIG_TYPES} | {f"{COMBINED_NAME}.json"}
+    assert names == expected | {"dockyard.json"}  # and the repo policy's (.dockyard.yml)
 
 
 VALID = valid_cases()
