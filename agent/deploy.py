@@ -6,7 +6,9 @@ one the tunnel uses afterwards):
 1. probe (one remote shell round trip): Pythons on PATH, the installed bundle id, the
    agent's pid file, free disk space;
 2. pick a Python ≥ 3.11 whose ABI matches the bundle (`agent.bundle`);
-3. if the installed bundle is ours and its agent answers with our version: done;
+3. if the installed bundle is ours, its agent was started with the same `AgentOptions` (job
+   isolation, default image, job user…: their digest is kept in ``agent.options``) and it
+   answers with our version: done;
 4. otherwise stop the old agent (jobs are detached and survive it), upload the bundle by
    SFTP, unpack it next to the old one, switch the ``current`` link, start the agent
    detached (``setsid nohup``), and wait until its healthcheck answers through the tunnel.
@@ -19,6 +21,7 @@ Layout on the host (``remote_dir``, default ``~/.dockyard/agent``)::
     current -> bundle-<id>/site/…    the agent code and its dependencies
     data/                            the agent's data dir (jobs, logs)
     agent.pid, agent.log             the running agent
+    agent.options                    the digest of the options it was started with
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from agent.bundle import Bundle
 from agent.client import AgentClient, AgentError
 from agent.protocol import SERVICE_NAME
 from agent.remote_scripts import (
+    AgentOptions,
     DeployError,
     DeployFailure,
     Probe,
@@ -48,7 +52,14 @@ from agent.remote_scripts import (
 )
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool, UnreachableKind
 
-__all__ = ["DeployError", "DeployFailure", "DeployedAgent", "deploy_agent", "stop_agent"]
+__all__ = [
+    "AgentOptions",
+    "DeployError",
+    "DeployFailure",
+    "DeployedAgent",
+    "deploy_agent",
+    "stop_agent",
+]
 
 DEFAULT_REMOTE_DIR = ".dockyard/agent"
 DEFAULT_AGENT_PORT = 10998
@@ -183,10 +194,11 @@ async def _start_and_wait(
     python: str,
     port: int,
     session_port: int | None,
+    options: AgentOptions,
     version: str,
     wait_for: float,
 ) -> None:
-    script = start_script(remote_dir, python, port, session_port)
+    script = start_script(remote_dir, python, port, session_port, options)
     output = await _run(conn, host, script, DeployFailure.start_failed)
     pid = int(output.split()[-1])
     deadline = time.monotonic() + wait_for
@@ -232,6 +244,7 @@ async def deploy_agent(
     remote_dir: str = DEFAULT_REMOTE_DIR,
     session_port: int | None = None,
     authorized_keys: str | None = None,
+    options: AgentOptions | None = None,
     start_timeout: float = 30.0,
 ) -> DeployedAgent:
     """Make `target` run the agent of `bundle` on 127.0.0.1:agent_port (idempotent).
@@ -239,8 +252,11 @@ async def deploy_agent(
     `remote_dir` is relative to the login user's home unless absolute (``~/`` allowed).
     With `session_port`, the agent also runs its SSH server on 127.0.0.1:session_port of the
     host, for ``ssh <run>`` through the host's sshd as a jump host; `authorized_keys` is
-    its whole key file (default: the server's key), rewritten on every deploy.
+    its whole key file (default: the server's key), rewritten on every deploy. `options`
+    are the agent's job flags (default: the agent's defaults, passed explicitly); an agent
+    started with others is replaced.
     """
+    options = options or AgentOptions()
     remote_dir = remote_dir.removeprefix("~/")
     host = str(target)
     conn = await _connect(pool, target)
@@ -255,7 +271,12 @@ async def deploy_agent(
     client = AgentClient.over_tunnel(pool, target, agent_port, timeout=5.0)
     try:
         current = probe.bundle_id == bundle.bundle_id
-        unchanged = current and probe.session_port == session_port and probe.agent_alive
+        unchanged = (
+            current
+            and probe.session_port == session_port
+            and probe.options == options.digest()
+            and probe.agent_alive
+        )
         if unchanged and await _is_current(client, bundle.version):
             return dataclasses.replace(deployed, reused=True)
         if probe.agent_alive:
@@ -271,6 +292,7 @@ async def deploy_agent(
             python=python.executable,
             port=agent_port,
             session_port=session_port,
+            options=options,
             version=bundle.version,
             wait_for=start_timeout,
         )

@@ -7,12 +7,87 @@ run the bundle, what a failure is called) are tested without a host.
 from __future__ import annotations
 
 import enum
+import hashlib
+import re
 import shlex
 from dataclasses import dataclass
 
 from agent.bundle import Bundle
 
 MIN_PYTHON = (3, 11)
+ISOLATIONS = ("auto", "container", "process")
+MAX_IMAGE_CHARS = 255
+_IMAGE_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]{1,5})?/)?"  # a registry host[:port]/
+    rf"{_IMAGE_PART}(?:/{_IMAGE_PART})*"  # the repository path
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"  # :tag
+    r"(?:@sha256:[a-f0-9]{64})?"  # @digest
+)
+_JOB_USER = re.compile(r"auto|self|[a-z_][a-z0-9_-]{0,31}")
+
+
+def check_image_name(value: str) -> str:
+    """`value` when it is a plain image reference (``[registry/]name[:tag][@sha256:…]``, at
+    most 255 characters), else ValueError: it lands in a remote shell command line."""
+    if len(value) > MAX_IMAGE_CHARS:
+        raise ValueError(f"an image name is at most {MAX_IMAGE_CHARS} characters")
+    if not _IMAGE.fullmatch(value):
+        raise ValueError(
+            f"{value[:80]!r} is not an image name ([registry/]name[:tag][@sha256:digest]: "
+            "lowercase letters, digits, '.', '_', '-', '/')"
+        )
+    return value
+
+
+def check_job_user(value: str) -> str:
+    """`value` when it is `auto`, `self` or a POSIX account name, else ValueError."""
+    if not _JOB_USER.fullmatch(value):
+        raise ValueError(
+            f"{value[:40]!r} is not a job user: auto, self or an account name "
+            "([a-z_][a-z0-9_-]*, at most 32 characters)"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """The job options a deployed agent is started with (the server's `--ssh-*` settings).
+
+    Checked when made: every value lands in the remote shell command `start_script` writes.
+    `digest` is written next to the agent when it starts and read back by the probe, so a
+    deploy with other options replaces the agent (its jobs are re-adopted)."""
+
+    job_isolation: str = "auto"
+    default_image: str | None = None  # None: the agent's own default (dstack's image)
+    job_user: str = "auto"
+    allow_root_jobs: bool = False
+    min_free_disk: int | None = None  # None: the agent's default (1 GiB)
+
+    def __post_init__(self) -> None:
+        if self.job_isolation not in ISOLATIONS:
+            raise ValueError(f"job isolation {self.job_isolation[:20]!r}: one of {ISOLATIONS}")
+        if self.default_image is not None:
+            check_image_name(self.default_image)
+        check_job_user(self.job_user)
+        if self.min_free_disk is not None and self.min_free_disk < 0:
+            raise ValueError("min free disk is a number of bytes, 0 or more")
+
+    def args(self) -> tuple[str, ...]:
+        """The agent's command-line flags (always explicit: the host's environment cannot
+        change what the server asked for)."""
+        args = ["--job-isolation", self.job_isolation, "--job-user", self.job_user]
+        if self.default_image is not None:
+            args += ["--default-image", self.default_image]
+        if self.allow_root_jobs:
+            args.append("--allow-root-jobs")
+        if self.min_free_disk is not None:
+            args += ["--min-free-disk", str(int(self.min_free_disk))]
+        return tuple(args)
+
+    def digest(self) -> str:
+        return hashlib.sha256("\0".join(self.args()).encode()).hexdigest()[:16]
 
 
 def is_alive_test(pid: str) -> str:
@@ -68,6 +143,7 @@ class Probe:
     agent_alive: bool
     free_kib: int | None
     session_port: int | None = None  # the users' SSH port the running agent was given
+    options: str | None = None  # the `AgentOptions.digest` the running agent was started with
 
 
 def probe_script(remote_dir: str) -> str:
@@ -79,6 +155,7 @@ def probe_script(remote_dir: str) -> str:
         f"mkdir -p {d} 2>/dev/null; "
         f'echo "BUNDLE $(readlink {d}/current 2>/dev/null)"; '
         f'echo "SESSION $(cat {d}/session.port 2>/dev/null)"; '
+        f'echo "OPTIONS $(cat {d}/agent.options 2>/dev/null)"; '
         f'pid=$(cat {d}/agent.pid 2>/dev/null); echo "PID $pid"; '
         f'[ -n "$pid" ] && {alive} && echo ALIVE; '
         f"echo \"DF $(df -Pk {d} 2>/dev/null | awk 'NR==2 {{print $4}}')\""
@@ -98,6 +175,7 @@ def _parse_python(fields: list[str]) -> PythonFound | None:
 def parse_probe(output: str) -> Probe:
     """Pure: the probe script's output as a `Probe`."""
     home, bundle_id, pid, alive, free, session = "", None, None, False, None, None
+    options: str | None = None
     pythons: list[PythonFound] = []
     for line in output.splitlines():
         tag, _, rest = line.strip().partition(" ")
@@ -112,11 +190,13 @@ def parse_probe(output: str) -> Probe:
             pid = int(rest.strip())
         elif tag == "SESSION" and rest.strip().isdigit():
             session = int(rest.strip())
+        elif tag == "OPTIONS" and rest.strip().isalnum():
+            options = rest.strip()
         elif tag == "ALIVE":
             alive = True
         elif tag == "DF" and rest.strip().isdigit():
             free = int(rest.strip())
-    return Probe(home, tuple(pythons), bundle_id, pid, alive, free, session)
+    return Probe(home, tuple(pythons), bundle_id, pid, alive, free, session, options)
 
 
 def choose_python(host: str, probe: Probe, bundle: Bundle) -> PythonFound:
@@ -151,10 +231,17 @@ def classify_output(text: str) -> DeployFailure | None:
 
 
 def start_script(
-    remote_dir: str, python: str, agent_port: int, session_port: int | None = None
+    remote_dir: str,
+    python: str,
+    agent_port: int,
+    session_port: int | None = None,
+    options: AgentOptions | None = None,
 ) -> str:
-    """Start the agent detached; with `session_port`, also its SSH server for users."""
+    """Start the agent detached; with `session_port`, also its SSH server for users; with
+    `options`, its job flags (each shell-quoted; their digest written to agent.options)."""
     d = shlex.quote(remote_dir)
+    options = options or AgentOptions()
+    flags = "".join(f"{shlex.quote(arg)} " for arg in options.args())
     sessions = (
         f'--ssh-port {session_port} --authorized-keys "$PWD/authorized_keys" '
         f'--host-key "$PWD/host_key" '
@@ -163,8 +250,8 @@ def start_script(
     )
     return (
         f"cd {d} && mkdir -p data || exit 1; S=$(command -v setsid); "
-        f"echo {session_port or ''} > session.port; "
+        f"echo {session_port or ''} > session.port; echo {options.digest()} > agent.options; "
         f'PYTHONPATH="$PWD/current/site" PYTHONNOUSERSITE=1 $S nohup {shlex.quote(python)} -s '
-        f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} {sessions}'
+        f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} {sessions}{flags}'
         f"> agent.log 2>&1 < /dev/null & echo $! > agent.pid; echo $!"
     )

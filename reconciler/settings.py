@@ -12,15 +12,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+)
 
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
+from agent.remote_scripts import check_image_name, check_job_user
 from reconciler.errors import UsageError
 from reconciler.quantities import parse_duration, parse_size
 from schemas.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_VALUES, ConfigLimits
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Size = Annotated[int, BeforeValidator(parse_size)]
+ImageName = Annotated[str, AfterValidator(check_image_name)]
+"""An image reference, bounded and of a strict pattern (it lands in a remote shell command)."""
+JobUser = Annotated[str, AfterValidator(check_job_user)]
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
 
@@ -90,6 +102,18 @@ OPERATIONS_FIELDS: tuple[str, ...] = (
 `DOCKYARD_<NAME>`; durations take `7d`/`12h`/`90s`, sizes `10MiB`/`1GB`."""
 _ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in OPERATIONS_FIELDS})
 
+SSH_AGENT_FIELDS: tuple[str, ...] = (
+    "ssh_job_isolation",
+    "ssh_default_image",
+    "ssh_job_user",
+    "ssh_allow_root_jobs",
+    "ssh_min_free_disk",
+)
+"""The agents the server deploys to SSH fleet hosts (docs/fleets.md): each is a `dockyard
+server` flag and `DOCKYARD_<NAME>`, passed on the agent's command line; a host whose agent
+was started with other values gets it replaced (its jobs are re-adopted)."""
+_ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in SSH_AGENT_FIELDS})
+
 
 def default_data_dir() -> Path:
     return Path.home() / ".dockyard" / "data"
@@ -151,8 +175,28 @@ class Settings(BaseModel):
         description="the local fleet's jobs without an image: auto (a container of the "
         "default image when Docker has it), container, process",
     )
-    local_default_image: str | None = Field(
+    local_default_image: ImageName | None = Field(
         default=None, description="the local fleet's image for jobs without one (dstack's)"
+    )
+    # the agents deployed to SSH fleet hosts; SSH_AGENT_FIELDS makes them flags
+    ssh_job_isolation: Literal["auto", "container", "process"] = Field(
+        default="auto",
+        description="SSH hosts' jobs without an image: auto (a container of the default "
+        "image when Docker has it), container, process",
+    )
+    ssh_default_image: ImageName | None = Field(
+        default=None, description="SSH hosts' image for jobs without one"
+    )
+    ssh_job_user: JobUser = Field(
+        default="auto",
+        description="SSH hosts' job account: auto (dockyard-job when the login user is "
+        "root), self, NAME",
+    )
+    ssh_allow_root_jobs: bool = Field(
+        default=False, description="SSH hosts honour a process job's `user: root`"
+    )
+    ssh_min_free_disk: Size = Field(
+        default=2**30, ge=0, description="below this free space on an SSH host, new jobs wait"
     )
     # input bounds (docs/security.md, "Limits"); LIMIT_FIELDS makes them flags
     config_max_bytes: int = Field(

@@ -18,7 +18,7 @@ import typer
 
 from reconciler.cli.console import err
 from reconciler.quantities import format_duration, format_size, parse_duration, parse_size
-from reconciler.settings import LIMIT_FIELDS, OPERATIONS_FIELDS, Settings
+from reconciler.settings import LIMIT_FIELDS, OPERATIONS_FIELDS, SSH_AGENT_FIELDS, Settings
 
 _LIMITS_PANEL = "Input limits (docs/security.md)"
 
@@ -56,12 +56,35 @@ def _operations_option(name: str) -> inspect.Parameter:
     )
 
 
+_SSH_AGENTS_PANEL = "Agents on SSH fleet hosts (docs/fleets.md)"
+
+
+def _ssh_agent_option(name: str) -> inspect.Parameter:
+    """`--ssh-job-isolation` etc.: the deployed agents' job options, default and variable."""
+    field = Settings.model_fields[name]
+    default = field.get_default(call_default_factory=True)
+    kind: Any = str | None
+    if name == "ssh_min_free_disk":
+        default = format_size(default)
+    elif field.annotation is bool:
+        kind = bool | None
+    shown = "dstack's" if default is None else str(default)
+    shown = shown.lower() if isinstance(default, bool) else shown
+    help_text = f"{field.description} ({shown}). [DOCKYARD_{name.upper()}]"
+    option = typer.Option(help=help_text, show_default=False, rich_help_panel=_SSH_AGENTS_PANEL)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option]
+    )
+
+
 def with_limit_flags(func: Callable[..., None]) -> Callable[..., None]:
     """Replace `**limits` in `func`'s signature by one flag per `OPERATIONS_FIELDS` (retention
-    and disk) and per `LIMIT_FIELDS` (input bounds)."""
+    and disk), per `SSH_AGENT_FIELDS` (SSH hosts' agents) and per `LIMIT_FIELDS` (input
+    bounds)."""
     signature = inspect.signature(func, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     params += [_operations_option(name) for name in OPERATIONS_FIELDS]
+    params += [_ssh_agent_option(name) for name in SSH_AGENT_FIELDS]
     params += [_limit_option(name) for name in LIMIT_FIELDS]
     func.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     func.__annotations__ = {p.name: p.annotation for p in params}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.bundle import Bundle, build_bundle
-from agent.deploy import deploy_agent
+from agent.deploy import AgentOptions, DeployedAgent, deploy_agent
 from agent.diskspace import DiskWatch
 from agent.local import ensure_client_key, ensure_local_agent
 from agent.protocol import agent_build
@@ -386,6 +386,7 @@ class _AgentSetup:
     local_job_user: str = "auto"  # the local agent's --job-user
     local_job_isolation: str = "auto"  # ... its --job-isolation
     local_default_image: str | None = None  # ... its --default-image (None: dstack's)
+    ssh_options: AgentOptions = field(default_factory=AgentOptions)  # SSH hosts' agents
 
     async def local(self) -> LocalAgent:
         agent = await ensure_local_agent(
@@ -404,11 +405,28 @@ class _AgentSetup:
         )
 
     async def deploy(self, target: SSHTarget) -> int:
+        return (await self._deploy(target)).agent_port
+
+    async def refresh(self, target: SSHTarget) -> bool:
+        """The host's agent runs with `ssh_options` (replaced if not); True if replaced."""
+        return not (await self._deploy(target)).reused
+
+    async def _deploy(self, target: SSHTarget) -> DeployedAgent:
         if self.bundle is None:
             self.bundle = await asyncio.to_thread(build_bundle, self.data_dir / "bundles")
         check_target_keys(target, self.key_dirs)
-        deployed = await deploy_agent(self.pool, target, self.bundle)
-        return deployed.agent_port
+        return await deploy_agent(self.pool, target, self.bundle, options=self.ssh_options)
+
+
+def ssh_agent_options(settings: Settings) -> AgentOptions:
+    """The job options of the agents deployed to SSH hosts (`--ssh-job-isolation` …)."""
+    return AgentOptions(
+        job_isolation=settings.ssh_job_isolation,
+        default_image=settings.ssh_default_image,
+        job_user=settings.ssh_job_user,
+        allow_root_jobs=settings.ssh_allow_root_jobs,
+        min_free_disk=settings.ssh_min_free_disk,
+    )
 
 
 def host_credentials(backend: str) -> str | None:
@@ -439,6 +457,7 @@ def build_controller(
         local_job_user=settings.local_job_user,
         local_job_isolation=settings.local_job_isolation,
         local_default_image=settings.local_default_image,
+        ssh_options=ssh_agent_options(settings),
     )
     runtime = Runtime(
         store=store,
@@ -453,6 +472,7 @@ def build_controller(
             else server_engines(settings, server_key=key),
             local_agent=agents.local,
             ssh_deployer=agents.deploy,
+            ssh_refresher=agents.refresh,  # once per process: the host's agent options
             timings=timings or WorkerTimings(),
             log_cap=LogCap(settings.job_log_head, settings.job_log_tail),
             disk=DiskWatch({"data dir": data_dir}, settings.min_free_disk),

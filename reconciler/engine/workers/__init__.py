@@ -51,6 +51,10 @@ ArchiveBuilder = Callable[[str, Upload], dict[str, str]]
 SSHDeployer = Callable[[SSHTarget], Awaitable[int]]
 """Deploys (or finds current) the agent on an SSH host; returns its agent port."""
 
+SSHRefresher = Callable[[SSHTarget], Awaitable[bool]]
+"""Makes an SSH host's agent run with the server's agent options (`--ssh-job-isolation` …),
+replacing it when it was started with others; True when it was replaced."""
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerTimings:
@@ -78,6 +82,9 @@ class WorkerDeps:
     engines: Mapping[EngineName, Engine] = field(default_factory=dict)
     local_agent: LocalAgentStarter | None = None
     ssh_deployer: SSHDeployer | None = None
+    ssh_refresher: SSHRefresher | None = None
+    """Each SSH instance's agent is checked once per server process (the options are the
+    server's settings, which change only at a restart). None: never checked."""
     timings: WorkerTimings = WorkerTimings()
     archives: ArchiveBuilder | None = None
     """Packs `repos`/`files` of GitOps runs from the config repo (None: no config repo)."""

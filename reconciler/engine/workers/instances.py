@@ -9,6 +9,9 @@
   reports another build than the agent this server deploys (`deps.agent_build`: the server
   was upgraded) gets the server's agent again (`deps.ssh_deployer`), one host at a time per
   server: the old agent stops, its jobs keep running and the new one re-adopts them.
+  Likewise, once per server process, an SSH host whose agent was started with other job
+  options than the server's (`--ssh-job-isolation`, `--ssh-default-image` …:
+  `deps.ssh_refresher`, which compares them on the host) gets it replaced.
 - an unreachable agent is a *transport* state, not a failure: the first failure stamps
   `unreachable_since` and the message says so; past the grace window
   (`timings.unreachable_grace`, dstack: 2 min) the message says `instance_unreachable`
@@ -84,6 +87,8 @@ class InstancesProcessor:
     def __init__(self, deps: WorkerDeps) -> None:
         self.deps = deps
         self._upgrading = asyncio.Lock()  # one SSH host's agent replaced at a time
+        self._settled: set[str] = set()  # SSH instances whose agent options were checked
+        self._options_failed = ""  # the first host whose agent failed with the new options
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)
@@ -105,6 +110,8 @@ class InstancesProcessor:
             health = await client.healthcheck()
             if self._outdated(row, health.build):
                 return await self._upgrade(row, token, health.build)
+            if self._unsettled(row):
+                return await self._refresh(row, token)
             facts = None
             if row.host_info is None or row.status in ("pending", "provisioning"):
                 facts = (await client.host_info()).model_dump(mode="json")
@@ -148,6 +155,42 @@ class InstancesProcessor:
             and row.status not in ("pending", "provisioning")
         )
 
+    def _unsettled(self, row: Instance) -> bool:
+        return bool(
+            row.backend == "ssh"
+            and self.deps.ssh_refresher is not None
+            and row.id not in self._settled
+            and row.status not in ("pending", "provisioning")
+        )
+
+    async def _refresh(self, row: Instance, token: str) -> ProcessResult:
+        """The host's agent runs with the server's SSH agent options, else it is replaced
+        (its jobs survive and are re-adopted); checked once per server process."""
+        assert self.deps.ssh_refresher is not None
+        target = self.deps.agents.address(row).target
+        async with self._upgrading:
+            if self._options_failed:  # the rollout stops at the first failed host
+                self._settled.add(row.id)
+                message = f"agent options not applied: they failed on {self._options_failed}"
+                await self._event(row, f"instance {row.name}: {message}")
+                return 0.0
+            try:
+                replaced = await self.deps.ssh_refresher(target)
+            except DeployError as exc:
+                self._options_failed = f"instance {row.name}"
+                message = f"agent options not applied: {exc}"
+                await self._event(row, f"instance {row.name}: {message}")
+                await self._write(row, token, status_message=message)
+                return self.deps.timings.instance_check_interval
+        self._settled.add(row.id)
+        if (row.status_message or "").startswith("agent options not applied"):
+            await self._write(row, token, status_message="")
+        if replaced:
+            await self._event(
+                row, f"instance {row.name}: agent replaced (started with the server's options)"
+            )
+        return 0.0
+
     async def _upgrade(self, row: Instance, token: str, build: str) -> ProcessResult:
         """Deploy this server's agent to the host (its jobs survive and are re-adopted)."""
         assert self.deps.ssh_deployer is not None
@@ -159,6 +202,7 @@ class InstancesProcessor:
                 await self._write(row, token, status_message=f"agent upgrade failed: {exc}")
                 await self._event(row, f"instance {row.name}: agent upgrade failed: {exc}")
                 return self.deps.timings.instance_check_interval
+        self._settled.add(row.id)  # deployed with the server's options too
         old = build or "unknown"
         await self._event(
             row, f"instance {row.name}: agent replaced (build {old} -> {self.deps.agent_build})"
