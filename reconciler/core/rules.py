@@ -54,11 +54,14 @@ def price_violations(
     rules: PolicyRules,
     prices: Mapping[ResourceKey, tuple[float | None, float]],
     running: float,
+    unpriced: Sequence[str] = (),
 ) -> dict[ResourceKey, list[str]]:
     """The `runs.max_price` and `budget.hourly` violations of the changing runs.
 
     `prices` maps a run to (its new $/h or None when unpriced, the $/h it adds); `running`
-    is what the project's runs cost now. Over budget, each run that adds cost breaks it.
+    is what the project's runs cost now. Over budget, each run that adds cost breaks it,
+    and the line names the runs (`unpriced`: running now or planned) counted $0 for want
+    of a price.
     """
     found: dict[ResourceKey, list[str]] = {}
     limit = rules.runs.max_price
@@ -73,13 +76,15 @@ def price_violations(
     after = running + sum(added for _, added in prices.values())
     if budget is None or after <= budget:
         return found
+    zero = f"; counted $0 (no price): {', '.join(unpriced[:10])}" if unpriced else ""
+    zero += f" and {len(unpriced) - 10} more" if len(unpriced) > 10 else ""
     for action in actions:
         added = prices.get(action.key, (None, 0.0))[1]
         if action.action in _CHANGING and added > 0:
             found.setdefault(action.key, []).append(
                 f"{POLICY_PREFIX}budget.hourly: this brings project {action.project} to "
                 f"${after:.2f}/h, over its ${budget:.2f}/h budget (run {action.name} adds "
-                f"${added:.2f}/h)"
+                f"${added:.2f}/h{zero})"
             )
     return found
 

@@ -63,9 +63,13 @@ def _price_violations(
         catalog=catalog,
     )
     prices = {c.key: (c.new.per_hour if c.new else None, c.delta) for c in cost.actions}
+    unpriced = [f"run {c.key.name} (planned)" for c in cost.actions if c.unmatched]
+    changing = {a.key for a in actions if a.action.changes}
     running = 0.0
     for resource in observed.resources:
         if resource.kind.is_run and not resource.finished:
             price = price_run(resource.spec, old_fleets, catalog)
             running += price.per_hour if price else 0.0
-    return price_violations(actions, rules, prices, running)
+            if price is None and resource.key not in changing:
+                unpriced.append(f"run {resource.name} (running)")
+    return price_violations(actions, rules, prices, running, unpriced)

@@ -71,13 +71,16 @@ def _cost_line(cost: PlanCost) -> str:
     unmatched = sum(1 for c in cost.actions if c.unmatched)
     line = f"**Cost: {money(cost.total_delta, signed=True)}** for the runs this PR changes"
     if unmatched:
-        line += f" ({unmatched} run(s) match no offer and are not counted)"
+        line += f" ({unmatched} run(s) match no offer: counted $0/h)"
     return line
 
 
 def _note(cost: ActionCost) -> str:
     if cost.unmatched:
-        return "💲 no offer matches this run's resources on its fleets: it would wait for capacity"
+        return (
+            "💲 no offer matches this run's resources on its fleets: counted $0/h "
+            "(it would wait for capacity)"
+        )
     parts = []
     if cost.new is not None:
         jobs = f"{cost.new.jobs} x " if cost.new.jobs != 1 else ""

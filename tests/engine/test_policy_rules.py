@@ -20,8 +20,8 @@ from reconciler.domain.observed import ObservedResource, ObservedState
 from reconciler.engine import unmanaged
 from reconciler.engine.planning import plan_offline
 from reconciler.errors import UsageError
-from reconciler.pr.commenting import plan_status
-from reconciler.pr.reviewing import PlanReport
+from reconciler.pr.commenting import comment_body, cost_line, plan_status
+from reconciler.pr.reviewing import PlanReport, priced
 from schemas import parse_config
 from stacks.catalog import load_catalog, parse_catalog
 from tests.engine.fixtures import Rig, make_rig, task_yaml
@@ -233,3 +233,37 @@ def test_apply_prices_with_the_catalog_passed_in(tmp_path: Path) -> None:
         store, "main", text=text, path="s.yml", user="a", rules=policy.policy
     )
     assert cheap.action.value == "create"
+
+
+def test_a_run_with_no_price_counts_zero_and_says_so() -> None:
+    odd = _gpu_task("odd", "MI999:1")  # no catalog offer has this GPU
+    running_odd = ObservedResource(
+        Kind.TASK, "adhoc", "main", "cli:alice",
+        parse_config(_gpu_task("adhoc", "MI999:2"), "a.yml").normalized(), "h", "running",
+    )  # fmt: skip
+    cloud = parse_config(CLOUD, "cloud.dstack.yml")
+    fleet = ObservedResource(
+        Kind.FLEET, "cloud", "main", "git:cloud.dstack.yml@" + "a" * 40,
+        cloud.normalized(), cloud.spec_hash(), "active",
+    )  # fmt: skip
+    now = ObservedState("main", (fleet, running_odd))
+    files = {
+        "cloud.dstack.yml": CLOUD,
+        "big.dstack.yml": _gpu_task("big", "H100:8"),
+        "odd.dstack.yml": odd,
+    }
+    policy = parse_policy(PRICED)
+    assert isinstance(policy, RepoPolicy)
+    documents = [parse_document(text.encode(), path, parse_config) for path, text in files.items()]
+    desired = load_desired(documents, commit="c" * 40, policy=policy, parse=parse_config)
+    plan = plan_offline(desired, policy, now, base=None, catalog=load_catalog())
+    actions = {a.name: a for a in plan.actions}
+
+    budget = next(v for v in actions["big"].violations if "budget.hourly" in v)
+    assert budget.endswith("; counted $0 (no price): run odd (planned), run adhoc (running))")
+    assert not actions["odd"].violations  # $0 adds nothing, breaks no price rule
+    report = priced(plan, desired, now, load_catalog())
+    line = cost_line(report)
+    assert line is not None and line.endswith("(1 run(s) match no offer: counted $0/h)")
+    markdown = comment_body(report, limit=65_536)
+    assert "💲 no offer matches this run's resources on its fleets: counted $0/h" in markdown
