@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from tests.compat.conftest import DSTACK, Dstack
+from tests.compat.conftest import DSTACK, Dstack, free_port
 from tests.web.serving import wait_until
 
 pytestmark = [
@@ -142,3 +142,33 @@ def test_python_api_logs_while_attached_even_after_the_job_ended(dstack: Dstack)
     text = answer["text"]
     assert text.index("first-line-of-pyattached") < text.index("last-line-of-pyattached")
     assert answer["status"] == "done"
+
+
+SERVICE = """type: service
+name: attsvc
+port: {port}
+auth: false
+commands:
+  - echo service-started
+  - python3 -m http.server {port}
+"""
+
+
+def test_attached_service_streams_until_ctrl_c(dstack: Dstack) -> None:
+    dstack.write("attsvc.dstack.yml", SERVICE.format(port=free_port()))
+    attached = _start(dstack, "apply", "-f", "attsvc.dstack.yml", "-y")
+    try:
+        wait_until(
+            lambda: "service-started" in attached.text or attached.process.poll() is not None,
+            timeout=180,
+            what="the service's first line through the attached stream",
+        )
+        assert attached.process.poll() is None, attached.text
+        assert "/proxy/services/main/attsvc/" in attached.text, attached.text
+        attached.process.send_signal(signal.SIGINT)
+        assert attached.wait(timeout=60) == 0, attached.text
+        assert dstack.run_status("attsvc") == "running"
+    finally:
+        if attached.process.poll() is None:
+            attached.process.kill()
+        dstack.ok("stop", "attsvc", "-x", "-y")
