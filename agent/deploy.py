@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import shlex
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import asyncssh
 
@@ -63,6 +66,8 @@ __all__ = [
 
 DEFAULT_REMOTE_DIR = ".dockyard/agent"
 DEFAULT_AGENT_PORT = 10998
+ROLLBACK_WAIT = 30.0
+"""Seconds the agent started again with its previous options is given to answer."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +222,62 @@ async def _start_and_wait(
     )
 
 
+def _previous_options(probe: Probe) -> AgentOptions | None:
+    """The options the host's running agent was started with (None: unknown, or not ours)."""
+    if not probe.agent_alive or not probe.options_args:
+        return None
+    try:
+        options = AgentOptions.from_args(probe.options_args)
+    except ValueError:
+        return None
+    return options if options.digest() == probe.options else None
+
+
+async def _start_or_roll_back(
+    conn: asyncssh.SSHClientConnection,
+    host: str,
+    remote_dir: str,
+    start: Callable[..., Awaitable[None]],
+    options: AgentOptions,
+    previous: AgentOptions | None,
+    start_timeout: float,
+) -> None:
+    """Start the agent with `options`; if it does not start and it ran with `previous`
+    options before, start it again with those, so the host keeps an agent, and raise the
+    failure saying so."""
+    try:
+        await start(options=options, wait_for=start_timeout)
+    except DeployError as failed:
+        if previous is None or previous == options:
+            raise
+        wait_for = max(start_timeout, ROLLBACK_WAIT)
+        again = functools.partial(start, options=previous, wait_for=wait_for)
+        await _roll_back(conn, host, remote_dir, failed, again)
+
+
+async def _roll_back(
+    conn: asyncssh.SSHClientConnection,
+    host: str,
+    remote_dir: str,
+    failed: DeployError,
+    start_previous: Callable[[], Awaitable[None]],
+) -> NoReturn:
+    """The agent did not start with the new options: start it again with those it ran with;
+    raise `failed`, saying what became of the host."""
+    probe = parse_probe(
+        await _run(conn, host, probe_script(remote_dir), DeployFailure.start_failed)
+    )
+    if probe.agent_alive:  # started, but did not answer in time
+        await _stop(conn, host, remote_dir, probe.agent_pid)
+    try:
+        await start_previous()
+    except DeployError as again:
+        detail = f"{failed.detail}; starting it again with its previous options failed too: "
+        raise DeployError(host, failed.failure, detail + again.detail) from failed
+    detail = f"{failed.detail}; the agent runs again with its previous options"
+    raise DeployError(host, failed.failure, detail) from failed
+
+
 async def _write_authorized_keys(
     conn: asyncssh.SSHClientConnection, host: str, remote_dir: str, text: str
 ) -> None:
@@ -254,7 +315,9 @@ async def deploy_agent(
     host, for ``ssh <run>`` through the host's sshd as a jump host; `authorized_keys` is
     its whole key file (default: the server's key), rewritten on every deploy. `options`
     are the agent's job flags (default: the agent's defaults, passed explicitly); an agent
-    started with others is replaced.
+    started with others is replaced; if the new one does not start, the agent is started
+    again with the options it ran with (only the options changed) and the `DeployError`
+    says so.
     """
     options = options or AgentOptions()
     remote_dir = remote_dir.removeprefix("~/")
@@ -284,7 +347,8 @@ async def deploy_agent(
         await _check_port_free(client, host, agent_port)
         if not current:
             await _install(conn, host, bundle, remote_dir, probe)
-        await _start_and_wait(
+        start = functools.partial(
+            _start_and_wait,
             conn,
             client,
             host,
@@ -292,10 +356,10 @@ async def deploy_agent(
             python=python.executable,
             port=agent_port,
             session_port=session_port,
-            options=options,
             version=bundle.version,
-            wait_for=start_timeout,
         )
+        previous = _previous_options(probe) if current else None
+        await _start_or_roll_back(conn, host, remote_dir, start, options, previous, start_timeout)
     finally:
         await client.aclose()
     return deployed

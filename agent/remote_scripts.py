@@ -10,7 +10,9 @@ import enum
 import hashlib
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent.bundle import Bundle
 
@@ -89,6 +91,32 @@ class AgentOptions:
     def digest(self) -> str:
         return hashlib.sha256("\0".join(self.args()).encode()).hexdigest()[:16]
 
+    @classmethod
+    def from_args(cls, args: Sequence[str]) -> AgentOptions:
+        """Pure: the options whose `args()` these are (read back from a host: checked like
+        any other; ValueError for anything `args()` does not write)."""
+        values: dict[str, Any] = {}
+        rest = list(args)
+        while rest:
+            flag = rest.pop(0)
+            if flag == "--allow-root-jobs":
+                values["allow_root_jobs"] = True
+            elif flag in _FLAG_FIELDS and rest:
+                values[_FLAG_FIELDS[flag]] = rest.pop(0)
+            else:
+                raise ValueError(f"not an agent option: {flag[:40]!r}")
+        if "min_free_disk" in values:
+            values["min_free_disk"] = int(values["min_free_disk"])
+        return cls(**values)
+
+
+_FLAG_FIELDS = {
+    "--job-isolation": "job_isolation",
+    "--job-user": "job_user",
+    "--default-image": "default_image",
+    "--min-free-disk": "min_free_disk",
+}
+
 
 def is_alive_test(pid: str) -> str:
     """Shell test: is `pid` a live process? (``kill -0`` alone also passes zombies, which
@@ -144,6 +172,7 @@ class Probe:
     free_kib: int | None
     session_port: int | None = None  # the users' SSH port the running agent was given
     options: str | None = None  # the `AgentOptions.digest` the running agent was started with
+    options_args: tuple[str, ...] = ()  # ... and its flags (`AgentOptions.args`)
 
 
 def probe_script(remote_dir: str) -> str:
@@ -176,6 +205,7 @@ def parse_probe(output: str) -> Probe:
     """Pure: the probe script's output as a `Probe`."""
     home, bundle_id, pid, alive, free, session = "", None, None, False, None, None
     options: str | None = None
+    options_args: tuple[str, ...] = ()
     pythons: list[PythonFound] = []
     for line in output.splitlines():
         tag, _, rest = line.strip().partition(" ")
@@ -190,13 +220,22 @@ def parse_probe(output: str) -> Probe:
             pid = int(rest.strip())
         elif tag == "SESSION" and rest.strip().isdigit():
             session = int(rest.strip())
-        elif tag == "OPTIONS" and rest.strip().isalnum():
-            options = rest.strip()
+        elif tag == "OPTIONS" and rest.strip():
+            options, options_args = _parse_options(rest)
         elif tag == "ALIVE":
             alive = True
         elif tag == "DF" and rest.strip().isdigit():
             free = int(rest.strip())
-    return Probe(home, tuple(pythons), bundle_id, pid, alive, free, session, options)
+    return Probe(home, tuple(pythons), bundle_id, pid, alive, free, session, options, options_args)
+
+
+def _parse_options(text: str) -> tuple[str | None, tuple[str, ...]]:
+    """The digest and flags of an ``agent.options`` line (nothing when it is not one)."""
+    try:
+        digest, *args = shlex.split(text)
+    except ValueError:
+        return None, ()
+    return (digest, tuple(args)) if digest.isalnum() else (None, ())
 
 
 def choose_python(host: str, probe: Probe, bundle: Bundle) -> PythonFound:
@@ -238,7 +277,8 @@ def start_script(
     options: AgentOptions | None = None,
 ) -> str:
     """Start the agent detached; with `session_port`, also its SSH server for users; with
-    `options`, its job flags (each shell-quoted; their digest written to agent.options)."""
+    `options`, its job flags (each shell-quoted; their digest and themselves written to
+    agent.options, read back by `probe_script`)."""
     d = shlex.quote(remote_dir)
     options = options or AgentOptions()
     flags = "".join(f"{shlex.quote(arg)} " for arg in options.args())
@@ -250,7 +290,8 @@ def start_script(
     )
     return (
         f"cd {d} && mkdir -p data || exit 1; S=$(command -v setsid); "
-        f"echo {session_port or ''} > session.port; echo {options.digest()} > agent.options; "
+        f"echo {session_port or ''} > session.port; "
+        f"echo {options.digest()} {shlex.quote(shlex.join(options.args()))} > agent.options; "
         f'PYTHONPATH="$PWD/current/site" PYTHONNOUSERSITE=1 $S nohup {shlex.quote(python)} -s '
         f'-m agent serve --data-dir "$PWD/data" --http-port {agent_port} {sessions}{flags}'
         f"> agent.log 2>&1 < /dev/null & echo $! > agent.pid; echo $!"

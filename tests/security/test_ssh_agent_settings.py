@@ -93,8 +93,29 @@ def test_the_settings_become_the_agents_flags_and_their_digest() -> None:
         Settings.from_env({"DOCKYARD_SSH_JOB_ISOLATION": "vm"})
 
     script = start_script("agent dir", "/usr/bin/python3", 10998, None, options)
-    assert f"echo {options.digest()} > agent.options;" in script
     assert "--job-isolation process --job-user builder --allow-root-jobs" in script
-    probe = parse_probe(f"HOME /root\nOPTIONS {options.digest()}\nPID 7\nALIVE\n")
+    line = f"OPTIONS {options.digest()} {shlex.join(options.args())}"
+    assert (
+        f"echo {options.digest()} {shlex.quote(shlex.join(options.args()))} > agent.options"
+        in script
+    )
+    probe = parse_probe(f"HOME /root\n{line}\nPID 7\nALIVE\n")
     assert probe.options == options.digest()
+    assert AgentOptions.from_args(probe.options_args) == options  # what a rollback starts
     assert parse_probe("HOME /root\nOPTIONS \nPID 7\n").options is None
+    assert parse_probe("HOME /root\nOPTIONS 'unclosed\n").options is None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--job-isolation", "vm"),
+        ("--job-user",),
+        ("--default-image", "x;id"),
+        ("--protect", "/"),
+        ("--min-free-disk", "lots"),
+    ],
+)
+def test_options_read_back_from_a_host_are_checked(args: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError):
+        AgentOptions.from_args(args)

@@ -147,7 +147,8 @@ async def test_a_changed_ssh_agent_option_replaces_the_agent_and_its_job_survive
         assert (Path(remote_dir) / "agent.pid").read_text() == pid
         assert len([e for e in store.list_events() if "agent replaced" in e.message]) == 1
 
-        # a replacement that fails stops the rollout: the next host is left alone
+        # a replacement that fails is rolled back and stops the rollout: the next host is
+        # left alone
         async def failing(to: SSHTarget) -> bool:
             other = AgentOptions(job_isolation="process", job_user="self")
             await deploy_agent(pool, to, bundle, agent_port=port, remote_dir=remote_dir,
@@ -163,6 +164,11 @@ async def test_a_changed_ssh_agent_option_replaces_the_agent_and_its_job_survive
         assert (await _check(breaking, store) or 0) > 0, "failed: tried again later"
         [first] = [e for e in store.list_events() if "not applied" in e.message]
         assert "no healthcheck answer" in first.message, first.message
+        assert "runs again with its previous options" in first.message, first.message
+        await wait_healthy(client)  # rolled back: the host keeps an agent, as it was
+        argv = _cmdline(remote_dir)
+        assert argv[argv.index("--job-isolation") + 1] == "container"
+        assert argv[argv.index("--default-image") + 1] == NO_IMAGE
         names = {first.target_name}
         for _ in range(4):  # the other host: left alone, saying why
             await wait_healthy(client)
