@@ -32,6 +32,7 @@ from reconciler.api.config import ProjectConfig, add_project, load_projects
 from reconciler.engine.service_stats import RequestStats
 from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot, build_gitlab_bot
+from reconciler.pr.previews import build_previews
 from reconciler.settings import Settings
 from reconciler.web.app import ProxyFirst, create_app
 from reconciler.web.auth import token_authorizer, token_recogniser
@@ -143,6 +144,8 @@ def build_server(
         pull_requests=bot,
     )
     app.state.gitlab_pull_requests = notes  # reconciler.web.hooks_gitlab
+    # preview runs of pull requests (docs/previews.md): label or `/dockyard preview` → pr-<n>
+    app.state.preview_runs = build_previews(settings, store, controller)
     asgi = ProxyFirst(app, proxy) if proxy is not None else app
     return Server(app, store, settings, token, wrote_config, asgi)
 

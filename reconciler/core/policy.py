@@ -15,6 +15,11 @@ policy:                  # limits on runs, checked by every plan (docs/policies.
   runs: {max_gpus: 8, gpus: [H100], backends: [aws], max_duration: 24h,
          privileged: false, instance_volumes: false}
   approvers: [alice]     # whose `/dockyard approve` lets a PR head's violations through
+  previews:              # preview runs of pull requests (docs/previews.md)
+    ttl: 4h              # torn down after this long (default 4h)
+    tasks: false         # deploy tasks too (default: services and dev environments only)
+    fleets: [local]      # fleets of the PR head a preview may use (default: local)
+    budget: {hourly: 5}  # $/h of every preview of the project together
 ```
 
 Nothing else in a config repo is Dockyard-specific. `parse_policy` validates it like any
@@ -80,6 +85,25 @@ class Budget(_Strict):
     """$/h for every run of the project: what runs now plus what a plan adds."""
 
 
+class PreviewBudget(_Strict):
+    hourly: float | None = Field(default=None, ge=0)
+    """$/h of every preview run of the project together (all open PRs); unset: no limit."""
+
+
+class PreviewRules(_Strict):
+    """`policy.previews`: what a pull request's preview runs may deploy (docs/previews.md)."""
+
+    ttl: Annotated[int, BeforeValidator(_to_seconds), Field(ge=60, le=7 * 86400)] = 4 * 3600
+    """Seconds a preview lives before it is torn down (1 minute to 7 days; default 4 h)."""
+    tasks: bool = False
+    """Whether tasks are deployed too (default: services and dev environments only)."""
+    fleets: tuple[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,40}$")], ...] = Field(
+        default=("local",), max_length=20
+    )
+    """Fleets of the PR head a preview may deploy and place runs on."""
+    budget: PreviewBudget = PreviewBudget()
+
+
 Login = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")]
 """A GitHub or GitLab user name (`octocat`, `jane.doe`)."""
 
@@ -92,6 +116,8 @@ class PolicyRules(_Strict):
     approvers: tuple[Login, ...] = Field(default=(), max_length=100)
     """Logins whose `/dockyard approve` on a PR lets its head's violations through
     (docs/policies.md)."""
+    previews: PreviewRules = PreviewRules()
+    """Preview runs of pull requests (docs/previews.md)."""
 
     def may_approve(self, login: str) -> bool:
         """Whether `login` is a named approver (logins compare case-insensitively)."""

@@ -83,7 +83,11 @@ class RetentionSweeper:
         self.store.ensure_maintenance(TASK)
         leases = self.leases
         claimed = leases.claim_due(
-            Maintenance, owner=self.owner, limit=1, lease_seconds=LEASE_SECONDS
+            Maintenance,
+            owner=self.owner,
+            limit=1,
+            lease_seconds=LEASE_SECONDS,
+            where=Maintenance.id == TASK,  # not another task's row (preview-runs)
         )
         if not claimed:
             return None

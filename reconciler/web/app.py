@@ -87,12 +87,17 @@ def _lifespan(
     and close the proxy's upstream connections."""
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if start:
             await controller.start()
+        previews = getattr(app.state, "preview_runs", None)  # reconciler.pr.previews
+        if start and previews is not None:
+            await previews.start()
         try:
             yield
         finally:
+            if start and previews is not None:
+                await previews.stop()
             if start:
                 await controller.stop()
             close = getattr(proxy, "aclose", None)

@@ -33,6 +33,7 @@ from reconciler.web.hookparsing import (
     read_gitlab,
 )
 from reconciler.web.hooks_gitlab import NOTE_EVENT, answer_note, gitlab_bot
+from reconciler.web.hooks_previews import after_delivery
 from reconciler.web.queries_project import record_delivery, set_delivery
 from reconciler.web.routes_pr import after_push, answer_pull_request, pull_request_bot
 
@@ -133,6 +134,7 @@ async def _verified_body(
         return _rejected(context, provider, "the server has no webhook secret configured")
     if not verify(secret, body):
         return _rejected(context, provider, f"missing or invalid {proof}")
+    request.state.hook_body = body  # preview runs read it after the answer (hooks_previews)
     return body
 
 
@@ -203,10 +205,14 @@ def build_webhooks_router() -> APIRouter:
 
     @router.post("/github", status_code=202, responses=responses)
     async def github(request: Request, context: WebContext = Depends(get_context)) -> JSONResponse:
-        return await receive_github(request, context)
+        answer = await receive_github(request, context)
+        after_delivery(request, "github", answer)  # preview runs (reconciler.pr.previews)
+        return answer
 
     @router.post("/gitlab", status_code=202, responses=responses)
     async def gitlab(request: Request, context: WebContext = Depends(get_context)) -> JSONResponse:
-        return await receive_gitlab(request, context)
+        answer = await receive_gitlab(request, context)
+        after_delivery(request, "gitlab", answer)  # preview runs (reconciler.pr.previews)
+        return answer
 
     return router
