@@ -172,3 +172,38 @@ def test_attached_service_streams_until_ctrl_c(dstack: Dstack) -> None:
         if attached.process.poll() is None:
             attached.process.kill()
         dstack.ok("stop", "attsvc", "-x", "-y")
+
+
+DEV = """type: dev-environment
+name: attdev
+ide: vscode
+init:
+  - echo dev-environment-ready
+"""
+
+
+def test_attached_dev_environment_streams_and_its_ssh_alias_opens_it(dstack: Dstack) -> None:
+    dstack.write("attdev.dstack.yml", DEV)
+    attached = _start(dstack, "apply", "-f", "attdev.dstack.yml", "-y")
+    try:
+        wait_until(
+            lambda: "dev-environment-ready" in attached.text or attached.process.poll() is not None,
+            timeout=180,
+            what="the dev environment's init output through the attached stream",
+        )
+        assert attached.process.poll() is None, attached.text
+        config = dstack.home / ".dstack" / "ssh" / "config"
+        shell = subprocess.run(
+            ["ssh", "-F", str(config), "-o", "BatchMode=yes", "attdev", "echo", "inside"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shell.returncode == 0 and shell.stdout.strip() == "inside", shell.stderr
+        attached.process.send_signal(signal.SIGINT)
+        assert attached.wait(timeout=60) == 0, attached.text
+        assert dstack.run_status("attdev") == "running"
+    finally:
+        if attached.process.poll() is None:
+            attached.process.kill()
+        dstack.ok("stop", "attdev", "-x", "-y")
