@@ -37,8 +37,8 @@ def check_image_name(value: str) -> str:
         raise ValueError(f"an image name is at most {MAX_IMAGE_CHARS} characters")
     if not _IMAGE.fullmatch(value):
         raise ValueError(
-            f"{value[:80]!r} is not an image name ([registry/]name[:tag][@sha256:digest]: "
-            "lowercase letters, digits, '.', '_', '-', '/')"
+            f"{value[:80]!r} is not an image name (name, name:tag, registry/name:tag or "
+            "name@sha256:digest; lowercase letters, digits, '.', '_', '-', '/')"
         )
     return value
 
@@ -47,8 +47,8 @@ def check_job_user(value: str) -> str:
     """`value` when it is `auto`, `self` or a POSIX account name, else ValueError."""
     if not _JOB_USER.fullmatch(value):
         raise ValueError(
-            f"{value[:40]!r} is not a job user: auto, self or an account name "
-            "([a-z_][a-z0-9_-]*, at most 32 characters)"
+            f"{value[:40]!r} is not a job user: auto, self or an account name (lowercase "
+            "letters, digits, '_', '-', not first a digit or '-', at most 32 characters)"
         )
     return value
 

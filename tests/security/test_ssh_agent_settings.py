@@ -5,6 +5,7 @@ is refused when the settings are read, and again when the command is made."""
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -119,3 +120,13 @@ def test_the_settings_become_the_agents_flags_and_their_digest() -> None:
 def test_options_read_back_from_a_host_are_checked(args: tuple[str, ...]) -> None:
     with pytest.raises(ValueError):
         AgentOptions.from_args(args)
+
+
+def test_the_server_refuses_a_hostile_image_flag_before_starting(tmp_path: Path) -> None:
+    args = ["server", "--data-dir", str(tmp_path), "--ssh-default-image", "x;id"]
+    result = CliRunner().invoke(build_app(), args, env={"COLUMNS": "250"})
+    assert result.exit_code != 0
+    said = result.output + str(result.exception)  # the CLI's main prints a UsageError
+    assert "invalid server setting ssh_default_image" in said
+    assert "'x;id' is not an image name" in said
+    assert not (tmp_path / "admin-token").exists(), "refused before anything started"
