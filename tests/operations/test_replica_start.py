@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from reconciler.adapters.db import Store, current_revision, head_revision
@@ -15,13 +16,16 @@ from reconciler.adapters.db.models import Replica
 from reconciler.adapters.db.replicas import this_server
 from reconciler.engine.replicas import ReplicaHeartbeat
 
+BEATING = timedelta(minutes=10)
+"""A heartbeat stamped ahead: the entry stays live however slowly the server starts."""
+
 
 def test_server_start_is_refused_while_an_older_version_beats(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     store = Store.from_url(f"sqlite:///{data_dir / 'dockyard.db'}", migrate=True)
     now = store.now()
     store.add(Replica(id="old:1", version="0.0.9", build="schema 0001", hostname="old-host",
-                      pid=7, started_at=now, heartbeat_at=now))  # fmt: skip
+                      pid=7, started_at=now, heartbeat_at=now + BEATING))  # fmt: skip
     env = {**os.environ, "DOCKYARD_CONFIG": str(tmp_path / "cli.yml"), "COLUMNS": "400"}
     dockyard = Path(sys.executable).parent / "dockyard"
     result = subprocess.run(
@@ -46,7 +50,8 @@ def test_server_start_is_refused_beside_the_same_version_of_another_build(
     other = this_server(code="0123456789abcdef")  # a checkout that moved, no version bump
     assert other.code != this_server().code
     store.add(Replica(id="other:1", version=other.version, build=other.build,
-                      hostname="twin-host", pid=8, started_at=now, heartbeat_at=now))  # fmt: skip
+                      hostname="twin-host", pid=8, started_at=now,
+                      heartbeat_at=now + BEATING))  # fmt: skip
     env = {**os.environ, "DOCKYARD_CONFIG": str(tmp_path / "cli.yml"), "COLUMNS": "400"}
     dockyard = Path(sys.executable).parent / "dockyard"
     result = subprocess.run(
