@@ -61,6 +61,7 @@ from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
 from schemas import parse_config
 from schemas.limits import DEFAULT_LIMITS, ConfigLimits
+from stacks.catalog import CatalogRow, load_catalog
 from stacks.credentials import host_probe, missing_credentials
 from stacks.protocol import Engine, EngineName
 
@@ -91,6 +92,9 @@ class Runtime:
     sweeper: RetentionSweeper | None = None  # the retention sweep (docs/operations.md)
     heartbeat: ReplicaHeartbeat | None = None  # this server among the database's replicas
     config_limits: ConfigLimits = DEFAULT_LIMITS  # --config-max-*: posted configs too
+    catalog: tuple[CatalogRow, ...] = field(default_factory=load_catalog)
+    """The offers catalog runs are priced with (policy: `max_price`, budgets), read once
+    when the runtime is built: the reconciler and `dockyard apply` / the dstack API share it."""
 
 
 class EngineController:
@@ -238,6 +242,7 @@ class EngineController:
                 file_archives=file_archives,
                 rules=self.policy_rules(project),
                 limits=self.runtime.config_limits,
+                catalog=self.runtime.catalog,
             )
             offers = unmanaged.offers_for(self.store, project, action)
             return {**action_to_dict(action), "offers": offers}
@@ -265,6 +270,7 @@ class EngineController:
             file_archives=file_archives,
             rules=await asyncio.to_thread(self.policy_rules, project),
             limits=self.runtime.config_limits,
+            catalog=self.runtime.catalog,
         )
         for kind in sorted(hints):
             self.hint(kind)
@@ -514,6 +520,7 @@ def build_controller(
             reporter=reporter,
             retry=controller.retry_later,
             on_policy=controller.apply_policy,
+            catalog=runtime.catalog,
         )
     runtime.identity = server_identity(data_dir)
     runtime.sweeper = RetentionSweeper(
