@@ -162,10 +162,13 @@ class PreviewRuns:
     def _refuse(
         self, old: PreviewRun | None, preview: PreviewRun, reason: str, notes: Sequence[str]
     ) -> PreviewRun:
-        if old is not None and old.state is PreviewState.ACTIVE:
-            self._tear(old)  # the newer head is refused: what ran before goes too
-        refused = replace(preview, state=PreviewState.REFUSED, reason=reason, notes=tuple(notes))
-        saved = self.previews.save_preview(refused)
+        state = PreviewState.REFUSED
+        if old is not None and old.state in (PreviewState.ACTIVE, PreviewState.STOPPING):
+            self._tear(old)  # the newer head is refused: what ran before goes (the sweep
+            state = PreviewState.STOPPING  # removes the project once it has stopped)
+        refused = replace(preview, state=state, reason=reason, notes=tuple(notes))
+        done = self._finish(refused) if state is PreviewState.STOPPING else refused
+        saved = self.previews.save_preview(done)
         log.info("preview of %s#%s refused: %s", preview.pull.repo, preview.pull.number, reason)
         return saved
 

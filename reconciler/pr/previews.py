@@ -31,7 +31,7 @@ from typing import Any
 
 from reconciler.adapters.db.store import Store
 from reconciler.core.policy import PolicyRules
-from reconciler.core.previewruns import LABEL, MARKER, render_section
+from reconciler.core.previewruns import LABEL, MARKER, is_preview_command, render_section
 from reconciler.domain.previewruns import PreviewRun, PreviewState, PullRef
 from reconciler.engine.previewruns import PreviewRuns
 from reconciler.errors import DockyardError
@@ -134,7 +134,7 @@ class PreviewBot:
         trigger = "label"
         if hint.cause == "comment" and hint.comment_id is not None:
             comment = await asyncio.to_thread(host.read_comment, number, hint.comment_id)
-            if MARKER in comment.body or "/dockyard preview" not in comment.body:
+            if MARKER in comment.body or not is_preview_command(comment.body):
                 return "the comment is not a request"
             who, trigger = comment.author, "comment"
         elif hint.cause in ("label", "reopened") and LABEL in info.labels:

@@ -226,7 +226,7 @@ def test_label_deploys_reachable_then_close_tears_down(
         deliver(server, "pull_request", pull_event("closed", None), "c-1")
         wait_until(lambda: _gone(server), timeout=120, what="the preview project removed")
         assert not _answers(server, member)
-        assert _preview(server).state is PreviewState.CLOSED
+        wait_until(lambda: _preview(server).state is PreviewState.CLOSED, what="closed")
         wait_until(lambda: "torn down" in _comment(github), what="the comment saying so")
         assert "the pull request was closed" in _comment(github)
 
@@ -317,7 +317,7 @@ def test_the_ttl_ends_it_and_a_restarted_server_still_tears_down(
     github.state.pull.state = "closed"
     with _start(tmp_path, github, repo) as again:
         wait_until(lambda: _gone(again), timeout=120, what="teardown after the restart")
-        assert _preview(again).state is PreviewState.CLOSED
+        wait_until(lambda: _preview(again).state is PreviewState.CLOSED, what="closed")
         assert "the pull request was closed" in _preview(again).reason
 
 

@@ -169,7 +169,8 @@ class PreviewRunsStore(StoreBase):
             ):
                 raise ConflictError(f"project {name} belongs to another pull request's preview")
             project = session.scalars(select(Project).where(Project.name == name)).first()
-            if project is not None and owner is None:
+            if project is not None and (owner is None or owner.state not in _LIVE):
+                # only a live preview has a project: any other one is someone else's
                 raise ConflictError(f"project {name} exists and is not a preview: rename it")
             if project is None:
                 project = Project(name=name, created_at=self.now())
