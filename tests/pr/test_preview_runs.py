@@ -272,6 +272,18 @@ def test_no_preview_for_a_fork_without_a_maintainers_label_nor_over_budget(
         assert "over their $1.00/h budget" in body
         assert _preview(server).state is PreviewState.REFUSED and _gone(server)
 
+        # within the budget, the maintainer's label deploys the fork's reviewed head; the
+        # fork's next push is not deployed until a maintainer asks again
+        github.state.files = {**BASE, "web.dstack.yml": service(_free_port())}
+        deliver(server, "pull_request", pull_event("labeled"), "f-5")
+        wait_until(lambda: not _gone(server), what="the preview project")
+        wait_until(lambda: _preview(server).state is PreviewState.ACTIVE, what="the preview")
+        github.state.head = "d" * 40
+        deliver(server, "pull_request", pull_event("synchronize", None), "f-6")
+        wait_until(lambda: "new commits of this fork" in _comment(github), what="the note")
+        assert "(`dddddddddddd`) are not deployed: a maintainer comments" in _comment(github)
+        assert _preview(server).head == HEAD
+
 
 def _loop(server: Running) -> asyncio.AbstractEventLoop:
     loop = server.server.app.state.preview_runs.loop
