@@ -14,6 +14,7 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
   the local fleet's capacity), the SQL statements and transactions the server ran from the
   commit until every run was done, divided by the tasks; the ratio of the two (goal:
   constant, ≤ 1.2) and the statements per task (goal ≤ 30) — load-independent costs;
+  SQLite's explicit `BEGIN`s are statements here, and also given apart;
 - ``proxy``: requests/s through the service proxy beside direct requests/s to the same
   service, and their ratio (goal ≥ 0.7) — `bench/proxy_server.py` (the real
   `dockyard server`) and `bench/proxy.py` (the proxy alone, both of its paths, three kinds
@@ -21,6 +22,9 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
 
     .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500] [--counted 60,1000]
         [--proxy-seconds 5]
+
+Jobs run as processes (`local_job_isolation="process"`), as the spawn floor's commands do.
+The load average is printed beside the figures: on a shared machine wall time is theirs.
 """
 
 from __future__ import annotations
@@ -149,18 +153,21 @@ class SQLCounter:
 
     def __init__(self, engine: Engine) -> None:
         self.statements = 0
+        self.begins = 0  # SQLite's explicit BEGIN / BEGIN IMMEDIATE, counted among statements
         self.transactions = 0
         event.listen(engine, "before_cursor_execute", self._statement)
         event.listen(engine, "begin", self._begin)
 
-    def _statement(self, *args: Any) -> None:
+    def _statement(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         self.statements += 1
+        if statement.startswith("BEGIN"):
+            self.begins += 1
 
     def _begin(self, *args: Any) -> None:
         self.transactions += 1
 
-    def snapshot(self) -> tuple[int, int]:
-        return self.statements, self.transactions
+    def snapshot(self) -> tuple[int, int, int]:
+        return self.statements, self.transactions, self.begins
 
 
 def spawn_floor(tasks: int) -> float:
@@ -186,7 +193,7 @@ async def measure_sql(
         for i in range(tasks)
     }
     commit(repo, files, f"{tasks} queued tasks")
-    statements, transactions = counter.snapshot()
+    statements, transactions, begins = counter.snapshot()
     started = time.perf_counter()
     await controller.request_reconcile("main", trigger="webhook")
 
@@ -198,18 +205,22 @@ async def measure_sql(
 
     await wait(all_done, within=3600, interval=0.25)
     elapsed = time.perf_counter() - started
-    ran_statements, ran_transactions = counter.snapshot()
+    ran_statements, ran_transactions, ran_begins = counter.snapshot()
+    ran = ran_statements - statements
     return {
         "tasks": tasks,
         "seconds": round(elapsed, 1),
         "runs_per_second": round(tasks / elapsed, 2),
-        "statements_per_task": round((ran_statements - statements) / tasks, 1),
+        "statements_per_task": round(ran / tasks, 1),
+        "statements_per_task_without_begin": round((ran - (ran_begins - begins)) / tasks, 1),
         "transactions_per_task": round((ran_transactions - transactions) / tasks, 1),
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
 
 
 async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
     logging.basicConfig(level=logging.WARNING)
+    load_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="dockyard-bench-") as tmp:
         root = Path(tmp)
         repo = root / "repo"
@@ -219,7 +230,11 @@ async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
         git(repo, "config", "user.name", "bench")
         commit(repo, {"warmup.dstack.yml": TASK.format(name="warmup", command="true")}, "init")
         settings = Settings(
-            repo=str(repo), data_dir=root / "data", fetch_interval=3600, cli_config=root / "c"
+            repo=str(repo),
+            data_dir=root / "data",
+            fetch_interval=3600,
+            cli_config=root / "c",
+            local_job_isolation="process",  # as the spawn floor: no container per job
         )
         store = Store.from_url(f"sqlite:///{root / 'dockyard.db'}", migrate=True)
         counter = SQLCounter(store.engine)
@@ -230,6 +245,7 @@ async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
             await wait(lambda: run_statuses(store, project_id) == ["done"], within=120)
             latency = await measure_latency(controller, store, repo, project_id, commits)
             throughput = await measure_throughput(controller, store, repo, project_id, tasks)
+            throughput["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
             observer = Store.from_url(f"sqlite:///{root / 'dockyard.db'}")
             sql = [
                 await measure_sql(controller, observer, repo, project_id, counter, n)
@@ -244,6 +260,7 @@ async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
     return {
         "bench": "reconcile",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "load_average": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
         "database": "sqlite",
         "latency_commit_to_running_ms": {
             "commits": commits,

@@ -132,6 +132,14 @@ _RUN_ORDER = (
 )
 
 
+def moves_run(before: JobStatus, after: JobStatus) -> bool:
+    """Whether a job going from `before` to `after` can change what its run does: the job
+    ends, or its vote (`aggregate_run_status`) changes — `provisioning` -> `pulling` does
+    not."""
+    votes = dict(_RUN_ORDER)
+    return after.is_finished() or votes.get(before) != votes.get(after)
+
+
 def aggregate_run_status(latest_job_statuses: Iterable[JobStatus]) -> RunStatus | None:
     """The run status implied by its replicas' latest jobs (FAILED > RUNNING > … > DONE).
 

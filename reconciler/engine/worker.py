@@ -165,7 +165,9 @@ class Worker:
         kept = await self._leasing.renew(leases, lease_seconds=self.config.lease_seconds)
         for lease in leases:
             if lease.token not in kept and self._held.pop(lease.token, None) is not None:
-                log.warning("%s %s: lease lost while processing", self.kind, lease.row_id)
+                # Taken by another holder (expired), or dropped by the step's own last write
+                # just before it returned `RELEASED` (e.g. a finished job being removed).
+                log.info("%s %s: lease no longer held while processing", self.kind, lease.row_id)
 
     async def _process_one(self, lease: Lease) -> None:
         due_in: float = self.config.min_interval

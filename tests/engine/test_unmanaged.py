@@ -50,7 +50,7 @@ def test_an_unmanaged_task_is_applied_once_and_forced_again(store: Store) -> Non
     plan, hints = unmanaged.apply_one(
         store, "main", text=text, path="x.yml", user="ann", force=False
     )
-    assert plan["action"] == "create" and hints == {"runs"}
+    assert plan["action"] == "create" and hints == {"runs", "jobs"}  # a task's jobs come with it
     resource = store.get_resource("main", "task", "adhoc")
     assert resource is not None and resource.origin == "cli:ann"
 
@@ -122,6 +122,8 @@ def test_a_restarted_server_takes_back_only_the_leases_of_dead_processes(
     dead = server_identity(tmp_path, pid=dead_pid)
     live_replica = server_identity(tmp_path, pid=1)  # pid 1 is alive
     one, two = _runs(store)
+    for run in (one, two):  # due now (a new task run sleeps until its jobs move)
+        store.update(Run, run.id, due_at=None)
     store.leases.claim_due(Run, owner=f"{dead}/runs", limit=1, lease_seconds=600)
     store.leases.claim_due(Run, owner=f"{live_replica}/runs", limit=1, lease_seconds=600)
 

@@ -179,7 +179,9 @@ async def test_the_fleet_grows_per_waiting_job_up_to_max_and_refuses_what_it_can
 
     rig.ready("gpu-0")
     job = await rig.job_pass(first)
-    assert (job.status, job.status_message) == ("provisioning", "placed on gpu-0")
+    # placed on gpu-0, and submitted in the same pass (this rig's agents do not answer)
+    gpu0 = next(i for i in rig.instances() if i.name == "gpu-0")
+    assert (job.status, job.instance_id) == ("provisioning", gpu0.id)
     assert "awaiting_fleet" not in job.runtime
 
     second = rig.submit("two")  # gpu-0 is busy with `one`: the fleet grows again
@@ -209,7 +211,7 @@ async def test_the_fleet_grows_per_waiting_job_up_to_max_and_refuses_what_it_can
 
     rig.finish(first)  # `three` takes the freed node; no node is added for it
     job = await rig.job_pass(third)
-    assert (job.status, job.status_message) == ("provisioning", "placed on gpu-0")
+    assert (job.status, job.instance_id) == ("provisioning", gpu0.id)
     await rig.fleet_pass()
     assert rig.cloud.ups == [0, 1, 2]
 

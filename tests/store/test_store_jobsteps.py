@@ -238,12 +238,17 @@ def test_one_read_loads_a_steps_rows_and_a_run_write_is_fenced(store: Store) -> 
     assert loaded is not None and [j.id for j in loaded[1]] == [job.id]
     write = RunWrite(
         run_id=run_id, token=run_token, read_status="running", project_id=instance.project_id,
-        values={"status": "done"}, event=("train", "run status running -> done"),
+        values={"status": "done"}, events=(("train", "run status running -> done"),),
     )  # fmt: skip
     assert not store.record_run_write(write)  # read in another status: nothing written
-    write = replace(write, read_status="submitted", release_lease=0.0)
+    messages = [
+        "run status submitted -> terminating (all_jobs_done)",
+        "run status terminating -> done",
+    ]
+    both = tuple(("train", m) for m in messages)  # a run whose last job ended: one write
+    write = replace(write, read_status="submitted", release_lease=0.0, events=both)
     assert store.record_run_write(write)
     run = store.get(Run, run_id)
     assert run is not None and (run.status, run.lock_token) == ("done", None)
-    events = store.list_events(project_id=instance.project_id)
-    assert [e.message for e in events] == ["run status running -> done"]
+    events = store.list_events(project_id=instance.project_id)  # newest first
+    assert [e.message for e in reversed(events)] == messages  # in order

@@ -12,6 +12,7 @@ or nothing; the restart re-plans from the store and converges. Every write
 is keyed by (resource, spec hash), so applying the same action twice changes nothing:
 
 - run `create`: a new run, unless an active run of the resource already has this spec hash;
+  a task's jobs are written with it (the runs worker makes a service's replicas);
 - run `update` (in place): the active run takes the new spec, `deployment_num + 1`;
 - run `replace`: the active run is stopped and a new one submitted;
 - run `delete`: the active run is stopped; the resource leaves the inventory once no run
@@ -24,18 +25,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.inventory import live_resource
-from reconciler.adapters.db.models import Event, Fleet, Gateway, Resource, Run, Volume
+from reconciler.adapters.db.models import Event, Fleet, Gateway, Job, Resource, Run, Volume
+from reconciler.core.jobspecs import expand_jobs
 from reconciler.core.reconcile_status import ActionResult
 from reconciler.domain.kinds import Kind
 from reconciler.domain.plan import Action, ActionKind
-from reconciler.domain.statuses import RunStatus, RunTerminationReason
+from reconciler.domain.statuses import JobStatus, RunStatus, RunTerminationReason
 from reconciler.ports import WorkKind
 
 CapacityRow = Fleet | Volume | Gateway
@@ -55,6 +57,8 @@ _WORK_KIND: dict[Kind, WorkKind] = {
 FINISHED_RUNS = frozenset(s.value for s in RunStatus if s.is_finished())
 TERMINATING = "terminating"
 DELETING = "deleting"
+RUN_SAFETY_PASS = 600.0
+"""A new task run's first pass: its jobs' status changes wake it before (runs worker's idle)."""
 
 
 @dataclass
@@ -181,7 +185,8 @@ def _apply_run(ctx: ApplyContext, action: Action) -> str:
 
 
 def submit_run(ctx: ApplyContext, action: Action, resource: Resource) -> Run:
-    """Insert a new run of the action's spec (the runs worker makes its jobs)."""
+    """Insert a new run of the action's spec (with a task's jobs; the runs worker makes
+    the jobs of services and dev environments)."""
     spec: Mapping[str, Any] = action.spec or {}
     run = Run(
         project_id=ctx.project_id,
@@ -197,7 +202,33 @@ def submit_run(ctx: ApplyContext, action: Action, resource: Resource) -> Run:
     ctx.session.add(run)
     ctx.session.flush()
     ctx.event("run", run.id, run.run_name, f"run {run.run_name} submitted ({action.reason})")
+    if run.status == RunStatus.SUBMITTED.value and run.run_type == "task":
+        _submit_task_jobs(ctx, run)
     return run
+
+
+def _submit_task_jobs(ctx: ApplyContext, run: Run) -> None:
+    """A new task's jobs with the run, as the runs worker's first pass would submit them
+    (one replica, each node a job): the jobs worker places them at once, and the run sleeps
+    until its jobs move (their writes wake it) instead of a pass that only makes them."""
+    slots = [s for s in expand_jobs(run.spec, replicas=1) if s.replica_num == 0]
+    for slot in slots:
+        ctx.session.add(
+            Job(
+                run_id=run.id,
+                status=JobStatus.SUBMITTED.value,
+                job_spec={"slot": {"nodes": slot.nodes}, "spec": dict(slot.spec)},
+                submitted_at=ctx.now,
+                replica_num=slot.replica_num,
+                job_num=slot.job_num,
+                group_name=slot.group_name,
+                submission_num=0,
+                deployment_num=run.deployment_num or 0,
+            )
+        )
+    if slots:
+        run.due_at = ctx.now + timedelta(seconds=RUN_SAFETY_PASS)
+        ctx.hints.add("jobs")
 
 
 def _update_run(ctx: ApplyContext, run: Run, action: Action, resource: Resource) -> str:

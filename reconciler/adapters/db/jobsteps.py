@@ -84,6 +84,7 @@ class JobStep:
     wake_fleet: str | None = None
     event: tuple[str, str] | None = None  # (target name, message)
     release_lease: float | None = None  # set: the lease goes with the write, due again then
+    wake_run: bool = True  # with the event: the run looks at its jobs again
 
 
 class JobStepsStore(StoreBase):
@@ -187,7 +188,8 @@ class JobStepsStore(StoreBase):
                     created_at=now,
                 )
             )
-            session.execute(update(Run).where(Run.id == step.run_id).values(due_at=None))
+            if step.wake_run:
+                session.execute(update(Run).where(Run.id == step.run_id).values(due_at=None))
 
     def wake_waiting_jobs(self, project_id: str, count: int) -> None:
         """Make the `count` oldest jobs of the project waiting for room due now (an

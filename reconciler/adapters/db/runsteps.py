@@ -4,13 +4,15 @@
 it was read in (a stop from the API always wins), the status-change event, and, with
 `release_lease`, drops the lease and sets when the run is due again — one transaction, where
 it used to be three (the fenced update, the event, the release). Called by
-`reconciler.engine.workers.runs`.
+`reconciler.engine.workers.runs`. A run whose last job ended goes `terminating` and to its
+end in one write (two events).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import update
@@ -29,7 +31,7 @@ class RunWrite:
     read_status: str
     project_id: str
     values: Mapping[str, Any]
-    event: tuple[str, str] | None = None  # (target name, message)
+    events: tuple[tuple[str, str], ...] = ()  # (target name, message), in order
     release_lease: float | None = None  # set: the lease goes with the write, due again then
 
 
@@ -54,8 +56,7 @@ class RunStepsStore(StoreBase):
         with self.writing() as session:
             if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
                 return False
-            if write.event is not None:
-                target_name, message = write.event
+            for i, (target_name, message) in enumerate(write.events):
                 session.add(
                     Event(
                         project_id=write.project_id,
@@ -63,7 +64,7 @@ class RunStepsStore(StoreBase):
                         target_id=write.run_id,
                         target_name=target_name,
                         message=message,
-                        created_at=now,
+                        created_at=now + timedelta(microseconds=i),  # listed in order
                     )
                 )
         return True

@@ -36,6 +36,7 @@ from reconciler.core.scheduling import (
     place_cluster,
     place_job,
 )
+from reconciler.core.transitions import moves_run
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import RELEASED, Process, WorkerConfig
@@ -85,10 +86,21 @@ class JobsProcessor:
         ctx = await asyncio.to_thread(self._load, job_id, token)
         if ctx is None:
             return None
-        status = JobStatus(ctx.job.status)
-        if status is JobStatus.SUBMITTED:
+        if JobStatus(ctx.job.status) is JobStatus.SUBMITTED:
             update, due = await self._submitted(ctx, token)
-        elif status is JobStatus.PROVISIONING:
+            if due != _PLACED:
+                return await self._finish_step(ctx, token, update, due)
+            # Placed (and still leased): submit it to its agent in the same pass.
+            placed = await asyncio.to_thread(self._load, job_id, token)
+            if placed is None or JobStatus(placed.job.status) is JobStatus.SUBMITTED:
+                return None if placed is None else 0.0
+            ctx = placed
+        return await self._step(ctx, token)
+
+    async def _step(self, ctx: JobContext, token: str) -> float | None:
+        """One step of a placed job (provisioning, pulling, running, terminating)."""
+        status = JobStatus(ctx.job.status)
+        if status is JobStatus.PROVISIONING:
             update, due = await self._provisioning(ctx)
         elif status in (JobStatus.PULLING, JobStatus.RUNNING):
             update, due = await self._running.running(ctx)
@@ -96,6 +108,11 @@ class JobsProcessor:
             update, due = await self._running.terminating(ctx)
         else:
             return None
+        return await self._finish_step(ctx, token, update, due)
+
+    async def _finish_step(
+        self, ctx: JobContext, token: str, update: Update, due: float | None
+    ) -> float | None:
         if update:  # the write drops the lease too (one transaction): nothing left to release
             held = await asyncio.to_thread(self.write, ctx, token, update, _due_in(due))
             if held and REMOVE in update:
@@ -141,13 +158,14 @@ class JobsProcessor:
             wake_fleet=update.get(WAKE_FLEET),
             event=event,
             release_lease=release_lease,
+            wake_run=changed and moves_run(JobStatus(ctx.job.status), JobStatus(values["status"])),
         )
         held = self.store.record_job_step(step) is StepResult.WRITTEN
         if held and RELEASE in update:  # the woken jobs run now, not at the next poll
             self._hint("jobs")
         if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
             self._hint("fleets")
-        if held and changed:  # the run reacts at once, not at its next poll
+        if held and step.wake_run:  # the run reacts at once, not at its next poll
             self._hint("runs")
         return held
 
@@ -174,10 +192,10 @@ class JobsProcessor:
             update, due = await asyncio.to_thread(self._place, ctx, slot)
             if TAKE not in update:
                 return update, due
-            # Capacity, the fenced job write and the lease in one transaction: an instance
-            # filled meanwhile or a lost lease writes nothing (placed again at once or never).
-            if await asyncio.to_thread(self.write, ctx, token, update, _due_in(due)):
-                return {}, RELEASED
+            # Capacity and the fenced job write in one transaction: an instance filled
+            # meanwhile or a lost lease writes nothing (placed again at once or never).
+            if await asyncio.to_thread(self.write, ctx, token, update):
+                return {}, _PLACED
             return {}, due
 
     def _place(self, ctx: JobContext, slot: JobSlot) -> tuple[Update, float | None]:
@@ -364,6 +382,10 @@ class JobsProcessor:
             runtime = dict(update.get("runtime") or ctx.runtime) | {"blocks": 0, "gpus": []}
             update = update | {"runtime": runtime, RELEASE: (ctx.job.instance_id, blocks)}
         return update
+
+
+_PLACED = -2.0
+"""`_submitted`'s answer when it placed the job (still leased: the pass goes on)."""
 
 
 def _due_in(due: float | None) -> float:

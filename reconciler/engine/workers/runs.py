@@ -129,6 +129,12 @@ class RunsProcessor:
         if active:
             changed = stop_jobs(self.store, active, job_reason_for(reason))
             return self._poll, changed > 0
+        values = self._ended(run, reason, jobs)
+        return self._write_run(run, token, values, CONFIG.min_interval), False
+
+    def _ended(self, run: Run, reason: RR, jobs: list[Job]) -> dict[str, Any]:
+        """The values that end a terminating run whose jobs have all finished (a scheduled
+        run waits for its next start instead)."""
         ended = stopped_run_reason(reason, _latest_statuses(jobs))
         values: dict[str, Any] = {"status": run_status_for(ended).value}
         if ended is not reason:
@@ -142,7 +148,7 @@ class RunsProcessor:
                 "next_triggered_at": _dt(fire),
                 "termination_reason": None,
             }
-        return self._write_run(run, token, values, CONFIG.min_interval), False
+        return values
 
     # -- active -----------------------------------------------------------------------------
 
@@ -168,11 +174,12 @@ class RunsProcessor:
             values["status_message"] = step.message
         if step.wait_until is not None:
             values["next_triggered_at"] = _dt(step.wait_until)
-        due = (
-            0.0
-            if values.get("status") == RunStatus.TERMINATING.value
-            else self._next_pass(run, step.wait_until)
-        )
+        terminating = values.get("status") == RunStatus.TERMINATING.value
+        if terminating and step.reason is not None and _all_finished(jobs):
+            # Nothing left to stop: terminating and the run's end in one write (two events).
+            ended = self._ended(run, step.reason, jobs)
+            return self._write_run(run, token, values, CONFIG.min_interval, ended), touched
+        due = 0.0 if terminating else self._next_pass(run, step.wait_until)
         if values:
             return self._write_run(run, token, values, due), touched
         return due, touched
@@ -224,28 +231,43 @@ class RunsProcessor:
         self._scaled[run.id] = (wanted, now if wanted != current else since)
         return wanted
 
-    def _write_run(self, run: Run, token: str, values: Mapping[str, Any], due: float) -> float:
+    def _write_run(
+        self,
+        run: Run,
+        token: str,
+        values: Mapping[str, Any],
+        due: float,
+        then: Mapping[str, Any] | None = None,
+    ) -> float:
         """Fenced by the lease and by the status read (a stop from the API always wins);
-        the status event and the lease (due again in `due` s) go in the same transaction
-        (`Store.record_run_write`). `RELEASED` if written, else `due` (the worker releases)."""
-        new_status = values.get("status")
-        event = None
-        if new_status and new_status != run.status:
-            reason = values.get("termination_reason")
-            message = f"run status {run.status} -> {new_status}" + (
-                f" ({reason})" if reason else ""
-            )
-            event = (run.run_name, message)
+        the status events and the lease (due again in `due` s) go in the same transaction
+        (`Store.record_run_write`); `then`: values written over `values` at once, as the
+        next pass would (its event follows). `RELEASED` if written, else `due`."""
+        events = []
+        status = run.status
+        for step in (values, then or {}):
+            new_status = step.get("status")
+            if new_status and new_status != status:
+                reason = step.get("termination_reason")
+                message = f"run status {status} -> {new_status}" + (
+                    f" ({reason})" if reason else ""
+                )
+                events.append((run.run_name, message))
+                status = new_status
         write = RunWrite(
             run_id=run.id,
             token=token,
             read_status=run.status,
             project_id=run.project_id,
-            values=values,
-            event=event,
+            values={**values, **(then or {})},
+            events=tuple(events),
             release_lease=due,
         )
         return RELEASED if self.store.record_run_write(write) else due
+
+
+def _all_finished(jobs: list[Job]) -> bool:
+    return all(JobStatus(j.status).is_finished() for j in jobs)
 
 
 def _latest_statuses(jobs: list[Job]) -> list[JobStatus]:
