@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 BUSY_INTERVAL = 2.0
 """Seconds between two sweeps while a preview is being torn down (its project goes as soon
 as its runs have stopped) or its runs are coming up (the comment follows their status)."""
+_REMEMBERED = 1_000
+"""How many PRs' last comment the bot remembers (to edit a comment only when it changed)."""
 _COMING_UP = frozenset({"pending", "submitted", "provisioning", "pulling", "running"})
 
 PreviewHosts = Mapping[str, Callable[[str], PreviewHost]]
@@ -220,6 +222,8 @@ class PreviewBot:
                 host.update_comment(number, existing.id, body)
 
         await asyncio.to_thread(upsert)
+        if len(self._posted) >= _REMEMBERED:  # bounded: forget, and post once more later
+            self._posted.clear()
         self._posted[preview.pull] = _stable(body)
 
     # -- the sweep -------------------------------------------------------------------------
