@@ -125,7 +125,13 @@ def _plan_on_server(
         configured = resolve_project(None)
         server, token = configured.url, token or configured.token
     return plan_on_server(
-        server, token or "", project=project, commit=commit, files=files, subdir=subdir
+        server,
+        token or "",
+        project=project,
+        commit=commit,
+        files=files,
+        subdir=subdir,
+        tree=source.tree(commit),
     )
 
 

@@ -47,4 +47,7 @@ def plan_remotely(
     """The PR plan of `ref` made by the server at `server` against its live state."""
     commit = source.resolve(ref)
     files, project = commit_files(source, commit)
-    return plan_on_server(server, token, project=project, commit=commit, files=files, subdir=subdir)
+    tree = source.tree(commit)
+    return plan_on_server(
+        server, token, project=project, commit=commit, files=files, subdir=subdir, tree=tree
+    )

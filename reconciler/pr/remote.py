@@ -1,7 +1,8 @@
 """`dockyard plan --server URL --token T`: the CLI's side of planning against live state.
 
 The CLI reads the config files of the commit in its own checkout (the git source's
-snapshot: `.dockyard.yml` and every `*.dstack.yml`), posts them to
+snapshot: `.dockyard.yml` and every `*.dstack.yml`) and the commit's git tree (approvals
+of a policy exception are keyed by it), posts them to
 `POST {URL}/api/project/{project}/plan/files` and reads back the PR plan JSON with offers
 and prices. The token goes in the `Authorization` header only; failures are one line.
 """
@@ -38,13 +39,17 @@ def plan_on_server(
     commit: str,
     files: dict[str, str],
     subdir: str = "",
+    tree: str | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> PlanReport:
-    """Ask the server to plan `files` against project `project`; the PR plan it answers."""
+    """Ask the server to plan `files` against project `project`; the PR plan it answers.
+    `tree`: the commit's git tree, so approvals recorded for that content count."""
     if not token:
         raise UsageError("--server needs --token (or $DOCKYARD_SERVER_TOKEN): a member's token")
     url = f"{server.rstrip('/')}/api/project/{project}/plan/files"
-    body = {"commit": commit, "path": subdir, "files": files}
+    body: dict[str, Any] = {"commit": commit, "path": subdir, "files": files}
+    if tree is not None:
+        body["tree"] = tree
     try:
         with httpx.Client(transport=transport, timeout=120) as client:
             response = client.post(url, json=body, headers={"Authorization": f"Bearer {token}"})

@@ -2,8 +2,11 @@
 
 `dockyard plan --server URL --token T` reads the config files of a commit in its own
 checkout and posts them here, so a fork's PR is planned without giving the server access to
-the fork. The answer is the PR plan JSON (`reconciler.pr.document`): the plan of docs/plan.md
-against what is deployed, made by the reconcile's own plan function (stack previews of the
+the fork. With the commit's git `tree` (the CLI sends it), the approvals recorded for that
+content (`/dockyard approve`, docs/policies.md) count, as in the server's own PR plans; it
+only changes what the plan shows: the reconcile of a merge uses its own commit's tree. The
+answer is the PR plan JSON (`reconciler.pr.document`): the plan of docs/plan.md against
+what is deployed, made by the reconcile's own plan function (stack previews of the
 runtime's engines, blocked actions, drift), with each run's best offer and $/h and the
 total change. Members
 of the project (role `user`) may ask; nothing is written.
@@ -47,6 +50,11 @@ class PlanFilesRequest(Body):
     files: dict[str, str] = Field(
         max_length=MAX_FILES, description="repo-relative path → file text (UTF-8)"
     )
+    tree: str | None = Field(
+        default=None,
+        pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$",
+        description="the commit's git tree: approvals of a policy exception for it count",
+    )
 
 
 def build_pr_router() -> APIRouter:
@@ -73,6 +81,7 @@ def build_pr_router() -> APIRouter:
                 subdir=body.path.strip("/"),
                 previewer=previewer if isinstance(previewer, Previewer) else None,
                 catalog=context.catalog,
+                tree=body.tree,
             )
         except UsageError as exc:
             raise HTTPException(400, str(exc)) from None
