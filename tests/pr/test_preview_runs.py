@@ -30,6 +30,7 @@ from reconciler.settings import Settings
 from tests.pr.fakehost import TOKEN
 from tests.pr.fakepreviews import FakePreviewHost, fake_preview_host
 from tests.pr.gitrepo import make_repo
+from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 from tests.web.serving import WEBHOOK_SECRET, Running, running_server, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -101,14 +102,16 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
-def _start(tmp_path: Path, github: FakePreviewHost, repo: Path) -> Any:
-    overrides = {
+def _start(tmp_path: Path, github: FakePreviewHost, repo: Path, db: str | None = None) -> Any:
+    overrides: dict[str, object] = {
         "github_token": TOKEN,
         "github_api_url": github.url,
         "github_repo": "acme/cfg",
         "repo": str(repo),
         "fetch_interval": 3600.0,
     }
+    if db is not None:
+        overrides["db"] = db
     return running_server(tmp_path, _real, **overrides)
 
 
@@ -197,11 +200,19 @@ def _gone(server: Running) -> bool:
     return server.server.store.get_project(PREVIEW) is None
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest) -> str | None:
+    if request.param == "sqlite":
+        return None  # the server's default, in its data dir
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.create_database()
+
+
 def test_label_deploys_reachable_then_close_tears_down(
-    tmp_path: Path, github: FakePreviewHost, repo: Path
+    tmp_path: Path, github: FakePreviewHost, repo: Path, db: str | None
 ) -> None:
     github.state.files = {**BASE, "web.dstack.yml": service(_free_port()), "train.dstack.yml": TASK}
-    with _start(tmp_path, github, repo) as server:
+    with _start(tmp_path, github, repo, db) as server:
         wait_until(lambda: _applied(server), timeout=60, what="main's first reconcile")
         member, outsider = _member_token(server)
         github.state.pull.label("maintainer")
