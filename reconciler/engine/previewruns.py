@@ -23,6 +23,7 @@ of work (`reconciler.adapters.db.previewruns`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -79,6 +80,8 @@ class PreviewRuns:
         capacity_wait: float = 300.0,
     ) -> None:
         self.capacity_wait = capacity_wait
+        self.stopping = threading.Event()
+        """Set at shutdown: a deploy waiting for its fleets stops waiting."""
         self.store = store
         self.clock: Clock = clock or store.clock
         """Deploy times and TTLs (the lease of the sweep keeps the store's clock)."""
@@ -223,6 +226,8 @@ class PreviewRuns:
         `capacity_wait` seconds); a worker thread's wait, like the reconcile's."""
         deadline = time.monotonic() + self.capacity_wait
         while self.store.capacity_in_flight(project_id, within=self.capacity_wait + 60):
+            if self.stopping.is_set():  # the server is shutting down: apply the runs now
+                return
             if time.monotonic() >= deadline:
                 log.warning("capacity of preview project %s still provisioning", project_id)
                 return

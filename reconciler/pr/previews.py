@@ -278,6 +278,7 @@ class PreviewBot:
     async def start(self) -> None:
         """Start the sweep loop (the app's lifespan)."""
         self._stop.clear()
+        self.runs.stopping.clear()
         log.info("preview runs: sweeping every %gs", self.config.interval)
         self.loop = asyncio.get_running_loop()
         self._loop = self.loop.create_task(self._run())
@@ -285,6 +286,7 @@ class PreviewBot:
     async def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self.runs.stopping.set()
         if self._loop is not None:
             await asyncio.gather(self._loop, return_exceptions=True)
             self._loop = None
