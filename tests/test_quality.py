@@ -13,7 +13,7 @@ BIN = Path(sys.executable).parent
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,9 @@ def test_static_check(command: tuple[str, ...]) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# A cold mypy --strict of the whole tree (a fresh clone has no cache) takes minutes on a
+# loaded 2-core machine: longer than the suite's 300 s per-test limit.
+@pytest.mark.timeout(900)
 def test_mypy_strict() -> None:
     result = _run(str(BIN / "mypy"))
     assert result.returncode == 0, result.stdout + result.stderr
