@@ -16,7 +16,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from reconciler.adapters.db.dstack_lookups import run_name_by_id
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.core.gitowned import delete_refusal, stop_warning
@@ -27,7 +26,7 @@ from reconciler.web.dstack_attach import attachable
 from reconciler.web.errors import InvalidError, NotFoundError
 from reconciler.web.queries_capacity import Kind
 from reconciler.web.queries_pages import list_runs_paged
-from reconciler.web.queries_runs import get_run, list_runs
+from reconciler.web.queries_runs import get_run, get_run_by_id, list_runs
 from reconciler.web.routes_dstack import (
     apply_capacity_spec,
     apply_run_spec,
@@ -130,13 +129,15 @@ def build_runs_router() -> APIRouter:
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
     ) -> wire.Run:
-        name = body.run_name
-        if name is None and body.id is not None:
-            name = await context.db.read(run_name_by_id, access.project_id, body.id)
-        if name is None:
-            raise NotFoundError(f"run {body.run_name or body.id} not found")
+        if body.run_name is None and body.id is not None:
+            run = await context.db.read(
+                get_run_by_id, access.project_id, access.project_name, str(body.id), _now(context)
+            )
+            return await attachable(context, access.principal, run)
+        if body.run_name is None:
+            raise NotFoundError("run not found: name a run (run_name) or its id")
         run = await context.db.read(
-            get_run, access.project_id, access.project_name, name, _now(context)
+            get_run, access.project_id, access.project_name, body.run_name, _now(context)
         )
         return await attachable(context, access.principal, run)
 

@@ -97,7 +97,8 @@ def test_pruned_runs_answer_as_unknown_ones_and_their_names_show_the_newest(
     runs = "/api/project/main/runs"
     unknown = http.post(f"{runs}/get", json={"id": "0" * 36})
     assert unknown.status_code >= 400
-    assert http.post(f"{runs}/get", json={"id": old}).status_code == 200  # (its name's newest)
+    by_id = http.post(f"{runs}/get", json={"id": old})
+    assert (by_id.status_code, by_id.json()["id"]) == (200, old)  # that run, not its name's newest
 
     policy = RetentionPolicy.from_settings(server.settings)
     counts = RetentionSweeper(store, server.settings.data_dir, policy, "test").sweep_once()

@@ -15,14 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.inventory import live_resource
-from reconciler.adapters.db.models import Event, Fleet, Instance, Member, Project, Run
-
-
-def run_name_by_id(session: Session, project_id: str, run_id: str) -> str | None:
-    """The name of the project's run `run_id`, or None."""
-    return session.scalar(
-        select(Run.run_name).where(Run.project_id == project_id, Run.id == run_id).limit(1)
-    )
+from reconciler.adapters.db.models import Event, Fleet, Instance, Member, Project
 
 
 def fleet_name_by_id(session: Session, project_id: str, fleet_id: str) -> str | None:

@@ -183,6 +183,17 @@ def get_run(
     return to_run(session, project, find_run(session, project_id, run_name), now)
 
 
+def get_run_by_id(
+    session: Session, project_id: str, project: str, run_id: str, now: datetime
+) -> wire.Run:
+    """The project's run `run_id` itself (dstack's `runs/get` by id), not the newest run of
+    its name: a resubmitted name keeps each submission's own answer."""
+    run = session.scalar(select(Run).where(Run.project_id == project_id, Run.id == run_id).limit(1))
+    if run is None:
+        raise NotFoundError(f"run {run_id} not found")
+    return to_run(session, project, run, now)
+
+
 def list_runs(
     session: Session, project_id: str, project: str, *, all_runs: bool, limit: int, now: datetime
 ) -> list[wire.Run]:
