@@ -76,9 +76,11 @@ class Outcome:
     reply: str | None = None
 
 
-def refusal(author: str, why: str) -> str:
-    """The short answer to an approval that did not count (never a command line itself)."""
-    return f"`{COMMAND}` from @{author} did not count: {why}."
+def refusal(author: str, why: str, command: str = COMMAND) -> str:
+    """The short answer to a command (`/dockyard approve`, `/dockyard preview`) that did
+    not count. It starts with the command in backticks, so it is never a command line
+    itself: the bot's answer never asks the bot again."""
+    return f"`{command}` from @{author} did not count: {why}."
 
 
 async def approve(

@@ -11,7 +11,8 @@ person — or the author of a `/dockyard preview` comment, read back by id — h
 access are the host API's word. A fork's new commits are never deployed by a push: a
 maintainer asks again. The preview's limits are the deployed `.dockyard.yml`'s
 (`policy_rules`, the project's last applied revision), never the PR head's, so a PR cannot
-raise its own budget.
+raise its own budget. A `/dockyard preview` that does not count (no write access, a closed
+PR) is answered on the PR with one short comment (`approving.refusal`), never a command.
 
 The sweep (`sweep_once`, every `interval` seconds while the server runs, on one replica at
 a time through `engine.previewruns`): TTLs, teardown after a restart, and for each live
@@ -31,12 +32,24 @@ from typing import Any
 
 from reconciler.adapters.db.store import Store
 from reconciler.core.policy import PolicyRules
-from reconciler.core.previewruns import LABEL, MARKER, is_preview_command, render_section
+from reconciler.core.previewruns import (
+    COMMAND,
+    LABEL,
+    MARKER,
+    is_preview_command,
+    render_section,
+)
 from reconciler.domain.previewruns import PreviewRun, PreviewState, PullRef
 from reconciler.engine.previewruns import PreviewRuns
 from reconciler.errors import DockyardError
+from reconciler.pr.approving import refusal
 from reconciler.pr.previewhooks import PreviewHint, github_hint, gitlab_hint
-from reconciler.pr.previewhosts import GitHubPreviewHost, GitLabPreviewHost, PreviewHost
+from reconciler.pr.previewhosts import (
+    GitHubPreviewHost,
+    GitLabPreviewHost,
+    PreviewHost,
+    PullInfo,
+)
 from reconciler.pr.reviewing import load_files, wanted_path
 from reconciler.settings import Settings
 from schemas import parse_config
@@ -127,6 +140,8 @@ class PreviewBot:
     async def _consider(self, host: PreviewHost, hint: PreviewHint) -> str:
         pull, number = hint.pull, hint.pull.number
         info = await asyncio.to_thread(host.pull_info, number)
+        if hint.cause == "comment":
+            return await self._asked(host, hint, info)
         if info.state != "open":
             return await self._teardown(host, pull, f"the pull request was {info.state}")
         if hint.cause == "unlabel" and LABEL not in info.labels:
@@ -134,12 +149,7 @@ class PreviewBot:
         old = await asyncio.to_thread(self.runs.previews.get_preview, pull)
         who: str | None = None
         trigger = "label"
-        if hint.cause == "comment" and hint.comment_id is not None:
-            comment = await asyncio.to_thread(host.read_comment, number, hint.comment_id)
-            if MARKER in comment.body or not is_preview_command(comment.body):
-                return "the comment is not a request"
-            who, trigger = comment.author, "comment"
-        elif hint.cause in ("label", "reopened") and LABEL in info.labels:
+        if hint.cause in ("label", "reopened") and LABEL in info.labels:
             who = await asyncio.to_thread(host.label_actor, number, LABEL)
         elif hint.cause == "push" and old is not None and old.state is PreviewState.ACTIVE:
             if info.fork:
@@ -150,6 +160,29 @@ class PreviewBot:
         if not await asyncio.to_thread(host.can_write, who):
             return f"{who} has no write access: no preview"
         return await self._deploy(host, pull, info.head, who, trigger, info.fork)
+
+    async def _asked(self, host: PreviewHost, hint: PreviewHint, info: PullInfo) -> str:
+        """A `/dockyard preview` comment, read back by id: deploy, or answer on the PR with
+        one short comment saying who asked and why it did not count (`approving.refusal`).
+        The bot's own comments (the preview comment, the answers) are never requests."""
+        pull, number = hint.pull, hint.pull.number
+        if hint.comment_id is None:
+            return "nothing to do (a comment without an id)"
+        comment = await asyncio.to_thread(host.read_comment, number, hint.comment_id)
+        if MARKER in comment.body or not is_preview_command(comment.body):
+            return "the comment is not a request"
+        who = comment.author
+        if info.state != "open":
+            done = await self._teardown(host, pull, f"the pull request was {info.state}")
+            why = f"the pull request is {info.state}"
+        elif not await asyncio.to_thread(host.can_write, who):
+            done, why = "no preview", f"{who} has no write access to {pull.repo}"
+            if info.fork:
+                why += " (a pull request from a fork is previewed when a maintainer asks)"
+        else:
+            return await self._deploy(host, pull, info.head, who, "comment", info.fork)
+        await asyncio.to_thread(host.create_comment, number, refusal(who, why, COMMAND))
+        return f"{done}; answered {who}: {why}"
 
     async def _deploy(
         self, host: PreviewHost, pull: PullRef, head: str, who: str, trigger: str, fork: bool

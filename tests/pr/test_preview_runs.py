@@ -267,6 +267,11 @@ def test_no_preview_for_a_fork_without_a_maintainers_label_nor_over_budget(
         assert github.state.calls("/collaborators/forker/permission")
         assert _preview(server) is None and _gone(server)
         assert _comment(github) == ""
+        answers = [b for b in github.state.bodies() if "did not count" in b]
+        assert answers == [
+            "`/dockyard preview` from @forker did not count: forker has no write access to "
+            "acme/cfg (a pull request from a fork is previewed when a maintainer asks)."
+        ]
 
         # a maintainer's label on a head over the previews' budget: refused with the rule
         github.state.files = {

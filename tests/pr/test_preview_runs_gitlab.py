@@ -1,8 +1,8 @@
 """Preview runs of a GitLab merge request, end to end: the real server and local fleet of
 `test_preview_runs.py`, the GitLab webhook, and the recording fake GitLab API. The label
 added by a Developer deploys `main-mr-7` (reachable through the proxy with a member's
-token, the note shows it); a `/dockyard preview` note from a Reporter does nothing; the
-merge tears it down and removes the project.
+token, the note shows it); a `/dockyard preview` note from a Reporter deploys nothing and
+is answered once; the merge tears it down and removes the project.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def test_a_developers_label_deploys_and_the_merge_tears_down(
         wait_until(lambda: "running, ready" in _note(gitlab), what="the note's status")
         assert f"/proxy/services/{PREVIEW}/web/" in _note(gitlab)
 
-        # a Reporter's `/dockyard preview` does nothing
+        # a Reporter's `/dockyard preview` deploys nothing and is answered once
         note_id = gitlab.state.add_comment("/dockyard preview", "reporter")
         note = {
             "object_kind": "note",
@@ -115,7 +115,11 @@ def test_a_developers_label_deploys_and_the_merge_tears_down(
             "merge_request": {"iid": 7},
         }
         deliver(server, "Note Hook", note, "g-2")
-        wait_until(lambda: bool(gitlab.state.calls("/users?username=reporter")), what="the check")
+        refused = "`/dockyard preview` from @reporter did not count: reporter has no write access"
+        wait_until(
+            lambda: any(b.startswith(refused) for b in gitlab.state.bodies()), what="the answer"
+        )
+        assert gitlab.state.calls("/users?username=reporter")
         previews = PreviewRunsStore(store.engine)
         preview = previews.get_preview(PULL)
         assert preview is not None and preview.requested_by == "maintainer"
