@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from agent.local import stop_local_agent
 from reconciler.adapters.db import Store
 from reconciler.app import Server, build_server
 from reconciler.ports import Controller
@@ -104,3 +105,6 @@ def running_server(
         thread.join(timeout=15)
         server.store.close()
         sock.close()
+        # a real controller starts the local agent detached (it outlives a server on
+        # purpose); a test's agent must not outlive the test
+        stop_local_agent(settings.data_dir)
