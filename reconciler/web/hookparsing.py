@@ -54,7 +54,7 @@ def is_gitlab_token_valid(secret: str, header: str | None) -> bool:
     return hmac.compare_digest(secret.encode(), header.encode())
 
 
-def _load_object(body: bytes) -> dict[str, Any]:
+def load_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -73,7 +73,7 @@ def _str_or_none(value: Any) -> str | None:
 def read_github(event: str, body: bytes) -> HookEvent:
     if event == "ping":
         return HookEvent("github", "ping")
-    data = _load_object(body)
+    data = load_object(body)
     if event == "push":
         after = _str_or_none(data.get("after"))
         return HookEvent(
@@ -100,7 +100,7 @@ def read_github(event: str, body: bytes) -> HookEvent:
 
 
 def read_gitlab(event: str, body: bytes) -> HookEvent:
-    data = _load_object(body)
+    data = load_object(body)
     if event == "Push Hook":
         after = _str_or_none(data.get("after"))
         return HookEvent(

@@ -19,6 +19,7 @@ planning it; `after_push` sets `dockyard/apply` pending once a push queued a rec
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,7 +38,7 @@ from reconciler.pr.document import report_to_json
 from reconciler.pr.liveplan import plan_files
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.hookparsing import HookEvent
+from reconciler.web.hookparsing import HookEvent, PayloadError, load_object
 from reconciler.web.queries_project import record_delivery, set_delivery
 
 MAX_FILES = 5_000
@@ -104,14 +105,32 @@ async def answer_pull_request(
 ) -> JSONResponse:
     """Record a `pull_request` delivery once and start planning it (opened/synchronize/
     reopened); 202 at once, the comment and status follow from a background task."""
+    if event == "issue_comment":  # `/dockyard approve` (reconciler.pr.approving)
+        return await accept_delivery(
+            context, "github", event, body, delivery_id, bot.accept_issue_comment
+        )
+    return await accept_delivery(
+        context, "github", event, body, delivery_id, bot.accept_pull_request
+    )
+
+
+async def accept_delivery(
+    context: WebContext,
+    provider: str,
+    event: str,
+    body: bytes,
+    delivery_id: str,
+    accept: Callable[[dict[str, Any]], tuple[bool, str]],
+) -> JSONResponse:
+    """Record a verified delivery once and hand its payload to a bot (`accept` starts a
+    background task, or says why not); 202 at once with what was done. GitHub's
+    `pull_request`/`issue_comment` and GitLab's `Note Hook` come through here."""
     try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        payload = None
-    if not isinstance(payload, dict):
-        return _answer(400, "invalid", "the body is not a JSON object")
+        payload = load_object(body)
+    except PayloadError as error:
+        return _answer(400, "invalid", str(error))
     row = Delivery(
-        provider="github",
+        provider=provider,
         delivery_id=delivery_id,
         event=event[:64],
         ref=None,
@@ -121,14 +140,11 @@ async def answer_pull_request(
         received_at=datetime.fromtimestamp(context.clock.now_ts(), UTC),
     )
     if not await context.db.write(record_delivery, row):
-        context.metrics.webhook_deliveries.labels("github", "duplicate").inc()
+        context.metrics.webhook_deliveries.labels(provider, "duplicate").inc()
         return _answer(202, "duplicate", f"delivery {delivery_id} was received before")
-    if event == "issue_comment":  # `/dockyard approve` (reconciler.pr.approving)
-        started, why = bot.accept_issue_comment(payload)
-    else:
-        started, why = bot.accept_pull_request(payload)
+    started, why = accept(payload)
     outcome = "planning" if started else "ignored"
-    context.metrics.webhook_deliveries.labels("github", outcome).inc()
+    context.metrics.webhook_deliveries.labels(provider, outcome).inc()
     if not started:
         await context.db.write(set_delivery, row.id, outcome=outcome, reason=why)
     return _answer(202, outcome, why)
