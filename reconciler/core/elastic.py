@@ -278,6 +278,20 @@ def choose_growth(
     return min(growths, key=lambda g: (g.fleet_id != current, g.at_max, g.fleet_name))
 
 
+def hosts_coming(req: Requirements, fleets: Sequence[ElasticFleet]) -> str | None:
+    """Why the job should wait for a local or SSH fleet that is still being set up (status
+    `submitted`: its agent is being started or deployed), or None.
+
+    Such a fleet has no instance to place on yet, and it never grows, so without this a
+    run applied right after its fleet would fail `no_capacity` before the hosts exist."""
+    for fleet in fleets:
+        if req.fleets and fleet.name not in req.fleets:
+            continue
+        if fleet.kind != "cloud" and fleet.status == "submitted":
+            return f"waiting for fleet {fleet.name}: its hosts are still being set up"
+    return None
+
+
 def failure_message(no_fit: str, reasons: Sequence[str]) -> str:
     """The message of a job no fleet can take: placement's, with why no fleet can grow.
 

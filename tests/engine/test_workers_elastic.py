@@ -344,3 +344,34 @@ async def test_a_node_taken_by_a_job_while_shrinking_keeps_the_nodes_below_it(ri
     assert [i.status for i in rig.instances()] == ["idle", "busy"]
     assert rig.cloud.size["main-fleet-gpu"] == 2
     assert rig.store.get(Instance, gpu0.id).termination_reason is None  # type: ignore[union-attr]
+
+
+async def test_a_job_waits_for_an_ssh_fleet_still_being_set_up_then_fails_once_it_is_not(
+    rig: Rig,
+) -> None:
+    """A run applied right after its SSH fleet: no host exists yet, and the fleet never
+    grows; the job waits for the hosts instead of failing `no_capacity` at once."""
+    ssh = "type: fleet\nname: lab\nssh_config:\n  user: u\n  hosts: [h]\n"
+    spec = parse_config(ssh, "fleets/lab.dstack.yml").normalized()
+    lab = rig.store.add(
+        Fleet(
+            project_id=rig.project.id,
+            name="lab",
+            spec=spec,
+            status="submitted",
+            created_at=rig.store.now(),
+        )
+    )
+    rig.store.update(Fleet, rig.fleet_id, status="failed")  # only the SSH fleet could serve
+    waiting = rig.submit("early", "cpu: 1..")
+    job = await rig.job_pass(waiting)
+    assert (job.status, job.status_message) == (
+        "submitted",
+        "waiting for fleet lab: its hosts are still being set up",
+    )
+    rig.store.update(Fleet, lab.id, status="failed")  # its hosts never came
+    job = await rig.job_pass(waiting)
+    assert (job.status, job.termination_reason) == (
+        "failed",
+        "failed_to_start_due_to_no_capacity",
+    )

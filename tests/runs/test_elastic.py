@@ -16,6 +16,7 @@ from reconciler.core.elastic import (
     failure_message,
     fleet_kind,
     grow_target,
+    hosts_coming,
     node_bounds,
     offer_mismatch,
     offered_by,
@@ -126,6 +127,17 @@ def test_the_local_and_ssh_fleets_never_grow_and_say_so() -> None:
         "fleet local is this host (the local fleet): one host, it never grows",
         "fleet lab is an SSH fleet: its hosts are listed, it never grows",
     )
+
+
+def test_a_job_waits_for_a_local_or_ssh_fleet_still_being_set_up() -> None:
+    ssh = "type: fleet\nname: gpu\nssh_config:\n  user: u\n  hosts: [h]\n"
+    coming = _fleet("lab", ssh, status="submitted")
+    assert hosts_coming(Requirements(), [coming]) == (
+        "waiting for fleet lab: its hosts are still being set up"
+    )
+    assert hosts_coming(Requirements(), [_fleet("lab", ssh)]) is None  # active: placement's say
+    assert hosts_coming(_job("fleets: [other]\n"), [coming]) is None  # not a fleet it may use
+    assert hosts_coming(Requirements(), [_fleet(status="submitted")]) is None  # cloud: growth's
 
 
 def test_fleets_outside_the_jobs_fleets_filter_are_not_considered() -> None:

@@ -26,7 +26,7 @@ from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
 from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.store import Store
-from reconciler.core.elastic import Growth, choose_growth, failure_message
+from reconciler.core.elastic import Growth, choose_growth, failure_message, hosts_coming
 from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job, requirements_of
 from reconciler.core.scheduling import (
     Candidate,
@@ -259,9 +259,10 @@ class JobsProcessor:
             if growth.grows or runtime != ctx.runtime:
                 update[WAKE_FLEET] = growth.fleet_id
             return self._changed(ctx, update), self.config.wait_backoff
-        if no_fit.wait:
+        coming = None if no_fit.wait else hosts_coming(req, fleets)
+        if no_fit.wait or coming is not None:
             runtime = _not_awaiting(ctx.runtime)
-            update = {"status_message": no_fit.message, "runtime": runtime}
+            update = {"status_message": coming or no_fit.message, "runtime": runtime}
             return self._changed(ctx, update), self.config.wait_backoff
         reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
         message = failure_message(no_fit.message, growth)
