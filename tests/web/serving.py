@@ -8,6 +8,9 @@ deadline, and stops it on exit.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import threading
 import time
@@ -19,7 +22,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from agent.local import stop_local_agent
+from agent.local import local_paths, stop_local_agent
+from agent.server.executors import proctable
 from reconciler.adapters.db import Store
 from reconciler.app import Server, build_server
 from reconciler.ports import Controller
@@ -67,6 +71,18 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def kill_local_jobs(server_data_dir: Path) -> None:
+    """Kill the processes of every job the server's local agent held (by the job's marker
+    in their environment, as the agent itself finds them)."""
+    jobs_dir = local_paths(server_data_dir).data_dir / "jobs"
+    if not jobs_dir.is_dir():
+        return
+    for job in jobs_dir.iterdir():
+        for process in proctable.job_processes(-1, job.name):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(process.pid, signal.SIGKILL)
+
+
 @contextmanager
 def running_server(
     tmp_path: Path,
@@ -106,5 +122,6 @@ def running_server(
         server.store.close()
         sock.close()
         # a real controller starts the local agent detached (it outlives a server on
-        # purpose); a test's agent must not outlive the test
+        # purpose), and jobs outlive their agent: neither may outlive the test
         stop_local_agent(settings.data_dir)
+        kill_local_jobs(settings.data_dir)
