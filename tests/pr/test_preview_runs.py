@@ -225,7 +225,9 @@ def test_label_deploys_reachable_then_close_tears_down(
         assert preview.state is PreviewState.ACTIVE and preview.requested_by == "maintainer"
         runs = {r.name: r for r in server.server.store.load_observed(PREVIEW).resources}
         assert set(runs) == {"local", "web"}  # the task is not previewed
-        wait_until(lambda: "running, ready" in _comment(github), what="the comment's status")
+        wait_until(
+            lambda: "running, ready" in _comment(github), what="the comment's status", timeout=60
+        )
         body = _comment(github)
         assert f"{server.url}/proxy/services/{PREVIEW}/web/" in body
         assert "task train: not previewed" in body and "$0.00" in body
@@ -237,8 +239,10 @@ def test_label_deploys_reachable_then_close_tears_down(
         deliver(server, "pull_request", pull_event("closed", None), "c-1")
         wait_until(lambda: _gone(server), timeout=120, what="the preview project removed")
         assert not _answers(server, member)
-        wait_until(lambda: _preview(server).state is PreviewState.CLOSED, what="closed")
-        wait_until(lambda: "torn down" in _comment(github), what="the comment saying so")
+        wait_until(lambda: _preview(server).state is PreviewState.CLOSED, what="closed", timeout=60)
+        wait_until(
+            lambda: "torn down" in _comment(github), what="the comment saying so", timeout=60
+        )
         assert "the pull request was closed" in _comment(github)
 
 
@@ -282,7 +286,7 @@ def test_no_preview_for_a_fork_without_a_maintainers_label_nor_over_budget(
         github.state.pull.unlabel("forker")
         github.state.pull.label("maintainer")
         deliver(server, "pull_request", pull_event("labeled"), "f-4")
-        wait_until(lambda: "Not deployed" in _comment(github), what="the refusal")
+        wait_until(lambda: "Not deployed" in _comment(github), what="the refusal", timeout=60)
         body = _comment(github)
         assert "policy: previews.budget.hourly: this preview brings the previews of project" in body
         assert "over their $1.00/h budget" in body
@@ -292,11 +296,15 @@ def test_no_preview_for_a_fork_without_a_maintainers_label_nor_over_budget(
         # fork's next push is not deployed until a maintainer asks again
         github.state.files = {**BASE, "web.dstack.yml": service(_free_port())}
         deliver(server, "pull_request", pull_event("labeled"), "f-5")
-        wait_until(lambda: not _gone(server), what="the preview project")
-        wait_until(lambda: _preview(server).state is PreviewState.ACTIVE, what="the preview")
+        wait_until(lambda: not _gone(server), what="the preview project", timeout=60)
+        wait_until(
+            lambda: _preview(server).state is PreviewState.ACTIVE, what="the preview", timeout=60
+        )
         github.state.head = "d" * 40
         deliver(server, "pull_request", pull_event("synchronize", None), "f-6")
-        wait_until(lambda: "new commits of this fork" in _comment(github), what="the note")
+        wait_until(
+            lambda: "new commits of this fork" in _comment(github), what="the note", timeout=60
+        )
         assert "(`dddddddddddd`) are not deployed: a maintainer comments" in _comment(github)
         assert _preview(server).head == HEAD
 
@@ -345,7 +353,7 @@ def test_the_ttl_ends_it_and_a_restarted_server_still_tears_down(
     github.state.pull.state = "closed"
     with _start(tmp_path, github, repo) as again:
         wait_until(lambda: _gone(again), timeout=120, what="teardown after the restart")
-        wait_until(lambda: _preview(again).state is PreviewState.CLOSED, what="closed")
+        wait_until(lambda: _preview(again).state is PreviewState.CLOSED, what="closed", timeout=60)
         assert "the pull request was closed" in _preview(again).reason
 
 

@@ -99,7 +99,7 @@ def test_a_developers_label_deploys_and_the_merge_tears_down(
         wait_until(lambda: _answers(server, member), timeout=120, what="the preview to answer")
         assert gitlab.state.calls("/merge_requests/7/resource_label_events")
         assert gitlab.state.calls(f"/members/all/{sum(map(ord, 'maintainer'))}")
-        wait_until(lambda: "running, ready" in _note(gitlab), what="the note's status")
+        wait_until(lambda: "running, ready" in _note(gitlab), what="the note's status", timeout=60)
         assert f"/proxy/services/{PREVIEW}/web/" in _note(gitlab)
 
         # a Reporter's `/dockyard preview` deploys nothing and is answered once
@@ -127,10 +127,12 @@ def test_a_developers_label_deploys_and_the_merge_tears_down(
         gitlab.state.pull.state = "merged"
         deliver(server, "Merge Request Hook", merge_request("merge"), "g-3")
         wait_until(lambda: store.get_project(PREVIEW) is None, timeout=120, what="teardown")
-        wait_until(lambda: _state(previews) is PreviewState.CLOSED, what="the record closed")
+        wait_until(
+            lambda: _state(previews) is PreviewState.CLOSED, what="the record closed", timeout=60
+        )
         preview = previews.get_preview(PULL)
         assert preview is not None and preview.reason == "the pull request was merged"
-        wait_until(lambda: "torn down" in _note(gitlab), what="the note saying so")
+        wait_until(lambda: "torn down" in _note(gitlab), what="the note saying so", timeout=60)
 
 
 def _state(previews: PreviewRunsStore) -> PreviewState | None:
