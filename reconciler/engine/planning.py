@@ -89,17 +89,6 @@ async def plan_commit(
     """The plan of `desired` against `observed` (see the module docstring); `catalog`: the
     offers catalog runs are priced with; `approved_by`: the approvers of a policy
     exception for this content."""
-    if previewer is None:
-        plan = plan_offline(
-            desired,
-            policy,
-            observed,
-            base=base,
-            catalog=catalog,
-            partial=partial,
-            approved_by=approved_by,
-        )
-        return PlannedCommit(plan, observed=observed)
     plan = _pure(
         desired,
         policy,
@@ -109,6 +98,8 @@ async def plan_commit(
         partial=partial,
         approved_by=approved_by,
     )
+    if previewer is None:  # as `plan_offline`: says what it could not check
+        return PlannedCommit(replace(plan, unchecked=OFFLINE_UNCHECKED), observed=observed)
     if not plan.actions:
         return PlannedCommit(plan, observed=observed)
     results = await _preview_all(plan, observed, previewer)

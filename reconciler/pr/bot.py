@@ -308,14 +308,7 @@ def build_gitlab_bot(settings: Settings, store: Store) -> PullRequestBot | None:
     def hosts(repo: str) -> CodeHost:
         return GitLab(repo, token=token, api_url=api_url)
 
-    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else token
-    config = BotConfig(
-        project=settings.project,
-        external_url=settings.external_url or settings.public_url,
-        page_key=page_key(secret),
-        subdir=settings.path.strip("/"),
-    )
-    return PullRequestBot(store, hosts, config)
+    return PullRequestBot(store, hosts, _bot_config(settings, token))
 
 
 def build_bot(settings: Settings, store: Store) -> PullRequestBot | None:
@@ -328,12 +321,17 @@ def build_bot(settings: Settings, store: Store) -> PullRequestBot | None:
     def hosts(repo: str) -> CodeHost:
         return GitHub(repo, token=token, api_url=api_url)
 
+    repo = settings.github_repo or github_repo_of(settings.repo)
+    return PullRequestBot(store, hosts, _bot_config(settings, token, repo=repo))
+
+
+def _bot_config(settings: Settings, token: str, *, repo: str | None = None) -> BotConfig:
+    """What both hosts' bots share: the project, the page links and their key."""
     secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else token
-    config = BotConfig(
+    return BotConfig(
         project=settings.project,
         external_url=settings.external_url or settings.public_url,
         page_key=page_key(secret),
-        repo=settings.github_repo or github_repo_of(settings.repo),
+        repo=repo,
         subdir=settings.path.strip("/"),
     )
-    return PullRequestBot(store, hosts, config)
