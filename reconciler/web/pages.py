@@ -23,8 +23,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from reconciler.adapters.db.models import Reconcile
 from reconciler.adapters.db.readmodels.project import find_reconcile_page
+from reconciler.domain.history import ReconcileRecord
 from reconciler.pr.bot import PullRequestBot
 from reconciler.web.context import get_context
 
@@ -76,7 +76,8 @@ def _after(error: str, key: str) -> str:
     return error.split(key, 1)[1].split(";", 1)[0].strip()
 
 
-def render_page(row: Reconcile, project: str) -> str:
+def render_page(row: ReconcileRecord) -> str:
+    project = row.project
     plan: Mapping[str, Any] = row.plan or {}
     actions = [a for a in plan.get("actions") or [] if isinstance(a, Mapping)]
     errors = [e for e in plan.get("errors") or [] if isinstance(e, Mapping)]
@@ -158,6 +159,6 @@ def build_pages_router() -> APIRouter:
                 f"<!doctype html><title>Waiting</title><p>No reconcile of {html.escape(ident)}.</p>"
             )
             return HTMLResponse(body, status_code=404)
-        return HTMLResponse(render_page(*found))
+        return HTMLResponse(render_page(found))
 
     return router

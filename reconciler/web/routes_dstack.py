@@ -29,11 +29,11 @@ from reconciler.adapters.db.dstack_lookups import (
     project_ids_by_name,
     project_names_of_member,
 )
-from reconciler.adapters.db.models import Event
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.core.dstack_wire import run_plan, strip_nulls
 from reconciler.core.fleet_instances import LEAVING_REASON, InstanceView, leaving_instances
+from reconciler.domain.history import EventRecord
 from reconciler.errors import UsageError
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_user
 from reconciler.web.context import WebContext, get_context
@@ -48,7 +48,7 @@ from reconciler.web.routes_metrics import add_metrics_routes
 RUN_TYPES = ("task", "service", "dev-environment")
 
 
-def event_wire(row: Event, project: str, project_id: str) -> dict[str, Any]:
+def event_wire(row: EventRecord, project: str, project_id: str) -> dict[str, Any]:
     """dstack's `Event`; an event about no single object targets its project."""
     target = {"type": row.target_type, "id": row.target_id, "name": row.target_name}
     if row.target_id is None:

@@ -27,10 +27,10 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from reconciler.adapters.db.models import Delivery
 from reconciler.adapters.db.store import Store
 from reconciler.api.models import WebhookAnswer
 from reconciler.api.requests import Body
+from reconciler.domain.history import NewDelivery
 from reconciler.engine.previewing import Previewer
 from reconciler.errors import UsageError
 from reconciler.pr.bot import PullRequestBot
@@ -129,7 +129,7 @@ async def accept_delivery(
         payload = load_object(body)
     except PayloadError as error:
         return _answer(400, "invalid", str(error))
-    row = Delivery(
+    delivery = NewDelivery(
         provider=provider,
         delivery_id=delivery_id,
         event=event[:64],
@@ -139,14 +139,15 @@ async def accept_delivery(
         reason=None,
         received_at=datetime.fromtimestamp(context.clock.now_ts(), UTC),
     )
-    if not await context.db.write(record_delivery, row):
+    delivery_pk = await context.db.write(record_delivery, delivery)
+    if delivery_pk is None:
         context.metrics.webhook_deliveries.labels(provider, "duplicate").inc()
         return _answer(202, "duplicate", f"delivery {delivery_id} was received before")
     started, why = accept(payload)
     outcome = "planning" if started else "ignored"
     context.metrics.webhook_deliveries.labels(provider, outcome).inc()
     if not started:
-        await context.db.write(set_delivery, row.id, outcome=outcome, reason=why)
+        await context.db.write(set_delivery, delivery_pk, outcome=outcome, reason=why)
     return _answer(202, outcome, why)
 
 

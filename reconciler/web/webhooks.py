@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.adapters.db.models import Delivery
 from reconciler.api.models import WebhookAnswer
+from reconciler.domain.history import NewDelivery
 from reconciler.errors import DockyardError, TransientError
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.hookparsing import (
@@ -73,7 +73,7 @@ async def _handle(
     context: WebContext, hook: HookEvent, delivery_id: str, event: str
 ) -> JSONResponse:
     decision = decide(hook, context.settings.branch)
-    row = Delivery(
+    delivery = NewDelivery(
         provider=hook.provider,
         delivery_id=delivery_id,
         event=event[:64],
@@ -83,7 +83,8 @@ async def _handle(
         reason=decision.reason,
         received_at=datetime.fromtimestamp(context.clock.now_ts(), UTC),
     )
-    if not await context.db.write(record_delivery, row):
+    delivery_pk = await context.db.write(record_delivery, delivery)
+    if delivery_pk is None:
         context.metrics.webhook_deliveries.labels(hook.provider, "duplicate").inc()
         return _answer(202, "duplicate", f"delivery {delivery_id} was received before")
     context.metrics.webhook_deliveries.labels(hook.provider, decision.outcome).inc()
@@ -97,10 +98,10 @@ async def _handle(
             revision=hook.revision,
         )
     except TransientError as exc:
-        await context.db.write(set_delivery, row.id, outcome="error", reason=str(exc))
+        await context.db.write(set_delivery, delivery_pk, outcome="error", reason=str(exc))
         return _answer(503, "error", "the reconcile could not be queued; retry the delivery")
     except DockyardError as exc:  # e.g. the server watches no repo: retrying will not help
-        await context.db.write(set_delivery, row.id, outcome="ignored", reason=str(exc))
+        await context.db.write(set_delivery, delivery_pk, outcome="ignored", reason=str(exc))
         return _answer(202, "ignored", str(exc))
     return _answer(202, "queued", None, reconcile_id=reconcile_id)
 

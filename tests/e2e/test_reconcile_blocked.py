@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.db.records import reconcile_record
 from reconciler.web.pages import render_page
 from stacks.protocol import PULUMI_NOT_FOUND
 from tests.engine.fixtures import LiveLoop, task_yaml
@@ -65,7 +66,7 @@ async def test_cloud_resources_are_blocked_and_the_local_task_runs_to_done(
             "main/fleet/cloud",
             "main/volume/data",
         }
-        page = render_page(row, "main")
+        page = render_page(reconcile_record(row, "main"))
         assert "applied 2, blocked 2" in page and 'class="status blocked"' in page
 
         await loop.until(lambda: [r.status for r in loop.runs("hello")] == ["done"], within=120)

@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Event, Fleet, Instance, Member, Project
+from reconciler.adapters.db.records import event_record
+from reconciler.domain.history import EventRecord
 
 
 def fleet_name_by_id(session: Session, project_id: str, fleet_id: str) -> str | None:
@@ -61,7 +63,7 @@ def events_of_projects(
     after: datetime | None,
     ascending: bool,
     limit: int,
-) -> list[tuple[Event, str]]:
+) -> list[tuple[EventRecord, str]]:
     """(event, project name) of these projects, by time (dstack's `prev_recorded_at` paging)."""
     query = (
         select(Event, Project.name)
@@ -74,7 +76,7 @@ def events_of_projects(
         query = query.where(Event.created_at > after if ascending else Event.created_at < after)
     order = Event.created_at.asc() if ascending else Event.created_at.desc()
     rows = session.execute(query.order_by(order, Event.id).limit(limit)).all()
-    return [(row[0], row[1]) for row in rows]
+    return [(event_record(row[0]), row[1]) for row in rows]
 
 
 def project_ids_by_name(session: Session, names: list[str]) -> dict[str, str]:

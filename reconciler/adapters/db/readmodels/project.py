@@ -13,7 +13,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Delivery, Event, Project, Reconcile, Secret
+from reconciler.adapters.db.records import reconcile_record
 from reconciler.api import models as wire
+from reconciler.domain.history import NewDelivery, ReconcileRecord
 from reconciler.errors import NotFoundError
 
 
@@ -114,14 +116,24 @@ def list_deliveries(session: Session, limit: int) -> list[wire.Delivery]:
     ]
 
 
-def record_delivery(session: Session, row: Delivery) -> bool:
-    """Insert the delivery; False when (provider, delivery_id) was recorded before."""
+def record_delivery(session: Session, delivery: NewDelivery) -> str | None:
+    """Insert the delivery; its id, or None when (provider, delivery_id) was recorded before."""
+    row = Delivery(
+        provider=delivery.provider,
+        delivery_id=delivery.delivery_id,
+        event=delivery.event,
+        ref=delivery.ref,
+        status_code=delivery.status_code,
+        outcome=delivery.outcome,
+        reason=delivery.reason,
+        received_at=delivery.received_at,
+    )
     try:
         with session.begin_nested():
             session.add(row)
     except IntegrityError:
-        return False
-    return True
+        return None
+    return row.id
 
 
 def set_delivery(session: Session, delivery_pk: str, *, outcome: str, reason: str | None) -> None:
@@ -171,7 +183,7 @@ def delete_secret(session: Session, project_id: str, name: str) -> None:
         raise NotFoundError(f"secret {name} not found")
 
 
-def find_reconcile_page(session: Session, kind: str, ident: str) -> tuple[Reconcile, str] | None:
+def find_reconcile_page(session: Session, kind: str, ident: str) -> ReconcileRecord | None:
     """The newest reconcile by id (`reconciles`) or by revision (`commits`), with its
     project's name, for the signed reconcile pages."""
     query = select(Reconcile, Project.name).join(Project, Project.id == Reconcile.project_id)
@@ -180,4 +192,4 @@ def find_reconcile_page(session: Session, kind: str, ident: str) -> tuple[Reconc
     else:
         query = query.where(Reconcile.attempted_revision == ident)
     found = session.execute(query.order_by(Reconcile.created_at.desc()).limit(1)).first()
-    return None if found is None else (found[0], found[1])
+    return None if found is None else reconcile_record(found[0], found[1])
