@@ -25,10 +25,10 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from agent.httpheads import bounded_heads
 from reconciler.adapters.db import Store, resolve_db_url
-from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.api.config import ProjectConfig, add_project, load_projects
+from reconciler.domain.inventory import InstanceRecord
 from reconciler.engine.service_stats import RequestStats
 from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot, build_gitlab_bot
@@ -72,7 +72,7 @@ def build_tunnel_opener(controller: Controller) -> OpenTunnel | None:
     if agents is None or pool is None:
         return None
 
-    async def open_tunnel(instance: Instance, port: int) -> tuple[Any, Any]:
+    async def open_tunnel(instance: InstanceRecord, port: int) -> tuple[Any, Any]:
         target = agents.address(instance).target
         return await pool.open_stream(target, "127.0.0.1", port)  # type: ignore[no-any-return]
 

@@ -1,7 +1,8 @@
 """Which agent serves an instance, and one cached `AgentClient` per host.
 
 The jobs worker, the instances worker and the service proxy's route source ask the
-`AgentDirectory` for the client (or the SSH target) of an instance row; all share one
+`AgentDirectory` for the client (or the SSH target) of an instance (an `AgentHost`: an
+`InstanceRecord` from the store); all share one
 `TunnelPool`, so every host has one SSH connection however many callers there are.
 Each time a client is handed out, `on_client` (the controller's `JobEventFollower.follow`)
 is told, so every agent the server speaks to has its job events followed.
@@ -15,7 +16,7 @@ from typing import Any
 
 from agent.client import AgentClient
 from agent.tunnel import SSHTarget, TunnelPool
-from reconciler.adapters.db.models import Instance
+from reconciler.domain.inventory import AgentHost
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +26,7 @@ class AgentAddress:
 
 
 class AgentDirectory:
-    """Maps instance rows to SSH targets and cached agent clients."""
+    """Maps instances to SSH targets and cached agent clients."""
 
     def __init__(self, pool: TunnelPool, *, identity_file: str | None) -> None:
         self.pool = pool
@@ -35,8 +36,8 @@ class AgentDirectory:
         self.following: Callable[[str], bool] = lambda instance_id: False
         """Whether the instance's agent events are followed now (its jobs may sleep)."""
 
-    def address(self, instance: Instance) -> AgentAddress:
-        """The SSH endpoint and agent port recorded on the instance row.
+    def address(self, instance: AgentHost) -> AgentAddress:
+        """The SSH endpoint and agent port recorded on the instance.
 
         Per-host SSH details the fleet worker recorded in `instances.resources`
         (`identity_file`, `proxy_jump`, `known_hosts` — the local agent's pinned host key)
@@ -62,7 +63,7 @@ class AgentDirectory:
             identity_file=str(jump.get("identity_file") or self._identity_file or "") or None,
         )
 
-    def client(self, instance: Instance) -> AgentClient:
+    def client(self, instance: AgentHost) -> AgentClient:
         address = self.address(instance)
         client = self._clients.get(address)
         if client is None:

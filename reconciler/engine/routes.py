@@ -1,7 +1,8 @@
 """Where a service's traffic goes: the store-backed `RouteSource` of the service proxy.
 
 `reconciler.web.proxy.ServiceProxy` asks for a service's route on each request; this
-reads the run, its ready replicas and their instances from the store (in a thread) and
+reads the run, its ready replicas and their instances from the store in one transaction
+(`Store.service_replicas`, in a thread) and
 caches the answer for a fraction of a second, so a burst of requests costs one query.
 Replicas leave the route as soon as they stop being ready or start terminating.
 
@@ -15,13 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.readmodels.runs import agent_ports as agent_ports
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import container_ports
-from reconciler.domain.statuses import JobStatus
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.service_routes import ServiceRoute, Upstream
 
@@ -64,22 +63,16 @@ class StoreRoutes:
         return route
 
     def load(self, project: str, run_name: str) -> ServiceRoute | None:
-        row = self._store.get_project(project)
-        if row is None:
+        found = self._store.service_replicas(project, run_name)
+        if found is None:
             return None
-        run = self._store.get_run_by_name(row.id, run_name)
-        if run is None or run.run_type != "service":
-            return None
-        spec = run.spec if isinstance(run.spec, Mapping) else {}
+        spec = found.spec
         ports = container_ports(spec)
         upstreams = []
         local_port = self._local_ssh_port()
-        for job in self._store.list_jobs(run.id):
-            runtime = job.runtime if isinstance(job.runtime, Mapping) else {}
-            if job.status != JobStatus.RUNNING.value or not runtime.get("ready"):
-                continue
-            instance = self._store.get(Instance, job.instance_id or "")
-            if instance is None or not ports:
+        for replica in found.replicas:
+            runtime, instance = replica.runtime, replica.instance
+            if not runtime.get("ready") or not ports:
                 continue
             host_port = int((runtime.get("ports") or {}).get(str(ports[0]), ports[0]))
             if host_port in agent_ports(instance):
@@ -90,7 +83,7 @@ class StoreRoutes:
                 and target.hostname == "127.0.0.1"
                 and target.port == local_port
             )
-            upstreams.append(Upstream(target, host_port, job.id, direct))
+            upstreams.append(Upstream(target, host_port, replica.job_id, direct))
         return ServiceRoute(
             project=project,
             run_name=run_name,

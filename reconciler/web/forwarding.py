@@ -19,8 +19,8 @@ import anyio
 from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
 
 from agent.tunnel import AgentUnreachable
-from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.readmodels.runs import find_endpoint as find_endpoint
+from reconciler.domain.inventory import InstanceRecord
 from reconciler.errors import DockyardError
 from reconciler.web.auth import authenticate, find_membership
 from reconciler.web.context import WebContext
@@ -40,7 +40,7 @@ class StreamWriter(Protocol):
     def close(self) -> None: ...
 
 
-OpenTunnel = Callable[[Instance, int], Awaitable[tuple[Any, Any]]]
+OpenTunnel = Callable[[InstanceRecord, int], Awaitable[tuple[Any, Any]]]
 """`open(instance, host_port)` → (reader, writer) of a channel to 127.0.0.1:port there."""
 
 

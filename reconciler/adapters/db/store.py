@@ -26,6 +26,7 @@ from reconciler.adapters.db.migrating import upgrade_database
 from reconciler.adapters.db.planwrites import PlanWritesStore
 from reconciler.adapters.db.runningjobs import RunningJobsStore
 from reconciler.adapters.db.runsteps import RunStepsStore
+from reconciler.adapters.db.serving import ServingStore
 from reconciler.adapters.db.steploads import StepLoadsStore
 from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
@@ -43,6 +44,7 @@ class Store(
     PlanWritesStore,
     DeadLeasesStore,
     ApprovalsStore,
+    ServingStore,
 ):
     """Projects, accounts, inventory, history, workloads and approvals; see docs/store.md."""
 

@@ -17,9 +17,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Fleet, Instance, Job, Resource, Run
+from reconciler.adapters.db.records import instance_record
 from reconciler.api import models as wire
 from reconciler.core.dstack_wire import job_spec, provisioning_data
 from reconciler.core.jobspecs import container_ports
+from reconciler.domain.inventory import AgentHost, InstanceRecord
 from reconciler.errors import InvalidError, NotFoundError
 
 FINISHED_RUN = ("terminated", "failed", "done")
@@ -242,7 +244,7 @@ def project_archives(session: Session, project_id: str) -> set[str]:
     return named
 
 
-def agent_ports(instance: Instance) -> frozenset[int]:
+def agent_ports(instance: AgentHost) -> frozenset[int]:
     """Ports of the instance's host that the service proxy and `runs/forward` never reach,
     whatever a run declares: the agent's API (the server's own tunnels may call it; 10998
     is the agent's default, as in `AgentDirectory.address`)."""
@@ -251,7 +253,7 @@ def agent_ports(instance: Instance) -> frozenset[int]:
 
 def find_endpoint(
     session: Session, project_id: str, run_name: str, replica_num: int, job_num: int, port: int
-) -> tuple[Instance, int]:
+) -> tuple[InstanceRecord, int]:
     """The instance of the running job and the host port its container `port` maps to."""
     run = find_run(session, project_id, run_name)
     spec = run.spec if isinstance(run.spec, Mapping) else {}
@@ -275,4 +277,4 @@ def find_endpoint(
             f"port {port} of run {run_name} is the agent's own port on its host: "
             "it is never forwarded; declare another port"
         )
-    return instance, host_port
+    return instance_record(instance), host_port
