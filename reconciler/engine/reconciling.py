@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from reconciler.adapters.db.models import Project, Reconcile
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.policy import RepoPolicy
@@ -46,6 +45,7 @@ from reconciler.core.reconcile_status import (
 )
 from reconciler.core.rendering_json import to_json_dict
 from reconciler.domain.desired import DesiredState
+from reconciler.domain.history import ReconcileRecord
 from reconciler.domain.plan import Action, Plan
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.engine.planning import plan_live
@@ -154,11 +154,14 @@ class Reconciler:
 
     async def process(self, reconcile_id: str, lock_token: str) -> float | None:
         """The `reconciles` worker callback: one full pass of one reconcile row."""
-        row = await asyncio.to_thread(self._store.leases.load, Reconcile, reconcile_id, lock_token)
+        row = await asyncio.to_thread(self._store.load_reconcile, reconcile_id, lock_token)
         if row is None or row.status not in ("queued", "running"):
             return None
         try:
-            conclusion, plan = await self._run(row)
+            await self._stage(row, Stage.FETCH)
+            commit = await asyncio.to_thread(self._source.fetch, row.attempted_revision)
+            row = replace(row, attempted_revision=commit)
+            conclusion, plan = await self._run(row, commit)
         except Exception as exc:
             outcome = outcome_of(exc)
             if outcome is None:
@@ -169,16 +172,13 @@ class Reconciler:
         await self._finish(row, conclusion, plan)
         return None
 
-    async def _stage(self, row: Reconcile, stage: Stage, **values: Any) -> None:
+    async def _stage(self, row: ReconcileRecord, stage: Stage, **values: Any) -> None:
         await asyncio.to_thread(self._store.set_reconcile_stage, row.id, stage.value, **values)
 
-    async def _run(self, row: Reconcile) -> tuple[Conclusion, Plan | None]:
-        await self._stage(row, Stage.FETCH)
-        commit = await asyncio.to_thread(self._source.fetch, row.attempted_revision)
-        row.attempted_revision = commit
+    async def _run(self, row: ReconcileRecord, commit: str) -> tuple[Conclusion, Plan | None]:
         await self._stage(row, Stage.PARSE, attempted_revision=commit)
         desired, policy = await asyncio.to_thread(self._source.load, commit)
-        project = await asyncio.to_thread(self._project_name, row.project_id)
+        project = _project_name(row)
         if desired.project != project:
             raise PermanentError(
                 f".dockyard.yml at {commit[:12]} says project {desired.project!r}, but this "
@@ -223,7 +223,7 @@ class Reconciler:
         verdict = conclude(attempted=commit, last_applied=last_applied, results=results)
         return replace(verdict, warnings=tuple(warnings)), plan
 
-    async def _apply_in_order(self, row: Reconcile, plan: Plan) -> list[ActionResult] | None:
+    async def _apply_in_order(self, row: ReconcileRecord, plan: Plan) -> list[ActionResult] | None:
         """Capacity first; runs once the capacity they may land on is up (or after a wait).
 
         A job placed while its fleet is still being provisioned would find no instance; so
@@ -254,13 +254,7 @@ class Reconciler:
                 return
             await asyncio.sleep(0.1)
 
-    def _project_name(self, project_id: str) -> str:
-        project = self._store.get(Project, project_id)
-        if project is None:
-            raise PermanentError(f"project {project_id} no longer exists")
-        return project.name
-
-    def _apply(self, row: Reconcile, actions: Sequence[Action]) -> list[ActionResult] | None:
+    def _apply(self, row: ReconcileRecord, actions: Sequence[Action]) -> list[ActionResult] | None:
         """Apply actions in one transaction; None when a newer pass got there first."""
         applied = self._store.apply_plan_batch(row.id, actions, applying_stages=_APPLYING_STAGES)
         if applied is None:
@@ -270,7 +264,9 @@ class Reconciler:
             self._hint(kind)
         return results
 
-    async def _finish(self, row: Reconcile, conclusion: Conclusion, plan: Plan | None) -> None:
+    async def _finish(
+        self, row: ReconcileRecord, conclusion: Conclusion, plan: Plan | None
+    ) -> None:
         plan_json = to_json_dict(plan) if plan is not None else None
         await self._stage(row, Stage.RECORD, **({"plan": plan_json} if plan_json else {}))
         outcome = {
@@ -308,12 +304,11 @@ class Reconciler:
         await self._report(row, conclusion, plan_json)
 
     async def _report(
-        self, row: Reconcile, conclusion: Conclusion, plan: Mapping[str, Any] | None
+        self, row: ReconcileRecord, conclusion: Conclusion, plan: Mapping[str, Any] | None
     ) -> None:
-        project = await asyncio.to_thread(self._project_name, row.project_id)
         report = Report(
             row.id,
-            project,
+            _project_name(row),
             row.attempted_revision,
             conclusion.status,
             conclusion.error,
@@ -328,6 +323,12 @@ class Reconciler:
             if outcome is None:
                 raise
             log.warning("reporting reconcile %s failed: %s", row.id, outcome.message)
+
+
+def _project_name(row: ReconcileRecord) -> str:
+    if not row.project:
+        raise PermanentError(f"project {row.project_id} no longer exists")
+    return row.project
 
 
 def _failed(outcome: Outcome) -> Conclusion:

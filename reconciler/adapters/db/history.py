@@ -15,8 +15,10 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from reconciler.adapters.db.models import Delivery, Event, Reconcile
+from reconciler.adapters.db.models import Delivery, Event, Project, Reconcile
+from reconciler.adapters.db.records import reconcile_record
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.history import ReconcileRecord
 from reconciler.errors import UsageError
 
 RECONCILE_TRIGGERS = frozenset({"timer", "webhook", "cli", "api", "startup"})
@@ -191,6 +193,17 @@ class HistoryStore(StoreBase):
             if applied_revision is not None:
                 row.applied_revision = applied_revision
         return row
+
+    def load_reconcile(self, reconcile_id: str, token: str) -> ReconcileRecord | None:
+        """The reconcile if this lease still holds it, with its project's name ("" when the
+        project is gone), in one statement; None otherwise (the reconciles worker)."""
+        with self.reading() as session:
+            found = session.execute(
+                select(Reconcile, Project.name)
+                .outerjoin(Project, Project.id == Reconcile.project_id)
+                .where(Reconcile.id == reconcile_id, Reconcile.lock_token == token)
+            ).first()
+            return None if found is None else reconcile_record(found[0], found[1] or "")
 
     def get_reconcile(self, reconcile_id: str) -> Reconcile | None:
         return self.get(Reconcile, reconcile_id)
