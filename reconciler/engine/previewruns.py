@@ -30,7 +30,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.adapters.db.models import Maintenance
 from reconciler.adapters.db.previewruns import PreviewRunsStore
 from reconciler.adapters.db.store import Store
 from reconciler.core.planning import plan
@@ -267,17 +266,9 @@ class PreviewRuns:
         previews whose TTL ended are torn down, stopped ones finished; returns the live
         previews after the pass (their comments may need an update)."""
         self.previews.ensure_maintenance(TASK)
-        leases = self.store.leases
-        claimed = leases.claim_due(
-            Maintenance,
-            owner=self.owner,
-            limit=1,
-            lease_seconds=LEASE_SECONDS,
-            where=Maintenance.id == TASK,  # the table holds other tasks' rows too
-        )
-        if not claimed:
+        token = self.store.maintenance.claim(TASK, owner=self.owner, lease_seconds=LEASE_SECONDS)
+        if token is None:
             return None
-        row_id, token = claimed[0]
         changed: list[PreviewRun] = []
         try:
             now = self.now()
@@ -294,7 +285,7 @@ class PreviewRuns:
                 else:
                     changed.append(preview)
         finally:
-            leases.release(Maintenance, row_id, token, due_in=0.0, values={})
+            self.store.maintenance.release(TASK, token, due_in=0.0)
         return changed
 
 

@@ -1,8 +1,8 @@
 """The retention sweep: deletes old history, job logs and uploaded archives in the background.
 
 `RetentionSweeper.run()` wakes every minute (at most every `retention_interval`) and takes the
-`retention` maintenance row with a lease (`store.leases`), so with several replicas one at a
-time sweeps. A pass deletes in transactions of `retention_batch` rows, at most
+`retention` maintenance row with a lease (`store.maintenance`), so with several replicas one
+at a time sweeps. A pass deletes in transactions of `retention_batch` rows, at most
 `MAX_BATCHES` per kind, renewing its lease between batches; when a kind had more, the next
 pass comes in a few seconds instead of an interval. What the rules keep is in
 `reconciler.adapters.db.retention` and docs/operations.md. Started and stopped by the
@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from reconciler.adapters.blobs import BlobStore
-from reconciler.adapters.db.models import Maintenance
 from reconciler.adapters.db.retention import Keep, RetentionStore
 from reconciler.adapters.db.store import Store
 from reconciler.engine.joblogs import TAIL_SUFFIX
@@ -71,7 +70,7 @@ class RetentionSweeper:
 
     def __init__(self, store: Store, data_dir: Path, policy: RetentionPolicy, owner: str) -> None:
         self.store = RetentionStore(store.engine, clock=store.clock)
-        self.leases = store.leases
+        self.maintenance = store.maintenance
         self.data_dir = data_dir
         self.policy = policy
         self.owner = f"{owner}/{TASK}"
@@ -81,28 +80,17 @@ class RetentionSweeper:
     def sweep_once(self) -> dict[str, int] | None:
         """One pass if the task is due and no other replica holds it: counts deleted."""
         self.store.ensure_maintenance(TASK)
-        leases = self.leases
-        claimed = leases.claim_due(
-            Maintenance,
-            owner=self.owner,
-            limit=1,
-            lease_seconds=LEASE_SECONDS,
-            where=Maintenance.id == TASK,  # not another task's row (preview-runs)
-        )
-        if not claimed:
+        leases = self.maintenance
+        token = leases.claim(TASK, owner=self.owner, lease_seconds=LEASE_SECONDS)
+        if token is None:
             return None
-        row_id, token = claimed[0]
         counts: dict[str, int] = {}
         try:
-            counts = self._sweep(
-                lambda: bool(
-                    leases.renew(Maintenance, [(row_id, token)], lease_seconds=LEASE_SECONDS)
-                )
-            )
+            counts = self._sweep(lambda: leases.renew(TASK, token, lease_seconds=LEASE_SECONDS))
         finally:
             full = MAX_BATCHES * self.policy.batch
             again = AGAIN_SOON if any(n >= full for n in counts.values()) else self.policy.interval
-            leases.release(Maintenance, row_id, token, due_in=again, values={"last_result": counts})
+            leases.release(TASK, token, due_in=again, last_result=counts)
         if any(counts.values()):
             log.info("retention sweep deleted %s", counts)
         return counts

@@ -22,6 +22,7 @@ from reconciler.adapters.db.history import HistoryStore
 from reconciler.adapters.db.inventory import InventoryStore
 from reconciler.adapters.db.jobsteps import JobStepsStore
 from reconciler.adapters.db.leasing import Leases
+from reconciler.adapters.db.maintenance import MaintenanceLeases
 from reconciler.adapters.db.migrating import upgrade_database
 from reconciler.adapters.db.planwrites import PlanWritesStore
 from reconciler.adapters.db.runningjobs import RunningJobsStore
@@ -51,6 +52,7 @@ class Store(
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         super().__init__(engine, clock=clock)
         self.leases = Leases(engine, clock=self.clock)
+        self.maintenance = MaintenanceLeases(self.leases)
 
     @classmethod
     def from_url(cls, db_url: str, *, clock: Clock | None = None, migrate: bool = False) -> Store:
