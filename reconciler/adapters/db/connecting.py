@@ -7,11 +7,18 @@ found it longer, so a busy moment does not leave a big file for good), foreign k
 busy timeout and real transactions (explicit `BEGIN`, `BEGIN IMMEDIATE` for writers, see
 `writer_engine`); on PostgreSQL the psycopg 3 driver and a pre-pinged pool. Called by the
 `Store`, `dockyard db upgrade` and the server's composition root.
+
+SQLite writers of one process take the write lock in turn (`WriteTurn`): a thread waits on
+a Python lock, woken the moment the writer before it ends, instead of in SQLite's busy
+handler, which sleeps 1, 2, 5 … 100 ms between tries (under load a writer slept up to
+0.9 s while the lock was free: bench/reconcile.py). Other processes on the same file are
+still waited for by the busy timeout.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +90,41 @@ def create_db_engine(db_url: str, *, pool_size: int = 20, echo: bool = False) ->
     )
 
 
+class WriteTurn:
+    """SQLite's write lock taken in turn by the threads of this process (module docstring).
+
+    `take` before `BEGIN IMMEDIATE` (a connection that has the turn keeps it), `give_back`
+    once that connection is returned to the pool, invalidated or closed. A turn not had
+    within the busy timeout is gone without: SQLite's busy handler decides then.
+    """
+
+    def __init__(self, wait: float = SQLITE_BUSY_TIMEOUT_MS / 1000) -> None:
+        self._lock = threading.Lock()
+        self._holder: object | None = None
+        self._wait = wait
+
+    def take(self, dbapi_connection: object) -> None:
+        if self._holder is dbapi_connection:
+            return
+        if self._lock.acquire(timeout=self._wait):
+            self._holder = dbapi_connection
+
+    def give_back(self, dbapi_connection: object | None) -> None:
+        if dbapi_connection is not None and self._holder is dbapi_connection:
+            self._holder = None
+            self._lock.release()
+
+
 def _create_sqlite_engine(url: URL, *, echo: bool) -> Engine:
     connect_args = {"check_same_thread": False}
+    turn: WriteTurn | None = None
     if not url.database or url.database == ":memory:":
         # one shared connection, or every thread would see its own empty database
         engine = create_engine(url, echo=echo, connect_args=connect_args, poolclass=StaticPool)
     else:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, echo=echo, connect_args=connect_args)
+        turn = WriteTurn()  # not with one shared connection: its readers end no turn
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
@@ -107,9 +141,31 @@ def _create_sqlite_engine(url: URL, *, echo: bool) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         begin = connection.get_execution_options().get(_SQLITE_BEGIN_OPTION, "BEGIN")
-        connection.exec_driver_sql(begin)
+        if turn is None or begin == "BEGIN":
+            connection.exec_driver_sql(begin)
+            return
+        dbapi_connection = connection.connection.dbapi_connection
+        turn.take(dbapi_connection)
+        try:
+            connection.exec_driver_sql(begin)
+        except BaseException:
+            turn.give_back(dbapi_connection)
+            raise
 
+    if turn is not None:
+        _give_back_turns(engine, turn)
     return engine
+
+
+def _give_back_turns(engine: Engine, turn: WriteTurn) -> None:
+    """A writer's turn ends once its connection is back in the pool (after the commit or
+    rollback; the Store's sessions and `engine.begin()` return it at once) or is dropped."""
+
+    def returned(dbapi_connection: Any, *args: Any) -> None:
+        turn.give_back(dbapi_connection)
+
+    for name in ("reset", "checkin", "invalidate", "close"):
+        event.listen(engine.pool, name, returned)
 
 
 def writer_engine(engine: Engine) -> Engine:
