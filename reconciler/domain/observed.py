@@ -44,6 +44,16 @@ def from_git_origin(origin: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceSource:
+    """Where a stored resource came from: its origin and the config path and commit
+    (`Store.resource_source`; the jobs worker's uploads, the stack workers' paths)."""
+
+    origin: str
+    path: str | None = None
+    commit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedResource:
     """One live resource as recorded by the store."""
 

@@ -19,7 +19,12 @@ from sqlalchemy.orm import Session
 from reconciler.adapters.db.accounts import AccountsStore
 from reconciler.adapters.db.models import Project, Resource, Run
 from reconciler.domain.kinds import Kind
-from reconciler.domain.observed import FINISHED_RUN_STATUSES, ObservedResource, ObservedState
+from reconciler.domain.observed import (
+    FINISHED_RUN_STATUSES,
+    ObservedResource,
+    ObservedState,
+    ResourceSource,
+)
 
 
 class InventoryStore(AccountsStore):
@@ -101,6 +106,16 @@ class InventoryStore(AccountsStore):
                 Resource.deleted_at.is_not(None), Resource.kind, Resource.name, Resource.id
             )
             return list(session.scalars(query))
+
+    def resource_source(self, resource_id: str) -> ResourceSource | None:
+        """The origin, path and commit of the resource `resource_id` (deleted or not)."""
+        with self.reading() as session:
+            row = session.execute(
+                select(Resource.origin, Resource.path, Resource.commit).where(
+                    Resource.id == resource_id
+                )
+            ).first()
+            return None if row is None else ResourceSource(row[0], row[1], row[2])
 
     def set_resource_status(self, resource_id: str, status: str, message: str = "") -> bool:
         """Set status and message of a resource; False if there is no such row."""

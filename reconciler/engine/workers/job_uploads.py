@@ -17,7 +17,6 @@ from typing import Any
 
 from agent.protocol import MAX_ARCHIVES_BYTES
 from reconciler.adapters.blobs import BlobStore
-from reconciler.adapters.db.models import Resource
 from reconciler.adapters.db.store import Store
 from reconciler.core.uploads import git_origin, uploads_of, wants_uploads
 from reconciler.engine.workers import ArchiveBuilder
@@ -41,7 +40,7 @@ def job_archives(
     spec = ctx.slot.spec
     if not wants_uploads(spec):
         return JobArchives()
-    resource = store.get(Resource, ctx.run.resource_id) if ctx.run.resource_id else None
+    resource = store.resource_source(ctx.run.resource_id) if ctx.run.resource_id else None
     origin = git_origin(resource.origin if resource is not None else None)
     uploaded = spec.get("file_archives")
     if origin is None and uploaded and blobs is not None:
