@@ -67,10 +67,14 @@ def _exists(name: str) -> bool:
     return True
 
 
+def agent_tag(data_dir: Path) -> str:
+    """A short name of the agent of this data dir (its jobs carry it: `DOCKYARD_JOB_AGENT`)."""
+    return hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+
+
 def default_work_root(data_dir: Path) -> Path:
     """Working dirs of this agent's jobs run by another account: one dir per agent."""
-    tag = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
-    return WORK_ROOT / tag
+    return WORK_ROOT / agent_tag(data_dir)
 
 
 def user_ids(user: str) -> tuple[int, int]:

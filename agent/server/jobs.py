@@ -9,12 +9,17 @@ the data dir: processes by pid file, containers by label. Stops are persisted to
 in progress when the agent died is finished by the next agent.
 
 The manager never kills jobs when the agent itself stops (``close``): jobs are detached.
+A job is never recorded ended while a process of it may live: after an agent error the
+job is killed before it is marked failed, and processes of jobs the agent does not know
+are killed (``strays.StraySweeper``: at start, periodically, and on a stop of an unknown
+job, before the agent answers ``not_found``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -50,6 +55,7 @@ from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
 from agent.server.isolation import JobIsolation, Placement
 from agent.server.logs import read_log, release_log
 from agent.server.store import JobFiles, JobStore, StopOrder, StoredJob
+from agent.server.strays import SWEEP_SECONDS, StraySweeper
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +105,7 @@ class JobManager:
         disk: DiskWatch | None = None,
         isolation: JobIsolation | None = None,
         archive_limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
+        sweep_every: float = SWEEP_SECONDS,
     ) -> None:
         self.activity = activity or ConnectionActivity(clock)  # fed by the SSH server
         self._store = store
@@ -113,6 +120,7 @@ class JobManager:
         self._jobs: dict[str, _Job] = {}
         self._closing = False
         self.events = JobEventFeed(running_logs=self._running_logs)  # the server follows it
+        self.strays = StraySweeper(executors.values(), self._unfinished, sweep_every)
 
     # --- lifecycle of the manager --------------------------------------------------------
 
@@ -121,14 +129,17 @@ class JobManager:
         stored_jobs, problems = self._store.load_all()
         for problem in problems:
             log.warning("skipping an unreadable job record: %s", problem)
-        adopted: list[str] = []
         for stored in stored_jobs:
             job = _Job(stored, self._store.files(stored.spec.id))
             self._jobs[stored.spec.id] = job
             if stored.state.status.is_finished():
                 job.done.set()
-            else:
-                adopted.append(f"{stored.spec.id} ({stored.spec.run_name}, {stored.state.status})")
+        # first, before any request: no process of a job this agent does not run lives on
+        await self.strays.start()
+        adopted: list[str] = []
+        for job in self._jobs.values():
+            if not job.done.is_set():
+                adopted.append(f"{job.spec.id} ({job.spec.run_name}, {job.state.status})")
                 job.supervisor = asyncio.create_task(self._supervise(job, resume=True))
         if adopted:
             log.info("re-adopted %d unfinished job(s): %s", len(adopted), ", ".join(adopted))
@@ -138,6 +149,7 @@ class JobManager:
     async def close(self) -> None:
         """Stop supervising (jobs keep running; the next agent re-adopts them)."""
         self._closing = True
+        await self.strays.close()
         tasks = [t for job in self._jobs.values() for t in (job.supervisor, job.stopper) if t]
         for task in tasks:
             task.cancel()
@@ -210,6 +222,8 @@ class JobManager:
         return without_data(spec)
 
     async def stop(self, job_id: str, *, grace: float | None, force: bool) -> JobState:
+        if job_id not in self._jobs:  # nothing of it may run on: kill by its marker first
+            await self.strays.sweep(only=job_id)
         job = self._job(job_id)
         if job.state.status.is_finished() or (job.stored.stop is not None and not force):
             return job.state
@@ -296,7 +310,9 @@ class JobManager:
         except EngineUnavailableError as error:  # while preparing or launching: not started
             self._fail(job, JobReason.EXECUTOR_ERROR, f"cannot start the job: {error}")
         except Exception as error:  # the outermost loop of one job: record, never vanish
-            log.exception("job %s: supervisor failed", job.spec.id)
+            log.exception("job %s: supervisor failed; killing the job", job.spec.id)
+            self._save(job, message=f"agent error: {type(error).__name__}; killing the job")
+            await self._signal(job, executor, kill=True)  # nothing may outlive its record
             self._fail(job, JobReason.EXECUTOR_ERROR, f"agent error: {type(error).__name__}")
         finally:
             if job.state.status.is_finished():
@@ -370,12 +386,25 @@ class JobManager:
         if order is None:
             return
         if not order.killed:
-            await executor.signal(job.spec, job.files, kill=False)
+            await self._signal(job, executor, kill=False)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(job.done.wait(), max(order.deadline - self._clock(), 0))
                 return
             self._save(job, stop=order.model_copy(update={"killed": True}))
-        await executor.signal(job.spec, job.files, kill=True)
+        await self._signal(job, executor, kill=True)
+
+    async def _signal(self, job: _Job, executor: Executor, *, kill: bool) -> None:
+        """Signal the job; an error (engine away, /proc unreadable) is logged and the
+        signal sent again until it goes through or the job has ended."""
+        for attempt in itertools.count():
+            try:
+                await executor.signal(job.spec, job.files, kill=kill)
+                return
+            except (OSError, ExecutorError, EngineUnavailableError) as error:
+                if job.done.is_set():
+                    return
+                log.warning("job %s: cannot signal it (%s); trying again", job.spec.id, error)
+                await asyncio.sleep(self._engine_retry[min(attempt, len(self._engine_retry) - 1)])
 
     def _finish(self, job: _Job, exit_status: int | None) -> None:
         order = job.stored.stop
@@ -426,6 +455,9 @@ class JobManager:
             self._store.save(job.stored)
         if state.status != before.state.status or job.stored.stop != before.stop:
             self.events.publish(job.spec.id, JobEventKind.STATE, state.status.value)
+
+    def _unfinished(self) -> set[str]:
+        return {i for i, job in self._jobs.items() if not job.state.status.is_finished()}
 
     def _running_logs(self) -> tuple[tuple[str, Path], ...]:
         return tuple(

@@ -39,11 +39,12 @@ from agent.server.executors.docker import DockerExecutor
 from agent.server.executors.process import ProcessExecutor
 from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpus, to_capacity
 from agent.server.isolation import DEFAULT_IMAGE, Isolation, JobIsolation
-from agent.server.jobaccount import JobAccount
+from agent.server.jobaccount import JobAccount, agent_tag
 from agent.server.jobs import JobManager
 from agent.server.mounts import DOCKER_SOCKETS
 from agent.server.peers import PeerCheck, allowed_uids, gated_protocol
 from agent.server.store import JobStore, write_atomically
+from agent.server.strays import SWEEP_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class AgentConfig:
     job_isolation: Isolation = Isolation.AUTO  # jobs without an image: container or process
     default_image: str = DEFAULT_IMAGE  # ... and the image of their container
     archive_limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS  # a job's archives, extracted
+    sweep_seconds: float = SWEEP_SECONDS  # stray job processes are looked for this often
 
 
 @dataclass
@@ -100,7 +102,7 @@ AgentService = Callable[[AgentContext], AbstractAsyncContextManager[None]]
 
 
 def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
-    process = ProcessExecutor(config.job_account)
+    process = ProcessExecutor(config.job_account, agent_tag=agent_tag(config.data_dir))
     executors: dict[ExecutorKind, Executor] = {ExecutorKind.PROCESS: process}
     if config.docker:
         # jobs isolated under a job account get no privileged containers unless allowed
@@ -154,6 +156,7 @@ async def start_agent(
             disk=disk_watch(config),
             isolation=job_isolation(config, executors),
             archive_limits=config.archive_limits,
+            sweep_every=config.sweep_seconds,
         )
         await manager.start()
         sock = _bind(config.http_port)

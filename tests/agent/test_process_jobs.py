@@ -8,11 +8,13 @@ import logging
 import os
 import pwd
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from agent.protocol import JobReason, JobStatus, agent_build
+from agent.server.executors import proctable
 from agent.server.hostfacts import parse_ip_addresses, run_tool
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import AgentApi, _client, pid_alive, recorded_tools, wait_for
@@ -257,6 +259,10 @@ async def test_the_api_listens_on_loopback_only(agent: AgentApi) -> None:
         writer.close()
 
 
+def _unrelated_process() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sleep", "1000"], start_new_session=True)
+
+
 async def test_a_record_from_another_boot_is_read_not_acted_on(
     agent_config: AgentConfig, tmp_path: Path
 ) -> None:
@@ -266,18 +272,24 @@ async def test_a_record_from_another_boot_is_read_not_acted_on(
         running = await agent.wait_status("old", JobStatus.RUNNING)
         await agent.wait_log("old", b"up\n")
     assert running.pid is not None
+    os.killpg(running.pid, signal.SIGKILL)  # the reboot: the job is gone, its marker too
+    # ... and after it, an unrelated process has the pid the record names
+    other = _unrelated_process()
     files = agent_config.data_dir / "jobs" / "old"
-    identity = json.loads((files / "pid.json").read_text())
-    (files / "pid.json").write_text(json.dumps({**identity, "boot_id": "an-earlier-boot"}))
+    other_stat = proctable.read_stat(other.pid)
+    assert other_stat is not None
+    identity = {"pid": other.pid, "start_ticks": other_stat.start_ticks, "boot_id": "earlier"}
+    (files / "pid.json").write_text(json.dumps(identity))
     (files / "exit_code").write_text("5\n")  # it ended before that reboot
     try:
         async with start_agent(agent_config) as context, _client(context.http_port) as http:
             state = await AgentApi(http, agent_config.data_dir).wait_finished("old")
             assert (state.status, state.exit_status) == (JobStatus.EXITED, 5)
         # the pid means nothing in this boot: whatever runs under it is left alone
-        assert pid_alive(running.pid)
+        assert pid_alive(other.pid)
     finally:
-        os.killpg(running.pid, signal.SIGKILL)
+        other.kill()
+        other.wait()
 
 
 async def test_a_job_started_just_before_a_crash_is_found_not_started_twice(

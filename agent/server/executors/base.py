@@ -14,9 +14,9 @@ is in the job's files (``JobFiles``) or labelled on the container. The manager c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from agent.protocol import ExecutorKind, JobReason, JobSpec, PortMapping
 from agent.server.store import JobFiles
@@ -84,3 +84,14 @@ class Executor(Protocol):
 
     async def close(self) -> None:
         """Let go of the jobs (they keep running) and of engine connections."""
+
+
+@runtime_checkable
+class Sweeping(Protocol):
+    """An executor that can find its jobs' processes without the job (the process one)."""
+
+    async def sweep(
+        self, known: Callable[[], Collection[str]], only: str | None = None
+    ) -> dict[str, int]:
+        """Kill the processes of this agent's jobs not in ``known()`` (``only``: of that
+        job id alone); {job id: processes found}."""

@@ -17,17 +17,26 @@ alone could have been reused).
 Stop: SIGTERM to the group and to every process carrying the job's marker (see
 ``proctable``), then SIGKILL to all of them after the grace period. When the job's main
 shell ends, processes it left behind are killed, as a container's would be.
+
+A job is never reported ended while a process of it lives: ``wait`` returns only once no
+process carries the job's marker (SIGKILL is repeated, and logged, while one survives),
+also when ``pid.json`` cannot be read (then the wrapper is found by the marker), and a
+failure to read ``/proc`` raises instead of reading as "nothing left". ``sweep`` kills the
+processes of this agent's jobs (``DOCKYARD_JOB_AGENT``) that the agent does not know.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import logging
 import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable, Collection
 
 from agent.protocol import ExecutorKind, GpuVendor, JobReason, JobSpec, PortMapping
 from agent.server.archives import place_archives, resolve_path_env
@@ -36,6 +45,11 @@ from agent.server.executors.base import ExecutorError, Launched, ProgressCallbac
 from agent.server.executors.containers import amd_device_groups
 from agent.server.jobaccount import JobAccount
 from agent.server.store import JobFiles, write_atomically
+
+log = logging.getLogger(__name__)
+
+KILL_RETRY_SECONDS = (0.05, 0.2, 1.0, 5.0)  # SIGKILL again while a process survives it
+Killer = Callable[[int, int], None]  # os.kill
 
 WRAPPER = """trap : HUP INT TERM
 "$1" -c "$2" </dev/null &
@@ -55,7 +69,7 @@ printf '%s\\n' "$status" >&0
 # wrapper interrupted it; then, if the child is gone, a second ``wait`` returns the status
 # it ended with meanwhile (127: none left to report, the first answer was the real one).
 
-_PASSED_OVER_ENV = ("DOCKYARD_AGENT_", proctable.MARKER_ENV)
+_PASSED_OVER_ENV = ("DOCKYARD_AGENT_", proctable.MARKER_ENV, proctable.AGENT_MARKER_ENV)
 
 
 def join_commands(commands: list[str]) -> str:
@@ -73,13 +87,15 @@ def gpu_environment(spec: JobSpec) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": visible, "NVIDIA_VISIBLE_DEVICES": visible or "none"}
 
 
-def job_environment(spec: JobSpec, base: dict[str, str]) -> dict[str, str]:
+def job_environment(spec: JobSpec, base: dict[str, str], agent_tag: str = "") -> dict[str, str]:
     """The environment of a process job: the agent's, the job's, then Dockyard's markers."""
     env = {key: value for key, value in base.items() if not key.startswith(_PASSED_OVER_ENV)}
     env.update(spec.env)
     env.update(gpu_environment(spec))
     env["DOCKYARD_RUN_NAME"] = spec.run_name
     env[proctable.MARKER_ENV] = spec.id
+    if agent_tag:
+        env[proctable.AGENT_MARKER_ENV] = agent_tag
     return env
 
 
@@ -88,9 +104,13 @@ class ProcessExecutor:
 
     kind = ExecutorKind.PROCESS
 
-    def __init__(self, account: JobAccount | None = None) -> None:
+    def __init__(
+        self, account: JobAccount | None = None, *, agent_tag: str = "", kill: Killer = os.kill
+    ) -> None:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self.account = account or JobAccount()  # who jobs without a `user` run as
+        self.agent_tag = agent_tag  # DOCKYARD_JOB_AGENT of our jobs ("": none, no sweep)
+        self._kill = kill
 
     async def is_available(self) -> bool:
         return True
@@ -118,7 +138,7 @@ class ProcessExecutor:
 
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
         try:
-            child = _spawn(spec, files, self.account)
+            child = _spawn(spec, files, self.account, self.agent_tag)
         except KeyError as error:
             user = spec.user or self.account.user
             raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {user} here") from error
@@ -149,30 +169,90 @@ class ProcessExecutor:
             child = self._children.pop(spec.id, None)
             if child is not None:
                 child.wait()
-            await asyncio.to_thread(_kill_everything, spec.id, identity, signal.SIGKILL)
+        else:  # no pid.json (or another boot's): the marker finds the wrapper, if any
+            leader = await asyncio.to_thread(_find_wrapper, spec.id)
+            if leader is not None:
+                await _wait_exit(leader.pid, leader.start_ticks, None)
+        await self.kill_all(spec.id, identity)  # what the job's shell left behind
         try:
             return int(files.exit_code.read_text().strip())
-        except (OSError, ValueError):
+        except (FileNotFoundError, ValueError):
             return None
 
     async def signal(self, spec: JobSpec, files: JobFiles, *, kill: bool) -> None:
+        """SIGTERM, or SIGKILL until none is left, to every process of the job."""
         identity = _read_identity(files)
-        if identity is None:
-            return
-        pid, start_ticks = identity
-        number = signal.SIGKILL if kill else signal.SIGTERM
-        if proctable.is_running(pid, start_ticks):
+        if identity is not None and proctable.is_running(*identity):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, number)
-        await asyncio.to_thread(_kill_everything, spec.id, identity, number)
+                os.killpg(identity[0], signal.SIGKILL if kill else signal.SIGTERM)
+        if kill:
+            await self.kill_all(spec.id, identity)
+        else:
+            await asyncio.to_thread(self._send, spec.id, identity, signal.SIGTERM)
+
+    async def kill_all(self, job_id: str, identity: tuple[int, int] | None) -> None:
+        """SIGKILL every process of the job; return once none is left.
+
+        A process that survives (no permission, stuck in the kernel) is logged and killed
+        again, with growing pauses: the job stays unfinished while it lives. A failure to
+        read /proc raises (the caller retries), never reads as "none left"."""
+        for attempt in itertools.count():
+            survivors = await asyncio.to_thread(self._send, job_id, identity, signal.SIGKILL)
+            if not survivors:
+                return
+            if attempt in (0, 10) or attempt % 100 == 0:
+                log.warning(
+                    "job %s: %d process(es) still alive after SIGKILL (pids %s); retrying",
+                    job_id,
+                    len(survivors),
+                    ", ".join(str(pid) for pid in survivors[:10]),
+                )
+            await asyncio.sleep(KILL_RETRY_SECONDS[min(attempt, len(KILL_RETRY_SECONDS) - 1)])
+
+    async def sweep(
+        self, known: Callable[[], Collection[str]], only: str | None = None
+    ) -> dict[str, int]:
+        """Kill the processes of this agent's jobs that are not in ``known()`` (asked after
+        the scan, so that a job submitted meanwhile is known); {job id: processes}."""
+        if not self.agent_tag:
+            return {}
+        found = await asyncio.to_thread(proctable.marked_processes, self.agent_tag)
+        if only is not None:
+            found = {only: found[only]} if only in found else {}
+        active = known()
+        strays = {job_id: len(stats) for job_id, stats in found.items() if job_id not in active}
+        for job_id in strays:
+            await self.kill_all(job_id, None)
+        return strays
+
+    def _send(self, job_id: str, identity: tuple[int, int] | None, number: int) -> list[int]:
+        """Send ``number`` to every process of the job; for SIGKILL, the pids still alive
+        after a few passes (the caller tries again)."""
+        session, start_ticks = identity or (-1, 0)
+        processes: list[proctable.ProcStat] = []
+        for _ in range(20):
+            processes = proctable.job_processes(session, job_id, start_ticks)
+            for process in processes:
+                try:
+                    self._kill(process.pid, number)
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    log.warning("job %s: no permission to signal pid %d", job_id, process.pid)
+            if not processes or number != signal.SIGKILL:
+                return []
+        return [process.pid for process in processes]
 
     async def sample(self, spec: JobSpec, files: JobFiles) -> Usage:
         identity = _read_identity(files)
         if identity is None:
             return Usage(cpu_seconds=0.0, memory_bytes=0)
-        processes = await asyncio.to_thread(
-            proctable.job_processes, identity[0], spec.id, identity[1]
-        )
+        try:
+            processes = await asyncio.to_thread(
+                proctable.job_processes, identity[0], spec.id, identity[1]
+            )
+        except OSError as error:
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, f"cannot read /proc: {error}") from error
         ticks = sum(process.cpu_ticks for process in processes)
         memory = sum(proctable.memory_bytes(process.pid) for process in processes)
         return Usage(cpu_seconds=ticks / proctable.ticks_per_second(), memory_bytes=memory)
@@ -188,7 +268,9 @@ class ProcessExecutor:
         self._children.clear()  # the wrappers live on; a later agent adopts them
 
 
-def _spawn(spec: JobSpec, files: JobFiles, account: JobAccount) -> subprocess.Popen[bytes]:
+def _spawn(
+    spec: JobSpec, files: JobFiles, account: JobAccount, agent_tag: str
+) -> subprocess.Popen[bytes]:
     """Start the wrapper in a new session, output appended to the job's log.
 
     The wrapper's stdin is ``exit_code``, opened here for writing (the job's own stdin is
@@ -205,7 +287,8 @@ def _spawn(spec: JobSpec, files: JobFiles, account: JobAccount) -> subprocess.Po
             return subprocess.Popen(
                 argv,
                 cwd=work_dir,
-                env=job_environment(spec, base) | resolve_path_env(spec.path_env, str(work_dir)),
+                env=job_environment(spec, base, agent_tag)
+                | resolve_path_env(spec.path_env, str(work_dir)),
                 stdin=exit_fd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -244,13 +327,14 @@ def _has_exit_status(files: JobFiles) -> bool:
 
 
 def _read_identity(files: JobFiles) -> tuple[int, int] | None:
-    """(pid, start ticks) of the job's wrapper, if it was started in this boot."""
+    """(pid, start ticks) of the job's wrapper, if it was started in this boot; None when
+    ``pid.json`` is missing or unreadable (other read errors, e.g. EMFILE, raise)."""
     try:
         data = json.loads(files.pid.read_text())
-        if data.get("boot_id") != proctable.boot_id():
+        if data.get("boot_id") != proctable.boot_id() or not data.get("boot_id"):
             return None
         return int(data["pid"]), int(data["start_ticks"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (FileNotFoundError, IsADirectoryError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -277,15 +361,3 @@ async def _wait_exit(pid: int, start_ticks: int, child: subprocess.Popen[bytes] 
             loop.remove_reader(pidfd)
     finally:
         os.close(pidfd)
-
-
-def _kill_everything(job_id: str, identity: tuple[int, int], number: signal.Signals) -> None:
-    """Send ``number`` to every process of the job; for SIGKILL, until none is left."""
-    session, start_ticks = identity
-    for _ in range(20):
-        processes = proctable.job_processes(session, job_id, start_ticks)
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(process.pid, number)
-        if not processes or number != signal.SIGKILL:
-            return

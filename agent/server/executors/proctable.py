@@ -2,7 +2,13 @@
 
 A job's processes are found two ways, so that a child that left the job's session
 (``setsid``, a double-forking daemon) is still found: by session id, and by the marker
-``DOCKYARD_JOB_ID=<id>`` in their environment, which every job process inherits.
+``DOCKYARD_JOB_ID=<id>`` in their environment, which every job process inherits. A second
+marker, ``DOCKYARD_JOB_AGENT=<tag>``, says which agent (data dir) started the job, so an
+agent can find the processes of jobs it does not know (``marked_processes``) without
+touching another agent's.
+
+A process that is gone reads as absent; any other failure to read ``/proc`` (too many open
+files, ...) raises ``OSError``: "I could not look" must never read as "nothing is left".
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from pathlib import Path
 
 PROC = Path("/proc")
 MARKER_ENV = "DOCKYARD_JOB_ID"
+AGENT_MARKER_ENV = "DOCKYARD_JOB_AGENT"
+_GONE = (FileNotFoundError, ProcessLookupError)  # the process exited while we read
 
 
 @dataclass(frozen=True)
@@ -26,9 +34,10 @@ class ProcStat:
 
 
 def read_stat(pid: int) -> ProcStat | None:
+    """The process's stat line; None when it is gone (other read errors raise)."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
-    except OSError:
+    except _GONE:
         return None
     # the command name (field 2) may hold spaces and parentheses: split after the last ")"
     fields = text[text.rindex(")") + 2 :].split()
@@ -53,12 +62,42 @@ def _pids() -> Iterator[int]:
             yield int(entry.name)
 
 
-def _has_marker(pid: int, marker: bytes) -> bool:
+def _environ(pid: int) -> bytes:
+    """The process's environment; empty when it is gone or not ours to read (a process of
+    another user, for an agent that is not root: not a job of ours either)."""
     try:
-        environ = (PROC / str(pid) / "environ").read_bytes()
-    except OSError:
-        return False
+        return (PROC / str(pid) / "environ").read_bytes()
+    except (*_GONE, PermissionError):
+        return b""
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    environ = _environ(pid)
     return environ.startswith(marker) or b"\0" + marker in environ
+
+
+def _variable(environ: bytes, name: bytes) -> str | None:
+    for entry in environ.split(b"\0"):
+        if entry.startswith(name + b"="):
+            return entry[len(name) + 1 :].decode(errors="replace")
+    return None
+
+
+def marked_processes(agent_tag: str) -> dict[str, list[ProcStat]]:
+    """Live processes carrying ``DOCKYARD_JOB_AGENT=<agent_tag>``, by their job id."""
+    agent = f"{AGENT_MARKER_ENV}={agent_tag}".encode()
+    found: dict[str, list[ProcStat]] = {}
+    for pid in _pids():
+        if pid == os.getpid():
+            continue
+        environ = _environ(pid)
+        if agent not in environ or _variable(environ, AGENT_MARKER_ENV.encode()) != agent_tag:
+            continue
+        job_id = _variable(environ, MARKER_ENV.encode())
+        stat = read_stat(pid)
+        if job_id and stat is not None and stat.state not in "ZX":
+            found.setdefault(job_id, []).append(stat)
+    return found
 
 
 def job_processes(session: int, job_id: str, since_ticks: int = 0) -> list[ProcStat]:
@@ -70,8 +109,9 @@ def job_processes(session: int, job_id: str, since_ticks: int = 0) -> list[ProcS
     marker = f"{MARKER_ENV}={job_id}\0".encode()
     # a session id outlives its leader; if the number now leads another session, the
     # processes in that session are not the job's (Linux reuses no pid still used as a sid)
-    leader = read_stat(session)
-    session_is_ours = leader is None or leader.start_ticks == since_ticks
+    leader = read_stat(session) if session > 0 else None
+    # session 0 is the kernel's threads', never a job's
+    session_is_ours = session > 0 and (leader is None or leader.start_ticks == since_ticks)
     found = []
     for pid in _pids():
         stat = read_stat(pid)
@@ -85,10 +125,12 @@ def job_processes(session: int, job_id: str, since_ticks: int = 0) -> list[ProcS
 
 
 def boot_id() -> str:
-    """This boot of the host: pids and start times from another boot mean nothing."""
+    """This boot of the host: pids and start times from another boot mean nothing.
+
+    Empty where the kernel does not say; other read errors raise."""
     try:
         return (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
-    except OSError:
+    except FileNotFoundError:
         return ""
 
 

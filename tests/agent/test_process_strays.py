@@ -1,0 +1,238 @@
+"""A job the agent reports ended has no process left (process executor).
+
+Each test breaks one thing a real agent meets (its pid file unreadable, an error while it
+waits for a job, a process it cannot kill, a job it does not know) and checks that no
+process of the job outlives its finished state. Real agents (``python -m agent serve`` or
+in-process), real processes found by their ``DOCKYARD_JOB_ID`` marker in /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from agent.protocol import JobReason, JobSpec, JobState, JobStatus
+from agent.server.executors import proctable
+from agent.server.executors.process import ProcessExecutor
+from agent.server.jobaccount import agent_tag
+from agent.server.serving import AgentConfig, start_agent
+from agent.server.store import JobStore, StoredJob
+from tests.agent.conftest import AgentApi, AgentProcess, _client, pid_alive, wait_for
+
+
+def _processes(job_id: str) -> list[int]:
+    """Live processes carrying the job's marker, whoever started them."""
+    return [stat.pid for stat in proctable.job_processes(-1, job_id)]
+
+
+async def _all_gone(job_id: str, deadline: float = 30.0) -> None:
+    async def gone() -> bool:
+        return not _processes(job_id)
+
+    await wait_for(gone, f"every process of {job_id} to be gone", deadline=deadline)
+
+
+def _kill_marked(job_id: str) -> None:
+    """Cleanup, whatever the test left: nothing of the job may outlive the test."""
+    for pid in _processes(job_id):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def _running_then_killed(agent_process: AgentProcess, job_id: str) -> AgentApi:
+    """A job `echo up; sleep` running, its agent SIGKILLed: (the job lives on)."""
+    api = await agent_process.start()
+    await api.submit(id=job_id, commands=["echo up; sleep 1000"])
+    await api.wait_status(job_id, JobStatus.RUNNING)
+    await api.wait_log(job_id, b"up\n")
+    await api.http.aclose()
+    agent_process.kill()
+    assert len(_processes(job_id)) == 3  # the wrapper, the job's shell, sleep
+    return api
+
+
+async def test_a_job_whose_pid_file_is_unreadable_is_found_by_its_marker(
+    agent_process: AgentProcess,
+) -> None:
+    try:
+        await _running_then_killed(agent_process, "nopid")
+        (agent_process.data_dir / "jobs" / "nopid" / "pid.json").write_text("{not json")
+        api = await agent_process.start()
+        try:
+            # still running: the wrapper is found by the marker and waited for
+            await api.http.post("/jobs/nopid/stop", json={"force": True})
+            state = await api.wait_finished("nopid")
+            assert (state.status, state.reason) == (JobStatus.TERMINATED, JobReason.KILLED)
+            assert not _processes("nopid")  # ended only once nothing of it lives
+        finally:
+            await api.http.aclose()
+    finally:
+        _kill_marked("nopid")
+
+
+async def test_a_job_without_pid_file_that_exits_gives_its_status(
+    agent_process: AgentProcess, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    api = await agent_process.start()
+    try:
+        await api.submit(id="exits", commands=[f"while [ ! -e {go} ]; do sleep 0.05; done; exit 4"])
+        await api.wait_status("exits", JobStatus.RUNNING)
+        await api.http.aclose()
+        agent_process.kill()
+        identity = agent_process.data_dir / "jobs" / "exits" / "pid.json"
+        record = json.loads(identity.read_text())
+        identity.write_text(json.dumps({**record, "boot_id": ""}))  # boot unknown
+        api = await agent_process.start()
+        assert (await api.state("exits")).status == JobStatus.RUNNING
+        go.touch()
+        state = await api.wait_finished("exits")
+        assert (state.status, state.exit_status) == (JobStatus.EXITED, 4)
+        assert not _processes("exits")
+    finally:
+        await api.http.aclose()
+        _kill_marked("exits")
+
+
+async def test_an_agent_error_while_waiting_kills_the_job_before_failing_it(
+    agent_process: AgentProcess,
+) -> None:
+    try:
+        await _running_then_killed(agent_process, "broken")
+        identity = agent_process.data_dir / "jobs" / "broken" / "pid.json"
+        record = json.loads(identity.read_text())
+        identity.write_text(json.dumps({**record, "pid": 0}))  # waiting for it raises
+        api = await agent_process.start()
+        try:
+            state = await api.wait_finished("broken")
+            assert (state.status, state.reason) == (JobStatus.FAILED, JobReason.EXECUTOR_ERROR)
+            assert not _processes("broken")  # killed before it was reported failed
+        finally:
+            await api.http.aclose()
+    finally:
+        _kill_marked("broken")
+
+
+async def test_a_process_that_cannot_be_killed_keeps_its_job_unfinished(
+    tmp_path: Path,
+) -> None:
+    """`wait` returns only once the leftover it was refused permission to kill is gone."""
+    refused: list[int] = []
+    allowed = asyncio.Event()
+
+    def kill(pid: int, number: int) -> None:
+        if pid == leftover and not allowed.is_set():
+            refused.append(pid)
+            raise PermissionError(1, "Operation not permitted")
+        os.kill(pid, number)
+
+    pid_file = tmp_path / "leftover"
+    spec = JobSpec(id="stuck", run_name="run", commands=[f"sleep 1000 & echo $! > {pid_file}"])
+    store = JobStore(tmp_path / "data")
+    files = store.create(StoredJob(spec=spec, state=JobState(id="stuck", status="pending")))
+    executor = ProcessExecutor(kill=kill)
+    leftover = -1
+    try:
+        await executor.launch(spec, files)
+        leftover = int(await wait_for(_read_pid(pid_file), "the leftover's pid"))
+        waiting = asyncio.create_task(executor.wait(spec, files))
+
+        async def refused_many() -> bool:  # more than the 20 passes it used to give up after
+            return len(refused) > 25
+
+        await wait_for(refused_many, "the kill to be refused again and again")
+        assert not waiting.done() and pid_alive(leftover)
+        allowed.set()
+        assert await asyncio.wait_for(waiting, 30) == 0
+        assert not pid_alive(leftover)
+    finally:
+        _kill_marked("stuck")
+
+
+def _read_pid(path: Path) -> Callable[[], Awaitable[str | None]]:
+    async def probe() -> str | None:
+        return _text(path)
+
+    return probe
+
+
+def _text(path: Path) -> str | None:
+    text = path.read_text().strip() if path.exists() else ""
+    return text or None
+
+
+async def test_a_restarted_agent_kills_the_processes_of_jobs_it_does_not_know(
+    agent_process: AgentProcess,
+) -> None:
+    try:
+        await _running_then_killed(agent_process, "forgotten")
+        (agent_process.data_dir / "jobs" / "forgotten" / "job.json").unlink()  # record lost
+        api = await agent_process.start()
+        try:
+            assert not _processes("forgotten")  # gone before the agent serves
+            assert (await api.http.get("/jobs/forgotten")).status_code == 404
+        finally:
+            await api.http.aclose()
+    finally:
+        _kill_marked("forgotten")
+
+
+def _marked(job_id: str, tag: str) -> subprocess.Popen[bytes]:
+    env = os.environ | {proctable.MARKER_ENV: job_id, proctable.AGENT_MARKER_ENV: tag}
+    return subprocess.Popen(["sleep", "1000"], env=env, start_new_session=True)
+
+
+async def test_a_stop_of_an_unknown_job_kills_its_processes_first(
+    agent_config: AgentConfig,
+) -> None:
+    async with start_agent(agent_config) as context, _client(context.http_port) as http:
+        ghost = _marked("ghost", agent_tag(agent_config.data_dir))
+        try:
+            response = await http.post("/jobs/ghost/stop", json={"force": True})
+            assert response.status_code == 404
+            assert ghost.wait(timeout=10) == -signal.SIGKILL  # killed before the answer
+        finally:
+            ghost.kill()
+            ghost.wait()
+
+
+async def test_the_agent_sweeps_strays_of_its_own_jobs_only(agent_config: AgentConfig) -> None:
+    config = AgentConfig(
+        data_dir=agent_config.data_dir,
+        http_port=0,
+        docker=False,
+        tool_runner=agent_config.tool_runner,
+        sweep_seconds=0.05,
+    )
+    tag = agent_tag(config.data_dir)
+    other = _marked("elsewhere", "another-agent")
+    strays: list[subprocess.Popen[bytes]] = []
+    try:
+        async with start_agent(config) as context, _client(context.http_port) as http:
+            api = AgentApi(http, config.data_dir)
+            await api.submit(id="kept", commands=["echo up; sleep 1000"])
+            await api.wait_log("kept", b"up\n")
+            for name in ("stray-1", "stray-2"):  # the second: one more whole pass after
+                strays.append(_marked(name, tag))
+
+                async def reaped(process: subprocess.Popen[bytes] = strays[-1]) -> bool:
+                    return process.poll() is not None
+
+                await wait_for(reaped, f"{name} to be killed by a sweep")
+            assert other.poll() is None  # another agent's job: left alone
+            assert (await api.state("kept")).status == JobStatus.RUNNING
+            assert len(_processes("kept")) == 3
+            await http.post("/jobs/kept/stop", json={"force": True})
+            await api.wait_finished("kept")
+            assert not _processes("kept")
+    finally:
+        for process in (other, *strays):
+            process.kill()
+            process.wait()
+        _kill_marked("kept")
