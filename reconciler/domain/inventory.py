@@ -86,3 +86,7 @@ class CapacityRecord:
     outputs: Any = None
     """The stack's outputs (volumes and gateways; None for fleets)."""
     deleted: bool = False
+    project: str = ""
+    """The project's name (where the store read it with the row)."""
+    path: str | None = None
+    """The config path of its resource (where the store read it with the row)."""

@@ -47,7 +47,13 @@ def instance_record(row: Instance) -> InstanceRecord:
     )
 
 
-def capacity_record(kind: CapacityKind, row: Fleet | Volume | Gateway) -> CapacityRecord:
+def capacity_record(
+    kind: CapacityKind,
+    row: Fleet | Volume | Gateway,
+    *,
+    project: str = "",
+    path: str | None = None,
+) -> CapacityRecord:
     return CapacityRecord(
         kind=kind,
         id=row.id,
@@ -60,6 +66,8 @@ def capacity_record(kind: CapacityKind, row: Fleet | Volume | Gateway) -> Capaci
         status_message=row.status_message,
         outputs=None if isinstance(row, Fleet) else row.outputs,
         deleted=row.deleted,
+        project=project,
+        path=path,
     )
 
 

@@ -28,6 +28,7 @@ from reconciler.adapters.db.planwrites import PlanWritesStore
 from reconciler.adapters.db.runningjobs import RunningJobsStore
 from reconciler.adapters.db.runsteps import RunStepsStore
 from reconciler.adapters.db.serving import ServingStore
+from reconciler.adapters.db.stackrows import StackRowsStore
 from reconciler.adapters.db.steploads import StepLoadsStore
 from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
@@ -46,6 +47,7 @@ class Store(
     DeadLeasesStore,
     ApprovalsStore,
     ServingStore,
+    StackRowsStore,
 ):
     """Projects, accounts, inventory, history, workloads and approvals; see docs/store.md."""
 

@@ -6,7 +6,6 @@ cloud gateways go through the Pulumi engine. Same steps as volumes (`volumes.py`
 
 from __future__ import annotations
 
-from reconciler.adapters.db.models import Gateway
 from reconciler.engine.worker import Process, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers.stacking import StackRows
@@ -17,5 +16,5 @@ READY = "running"
 
 
 def make_process(deps: WorkerDeps) -> Process:
-    rows = StackRows(deps, Gateway, "gateway")
+    rows = StackRows(deps, "gateway")
     return lambda row_id, token: process_capacity(rows, READY, row_id, token)

@@ -18,17 +18,41 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, cast, get_args
 
-from reconciler.adapters.db.models import Fleet, Gateway, Project, Resource, Volume
+from reconciler.domain.inventory import CapacityKind, CapacityRecord
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.engine.previewing import engine_for, to_stack_resource
 from reconciler.engine.workers import WorkerDeps
 from stacks.protocol import Engine, StackError, StackOutputs, StackResource
 
-CapacityModel = type[Fleet] | type[Volume] | type[Gateway]
-CapacityRow = Fleet | Volume | Gateway
 DELETING = "deleting"
+
+
+class CapacityRow(Protocol):
+    """What the stack steps read of a row: a `CapacityRecord` (or, until the fleets worker
+    loads records, its ORM row)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def project_id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> Any: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def status_message(self) -> str: ...
+
+    @property
+    def resource_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,42 +65,44 @@ class Stacked:
 
 
 class StackRows:
-    """Stack operations and fenced writes for rows of one capacity model."""
+    """Stack operations and fenced writes for rows of one kind (`"fleet"`, `"volume"`,
+    `"gateway"`): `StackRows(deps, kind)` loads `CapacityRecord`s.
 
-    def __init__(self, deps: WorkerDeps, model: CapacityModel, kind: str) -> None:
+    The older form `StackRows(deps, Model, kind)` (the fleets worker's, until it takes
+    records) loads that model's rows instead; the writes are the same named operations."""
+
+    def __init__(self, deps: WorkerDeps, kind_or_model: object, kind: str | None = None) -> None:
         self.deps = deps
-        self.model = model
-        self.kind = kind
+        self._rows_of: object = None if isinstance(kind_or_model, str) else kind_or_model
+        name = kind_or_model if isinstance(kind_or_model, str) else kind
+        if name not in get_args(CapacityKind):
+            raise ValueError(f"not a capacity kind: {name!r}")
+        self.kind = cast(CapacityKind, name)
 
     async def load(self, row_id: str, token: str) -> CapacityRow | None:
-        row = await asyncio.to_thread(self.deps.store.leases.load, self.model, row_id, token)
-        return row if isinstance(row, Fleet | Volume | Gateway) else None
+        store = self.deps.store
+        if self._rows_of is None:
+            return await asyncio.to_thread(store.load_capacity, self.kind, row_id, token)
+        row: CapacityRow | None = await asyncio.to_thread(
+            store.leases.load, cast("type[Any]", self._rows_of), row_id, token
+        )
+        return row
 
     async def stacked(self, row: CapacityRow) -> Stacked:
-        project = await asyncio.to_thread(self.deps.store.get, Project, row.project_id)
+        if isinstance(row, CapacityRecord):
+            project, path = row.project, row.path
+        else:
+            source = self.deps.store.stack_source
+            project, path = await asyncio.to_thread(source, row.project_id, row.resource_id)
         spec = dict(row.spec or {})
-        resource = to_stack_resource(
-            project.name if project is not None else row.project_id,
-            self.kind,
-            row.name,
-            await asyncio.to_thread(self._path_of, row),
-            spec,
-        )
+        resource = to_stack_resource(project, self.kind, row.name, path, spec)
         engine, why = engine_for(self.deps.engines, self.kind, spec)
         return Stacked(engine, resource, why)
 
-    def _path_of(self, row: CapacityRow) -> str | None:
-        if row.resource_id is None:
-            return None
-        resource = self.deps.store.get(Resource, row.resource_id)
-        return resource.path if resource is not None else None
-
     async def write(self, row: CapacityRow, token: str, **values: Any) -> bool:
         """Fenced write of the row; False when the lease was lost (nothing written)."""
-        return bool(
-            await asyncio.to_thread(
-                self.deps.store.leases.fenced_update, self.model, row.id, token, values
-            )
+        return await asyncio.to_thread(
+            self.deps.store.write_capacity, self.kind, row.id, token, values
         )
 
     async def event(self, row: CapacityRow, message: str) -> None:

@@ -8,7 +8,6 @@ needs nothing until its row changes (dstack: volumes cannot change in place). Se
 
 from __future__ import annotations
 
-from reconciler.adapters.db.models import Volume
 from reconciler.engine.outcomes import Outcome
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
@@ -20,7 +19,7 @@ IDLE_INTERVAL = 300.0
 
 
 def make_process(deps: WorkerDeps) -> Process:
-    rows = StackRows(deps, Volume, "volume")
+    rows = StackRows(deps, "volume")
     return lambda row_id, token: process_capacity(rows, READY, row_id, token)
 
 

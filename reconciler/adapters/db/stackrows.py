@@ -1,0 +1,67 @@
+"""The stack workers' reads and writes of a fleet, volume or gateway row.
+
+`load_capacity` reads the leased row with its project's name and its resource's config
+path in one statement (a frozen `CapacityRecord`, None when the lease is lost);
+`write_capacity` is the fenced write of its status, message or outputs (nothing written
+when the lease was lost). Called by `engine.workers.stacking.StackRows` (the volumes,
+gateways and fleets workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Table, select, update
+
+from reconciler.adapters.db.models import Fleet, Gateway, Project, Resource, Volume
+from reconciler.adapters.db.records import CAPACITY_MODELS, capacity_record
+from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.inventory import CapacityKind, CapacityRecord
+
+_LEASE_COLUMNS = frozenset({"lock_token", "lock_expires_at", "lock_owner"})
+
+
+class StackRowsStore(StoreBase):
+    def load_capacity(self, kind: CapacityKind, row_id: str, token: str) -> CapacityRecord | None:
+        """The row if this lease still holds it, with its project's name (its id when the
+        project is gone) and its resource's path; None otherwise."""
+        model = CAPACITY_MODELS[kind]
+        with self.reading() as session:
+            found = session.execute(
+                select(model, Project.name, Resource.path)
+                .outerjoin(Project, Project.id == model.project_id)
+                .outerjoin(Resource, Resource.id == model.resource_id)
+                .where(model.id == row_id, model.lock_token == token)
+            ).first()
+            if found is None:
+                return None
+            row, project, path = found
+            assert isinstance(row, Fleet | Volume | Gateway)
+            return capacity_record(kind, row, project=project or row.project_id, path=path)
+
+    def stack_source(self, project_id: str, resource_id: str | None) -> tuple[str, str | None]:
+        """(project name, or its id when gone; the resource's config path or None)."""
+        with self.reading() as session:
+            project = session.scalar(select(Project.name).where(Project.id == project_id))
+            path = None
+            if resource_id is not None:
+                path = session.scalar(select(Resource.path).where(Resource.id == resource_id))
+            return project or project_id, path
+
+    def write_capacity(
+        self, kind: CapacityKind, row_id: str, token: str, values: Mapping[str, Any]
+    ) -> bool:
+        """`UPDATE … SET values WHERE id=row_id AND lock_token=token`; whether it held."""
+        touched = _LEASE_COLUMNS.intersection(values)
+        if touched:
+            raise ValueError(f"write_capacity may not set {sorted(touched)}")
+        table = CAPACITY_MODELS[kind].__table__
+        assert isinstance(table, Table)
+        with self.writing() as session:
+            result = session.execute(
+                update(table)
+                .where(table.c.id == row_id, table.c.lock_token == token)
+                .values(**values)
+            )
+        return bool(getattr(result, "rowcount", 0))
