@@ -13,7 +13,9 @@ from collections.abc import Collection
 from sqlalchemy import select
 
 from reconciler.adapters.db.models import Fleet, Gateway, Instance, Job, Run, Volume
+from reconciler.adapters.db.records import capacity_record, instance_record
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.inventory import CapacityRecord, InstanceRecord
 
 
 class WorkloadsStore(StoreBase):
@@ -81,6 +83,21 @@ class WorkloadsStore(StoreBase):
             query = query.where(Fleet.deleted.is_(False))
         with self.reading() as session:
             return list(session.scalars(query.order_by(Fleet.name, Fleet.created_at)))
+
+    def fleet_records(self, project_id: str) -> list[CapacityRecord]:
+        """The project's live fleets (by name), as domain values."""
+        return [capacity_record("fleet", row) for row in self.list_fleets(project_id)]
+
+    def instance_records(
+        self,
+        *,
+        project_id: str | None = None,
+        fleet_id: str | None = None,
+        statuses: Collection[str] | None = None,
+    ) -> list[InstanceRecord]:
+        """`list_instances` as domain values."""
+        found = self.list_instances(project_id=project_id, fleet_id=fleet_id, statuses=statuses)
+        return [instance_record(row) for row in found]
 
     def get_fleet_by_name(self, project_id: str, name: str) -> Fleet | None:
         query = select(Fleet).where(

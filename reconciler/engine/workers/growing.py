@@ -12,14 +12,15 @@ with the submitted job, and the fleets worker only reads it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import ElasticFleet, elastic_fleet, fleet_kind
 from reconciler.core.scheduling import Candidate
+from reconciler.domain.inventory import InstanceRecord
 from reconciler.domain.statuses import InstanceStatus
 
 AWAITING_FLEET = "awaiting_fleet"
@@ -30,6 +31,24 @@ _SPARE = frozenset(
     {InstanceStatus.PENDING.value, InstanceStatus.PROVISIONING.value, InstanceStatus.IDLE.value}
 )
 _GONE = frozenset({InstanceStatus.TERMINATING.value, InstanceStatus.TERMINATED.value})
+
+
+class Node(Protocol):
+    """What growth reads of an instance (an `InstanceRecord`, or the fleets worker's row)."""
+
+    @property
+    def status(self) -> str: ...
+
+
+N = TypeVar("N", bound=Node)
+
+
+def _staying(instances: Iterable[N]) -> list[N]:
+    return [i for i in instances if i.status not in _GONE]
+
+
+def _spare(instances: Iterable[Node]) -> int:
+    return sum(1 for i in _staying(instances) if i.status in _SPARE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +70,7 @@ class FleetState:
 
     @property
     def staying(self) -> list[Instance]:
-        return [i for i in self.instances if i.status not in _GONE]
+        return _staying(self.instances)
 
     @property
     def leaving(self) -> list[Instance]:
@@ -69,7 +88,7 @@ class FleetState:
 
     @property
     def spare(self) -> int:
-        return sum(1 for i in self.staying if i.status in _SPARE)
+        return _spare(self.instances)
 
     @property
     def demand(self) -> int:
@@ -98,15 +117,16 @@ def waiting_jobs(store: Store, project_id: str) -> list[Demand]:
     return found
 
 
-def _live_instances(store: Store, **where: Any) -> list[Instance]:
-    statuses = [s.value for s in InstanceStatus if s is not InstanceStatus.TERMINATED]
-    return store.list_instances(statuses=statuses, **where)
+_NOT_TERMINATED = tuple(s.value for s in InstanceStatus if s is not InstanceStatus.TERMINATED)
 
 
 def fleet_state(store: Store, fleet: Fleet) -> FleetState:
-    """The fleet's non-terminated instances and the demand recorded on it."""
+    """The fleet's non-terminated instances and the demand recorded on it.
+
+    Its instances are ORM rows while the fleets worker (its one caller) works on rows."""
     demands = [d for d in waiting_jobs(store, fleet.project_id) if d.fleet_id == fleet.id]
-    return FleetState(tuple(_live_instances(store, fleet_id=fleet.id)), tuple(demands))
+    instances = store.list_instances(statuses=_NOT_TERMINATED, fleet_id=fleet.id)
+    return FleetState(tuple(instances), tuple(demands))
 
 
 def elastic_fleets(
@@ -118,28 +138,25 @@ def elastic_fleets(
     The waiting jobs are read only when some fleet can grow at all: on a project of local
     and SSH fleets, hundreds of jobs waiting for busy capacity would otherwise each read
     all the others at every poll."""
-    fleets = store.list_fleets(project_id)
-    elastic = any(
-        fleet_kind(f.spec if isinstance(f.spec, Mapping) else {}) == "cloud" for f in fleets
-    )
-    instances = _live_instances(store, project_id=project_id) if elastic else []
+    fleets = store.fleet_records(project_id)
+    elastic = any(fleet_kind(f.spec) == "cloud" for f in fleets)
+    instances: list[InstanceRecord] = []
+    if elastic:
+        instances = store.instance_records(project_id=project_id, statuses=_NOT_TERMINATED)
     waiting = waiting_jobs(store, project_id) if elastic else []
     demands = [d for d in waiting if d.job_id != job_id]
     views = []
     for fleet in fleets:
-        state = FleetState(
-            tuple(i for i in instances if i.fleet_id == fleet.id),
-            tuple(d for d in demands if d.fleet_id == fleet.id),
-        )
+        mine = [i for i in instances if i.fleet_id == fleet.id]
         views.append(
             elastic_fleet(
                 fleet.id,
                 fleet.name,
                 fleet.status,
-                fleet.spec if isinstance(fleet.spec, Mapping) else {},
-                live=state.live,
-                spare=state.spare,
-                demand=state.demand,
+                fleet.spec,
+                live=len(_staying(mine)),
+                spare=_spare(mine),
+                demand=sum(d.nodes for d in demands if d.fleet_id == fleet.id),
                 instances=tuple(c for c in candidates if c.fleet_name == fleet.name),
             )
         )
