@@ -194,12 +194,22 @@ async def _healthy(
     return health.version == agent_version() and build in (None, health.build)
 
 
+def local_agent_alive(server_data_dir: Path) -> bool:
+    """Whether the local agent last started for this server data dir still runs (it may
+    be slow to answer: that alone is no reason to replace it)."""
+    pid = _read_state(local_paths(server_data_dir)).get("pid")
+    return pid is not None and _is_our_agent(pid)
+
+
 def stop_local_agent(server_data_dir: Path, *, wait_for: float = 10.0) -> bool:
-    """Stop the local agent if one runs (jobs are detached and keep running)."""
+    """Stop the local agent if one runs (jobs are detached and keep running): SIGTERM
+    (and SIGCONT, should it be stopped), SIGKILL after `wait_for` seconds."""
     pid = _read_state(local_paths(server_data_dir)).get("pid")
     if pid is None or not _is_our_agent(pid):
         return False
     os.kill(pid, signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
     deadline = time.monotonic() + wait_for
     while time.monotonic() < deadline and _is_our_agent(pid):
         time.sleep(0.05)
@@ -332,7 +342,8 @@ async def ensure_local_agent(
             target = _target(paths, ssh_port, client_key)
             if await _healthy(pool, target, http_port, build=agent_build()):
                 return LocalAgent(target, http_port, ssh_port, pid, started=False)
-            await asyncio.to_thread(stop_local_agent, server_data_dir)
+            # its jobs stay: the next agent re-adopts them; a busy agent gets time to leave
+            await asyncio.to_thread(stop_local_agent, server_data_dir, wait_for=30.0)
             pool.drop(target)
         await asyncio.to_thread(_free_data_dir, paths)
         http_port, ssh_port = _free_port(http_port), _free_port(ssh_port)

@@ -16,7 +16,10 @@
   `unreachable_since` and the message says so; past the grace window
   (`timings.unreachable_grace`, dstack: 2 min) the message says `instance_unreachable`
   and an event is recorded once (the jobs worker fails the jobs on it with that reason).
-  The local fleet's agent is restarted when it is found dead. An answer clears the state.
+  The local fleet's agent is restarted when its process is gone, or after
+  `LOCAL_RESTART_AFTER` healthchecks in a row failed (one slow answer under load is no
+  reason: replacing it mid-work costs more); the old one is stopped with SIGTERM and its
+  jobs are re-adopted by the new one. An answer clears the state.
 - `terminating`: nothing runs there any more (the runs were stopped first); the instance
   becomes `terminated` and the fleets worker is hinted. Except an idle instance an active
   cloud fleet shrinks away: the fleets worker marks it `terminated` once its node is out
@@ -33,7 +36,7 @@ from typing import Any
 
 from agent.client import AgentError, AgentUnreachable
 from agent.deploy import DeployError
-from agent.local import LocalAgentError
+from agent.local import LocalAgentError, local_agent_alive
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.core import hostblocks
 from reconciler.core.elastic import fleet_kind
@@ -47,6 +50,8 @@ from reconciler.engine.workers.growing import LEAVING_REASON
 CONFIG = WorkerConfig(kind="instances", concurrency=20, lease_seconds=30.0, min_interval=7.0)
 UNREACHABLE = "instance_unreachable"
 READY_WAKES = 64
+LOCAL_RESTART_AFTER = 3
+"""Failed healthchecks in a row after which a local agent that still runs is replaced."""
 """Waiting jobs woken when an instance becomes ready or grows (each placed one wakes the next)."""
 
 
@@ -89,6 +94,7 @@ class InstancesProcessor:
         self._upgrading = asyncio.Lock()  # one SSH host's agent replaced at a time
         self._settled: set[str] = set()  # SSH instances whose agent options were checked
         self._options_failed = ""  # the first host whose agent failed with the new options
+        self._local_misses: dict[str, int] = {}  # local instance -> failed checks in a row
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)
@@ -122,6 +128,7 @@ class InstancesProcessor:
     async def _reachable(
         self, row: Instance, token: str, facts: dict[str, Any] | None
     ) -> ProcessResult:
+        self._local_misses.pop(row.id, None)
         values: dict[str, Any] = {}
         if row.unreachable_since is not None:
             values.update(unreachable_since=None, status_message="")
@@ -243,9 +250,16 @@ class InstancesProcessor:
         return min(AGENT_RETRY_DELAY, max(0.5, grace - waited) if waited < grace else 5.0)
 
     async def _restart_local(self, row: Instance, token: str) -> None:
-        """The local agent died (or moved): start it again and re-point the instance."""
+        """The local agent died (or moved), or failed `LOCAL_RESTART_AFTER` checks in a
+        row: start it again (`ensure_local_agent` keeps one that answers now) and re-point
+        the instance. A slow agent whose process runs is given more checks first."""
         if self.deps.local_agent is None:
             return
+        misses = self._local_misses[row.id] = self._local_misses.get(row.id, 0) + 1
+        alive = await asyncio.to_thread(local_agent_alive, self.deps.data_dir)
+        if alive and misses < LOCAL_RESTART_AFTER:
+            return
+        self._local_misses.pop(row.id, None)
         try:
             local = await self.deps.local_agent()
         except LocalAgentError as exc:
