@@ -171,10 +171,15 @@ def _keep(context: AgentContext, kept: KeptLogs, job_id: str) -> None:
     kept.keep(JobLink(job_id, spec.labels.get(PROJECT_LABEL)), spec.run_name, log)
 
 
-async def keep_ended_logs(context: AgentContext, kept: KeptLogs) -> None:
-    """Follow the job events: each job that ends has its log kept (`KeptLogs`)."""
+async def keep_ended_logs(
+    context: AgentContext, kept: KeptLogs, stopping: asyncio.Event | None = None
+) -> None:
+    """Follow the job events: each job that ends has its log kept (`KeptLogs`), until
+    `stopping` is set. (Cancelling alone may not stop it: on Python 3.11
+    `asyncio.wait_for` swallows a cancel that comes as the awaited event fires, and the
+    agent's leaving publishes events; `stopping` is checked after each page.)"""
     seq, epoch = 0, ""
-    while True:
+    while stopping is None or not stopping.is_set():
         page = await context.manager.events.wait(seq, epoch, MAX_WAIT_SECONDS)
         ended = [
             event.job_id
@@ -194,8 +199,8 @@ def ssh_server_service(options: SSHServerOptions) -> AgentService:
     @contextlib.asynccontextmanager
     async def service(context: AgentContext) -> AsyncIterator[None]:
         watch = ActivityWatch(context.manager.activity, watched_owner(context))
-        kept = KeptLogs()
-        keeper = asyncio.create_task(keep_ended_logs(context, kept), name="kept-job-logs")
+        kept, stopping = KeptLogs(), asyncio.Event()
+        keeper = asyncio.create_task(keep_ended_logs(context, kept, stopping), name="kept-job-logs")
         acceptor = await start_ssh_server(
             options,
             policy=forward_policy(context),
@@ -210,6 +215,7 @@ def ssh_server_service(options: SSHServerOptions) -> AgentService:
         finally:
             acceptor.close()
             await acceptor.wait_closed()
+            stopping.set()
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper

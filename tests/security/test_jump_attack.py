@@ -1,0 +1,247 @@
+"""Attack on dstack's attach path through the agent's SSH server (agent/ssh/jump.py).
+
+dstack hops through the agent's SSH server with the job's id as the outer user name, then
+connects to the same server again through that hop; the inner connection is tied to the job
+the outer user name named. The attacker is a member of project `alpha` only (a user key
+limited to it, as the server writes it), on a real agent (process jobs, its embedded SSH
+server) running a job of `alpha` and jobs of `bravo`. The attacker names `bravo`'s running
+job, its finished job, its run name and an unknown id as the outer user; hops through a job
+of their own to `bravo`'s port, the agent's API and back to the SSH server as `bravo`'s job;
+and asks the inner connection for a session as `bravo`'s job. Every one must be refused,
+with asyncssh and with OpenSSH configured as dstack configures it; the same steps with the
+attacker's own job work (so the refusals are not vacuous).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+import pytest
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
+
+from agent.client import AgentClient
+from agent.protocol import JobSpec, JobStatus, PortRequest
+from agent.ssh.server import user_key_line
+from agent.tunnel import TunnelPool
+from tests.tunnel.conftest import (  # noqa: F401 - fixtures
+    AgentOverSSH,
+    agent_over_ssh,
+    free_port,
+    keys,
+    unique_id,
+    wait_job,
+)
+
+PROJECT = "dockyard.project"
+
+
+@dataclass(frozen=True)
+class Field:
+    agent: AgentOverSSH
+    attacker_key: Path
+    alpha: str  # a running job of the attacker's project
+    alpha_port: int
+    bravo: str  # a running job of another project
+    bravo_port: int
+    bravo_done: str  # a finished job of that project
+    bravo_run: str
+
+
+def _spec(project: str, run: str, commands: list[str], port: int | None = None) -> JobSpec:
+    return JobSpec(
+        id=unique_id(run),
+        run_name=run,
+        labels={PROJECT: project},
+        ports=[PortRequest(container_port=port)] if port else [],
+        commands=commands,
+    )
+
+
+async def _listening(port: int) -> None:
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            return
+
+
+def _server(word: str, port: int) -> list[str]:
+    return [f"echo {word}", f"exec {sys.executable} -m http.server {port} --bind 127.0.0.1"]
+
+
+@pytest.fixture
+async def field(agent_over_ssh: AgentOverSSH, tmp_path: Path) -> AsyncIterator[Field]:  # noqa: F811
+    pool = TunnelPool()
+    client = AgentClient.over_tunnel(pool, agent_over_ssh.target(), agent_over_ssh.http_port)
+    alpha_port, bravo_port = free_port(), free_port()
+    alpha = _spec("alpha", "alpha-web", _server("alpha-secret", alpha_port), alpha_port)
+    bravo = _spec("bravo", "bravo-web", _server("bravo-secret", bravo_port), bravo_port)
+    done = _spec("bravo", "bravo-once", ["echo bravo-finished-secret"])
+    for spec in (alpha, bravo, done):
+        await client.submit(spec)
+    await wait_job(client, done.id, lambda s: s.status.is_finished())
+    for spec in (alpha, bravo):
+        await wait_job(client, spec.id, lambda s: s.status == JobStatus.RUNNING)
+    for port in (alpha_port, bravo_port):  # both listen: a refusal is not a closed port
+        await _listening(port)
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    attacker = tmp_path / "attacker"
+    key.write_private_key(str(attacker))
+    attacker.chmod(0o600)
+    authorized = agent_over_ssh.keys.authorized_keys
+    line = user_key_line(key.export_public_key().decode(), ["alpha"])
+    authorized.write_text(authorized.read_text() + line + "\n")
+    try:
+        yield Field(
+            agent_over_ssh,
+            attacker,
+            alpha.id,
+            alpha_port,
+            bravo.id,
+            bravo_port,
+            done.id,
+            "bravo-web",
+        )
+    finally:
+        for spec in (alpha, bravo):
+            await client.stop(spec.id, force=True)
+        await client.aclose()
+        await pool.close()
+
+
+def _connect(
+    field: Field, user: str, tunnel: asyncssh.SSHClientConnection | None = None
+) -> asyncssh.connection._ConnectionContext:  # type: ignore[name-defined]
+    return asyncssh.connect(
+        "localhost" if tunnel else "127.0.0.1",
+        field.agent.ssh_port,
+        tunnel=tunnel,
+        username=user,
+        client_keys=[str(field.attacker_key)],
+        known_hosts=None,
+        config=None,
+    )
+
+
+async def _refused(conn: asyncssh.SSHClientConnection, host: str, port: int) -> str:
+    with pytest.raises(asyncssh.ChannelOpenError) as info:
+        _, writer = await conn.open_connection(host, port)
+        writer.close()
+    return info.value.reason
+
+
+async def _session(conn: asyncssh.SSHClientConnection) -> asyncssh.SSHCompletedProcess:
+    async with asyncio.timeout(30):
+        return await conn.run("pwd; echo $DOCKYARD_RUN_NAME")
+
+
+async def _log(conn: asyncssh.SSHClientConnection, until: bytes) -> bytes:
+    """dstack-runner's log stream through a forward of port 10999, read until `until`."""
+    listener = await conn.forward_local_port("127.0.0.1", 0, "localhost", 10999)
+    got = b""
+    try:
+        async with (
+            asyncio.timeout(30),
+            ws_connect(f"ws://127.0.0.1:{listener.get_port()}/logs_ws") as socket,
+        ):
+            while until not in got:
+                message = await socket.recv()
+                got += message if isinstance(message, bytes) else message.encode()
+    except ConnectionClosed:
+        pass
+    finally:
+        listener.close()
+    return got
+
+
+async def test_outer_user_naming_another_projects_job_gets_no_hop(field: Field) -> None:
+    ssh_port = field.agent.ssh_port
+    for name in (field.bravo, field.bravo_done, field.bravo_run, unique_id("nosuchjob")):
+        async with _connect(field, name) as outer:
+            for host in ("localhost", "127.0.0.1", "::1"):
+                reason = await _refused(outer, host, ssh_port)
+                assert "no job named" in reason, (name, host, reason)
+            for port in (field.bravo_port, field.agent.http_port, 10999):
+                assert "not allowed" in await _refused(outer, "127.0.0.1", port), (name, port)
+            result = await _session(outer)
+            assert result.exit_status != 0 and "no job named" in str(result.stderr), name
+            assert "bravo" not in str(result.stdout)
+
+
+async def test_a_hop_through_the_attackers_own_job_reaches_only_that_job(field: Field) -> None:
+    ssh_port = field.agent.ssh_port
+    async with _connect(field, field.alpha) as outer:
+        # the inner user name is the attacker's choice: the link, not the name, decides
+        for inner_user in ("root", field.bravo, field.bravo_run):
+            async with _connect(field, inner_user, tunnel=outer) as inner:
+                result = await _session(inner)
+                assert result.exit_status == 0, result.stderr
+                assert field.alpha in str(result.stdout) and "alpha-web" in str(result.stdout)
+                for port in (field.bravo_port, field.agent.http_port):
+                    assert "not allowed" in await _refused(inner, "127.0.0.1", port)
+                for name in ("localhost", "127.0.0.1"):  # a hop from the hop, as bravo's job
+                    assert "no job named" in await _refused(inner, name, ssh_port)
+                log = await _log(inner, b"alpha-secret")
+                assert b"alpha-secret" in log and b"bravo" not in log
+        # the attacker's own job's port stays reachable (the refusals above are not vacuous)
+        _, writer = await outer.open_connection("127.0.0.1", field.alpha_port)
+        writer.close()
+
+
+async def test_a_finished_job_of_the_attackers_project_gives_its_log_not_a_shell(
+    field: Field,
+) -> None:
+    pool = TunnelPool()
+    client = AgentClient.over_tunnel(pool, field.agent.target(), field.agent.http_port)
+    done = _spec("alpha", "alpha-once", ["echo alpha-finished"])
+    await client.submit(done)
+    await wait_job(client, done.id, lambda s: s.status.is_finished())
+    await client.aclose()
+    await pool.close()
+    async with _connect(field, done.id) as outer, _connect(field, "root", outer) as inner:
+        result = await _session(inner)
+        assert result.exit_status != 0 and "no job named" in str(result.stderr)
+        assert b"alpha-finished" in await _log(inner, b"alpha-finished")
+
+
+def _openssh(field: Field, home: Path, job_id: str) -> subprocess.CompletedProcess[str]:
+    """`ssh <run> echo hi` with the two aliases dstack's attach writes."""
+    config = home / f"config-{job_id}"
+    common = (
+        f"  IdentityFile {field.attacker_key}\n  IdentitiesOnly yes\n"
+        "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  BatchMode yes\n"
+    )
+    config.write_text(
+        f"Host run-host\n  HostName 127.0.0.1\n  Port {field.agent.ssh_port}\n"
+        f"  User {job_id}\n{common}"
+        f"Host run\n  HostName localhost\n  Port {field.agent.ssh_port}\n  User root\n"
+        f"  ProxyJump run-host\n{common}"
+    )
+    return subprocess.run(
+        ["ssh", "-F", str(config), "run", "echo", "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client")
+async def test_openssh_as_dstack_configures_it(field: Field, tmp_path: Path) -> None:
+    for job_id in (field.bravo, field.bravo_done, unique_id("nosuchjob")):
+        refused = await asyncio.to_thread(_openssh, field, tmp_path, job_id)
+        assert refused.returncode != 0 and "hi" not in refused.stdout, refused
+        assert "prohibited" in refused.stderr.lower(), refused.stderr
+    allowed = await asyncio.to_thread(_openssh, field, tmp_path, field.alpha)
+    assert allowed.returncode == 0 and allowed.stdout.strip() == "hi", allowed
