@@ -12,6 +12,11 @@ docs/fleets.md), waits until the store records all N `running`, then measures:
   dev VM is shared: the CPU share is what the server used, not wall time).
 
 Then stops the runs through the API and waits until no job of them is left running.
+``left_running`` is what the store says; ``left_processes`` counts, in /proc, the processes
+that still carry the bench agent's job marker (``DOCKYARD_JOB_AGENT``) once the store says
+every job ended (goal 0). Should any survive, ``survivors`` says what the store, the
+agent's ``job.json`` and both logs say of their jobs (all of it also written to
+``--survivors-file``), and the bench kills them by pid.
 With `--postgres`, `--replicas` servers (default 2) share a private PostgreSQL cluster
 (`tests/services/postgres.py`) and one data dir (one local agent); each server's CPU and
 healthcheck are given.
@@ -26,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import statistics
@@ -44,7 +50,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.local import stop_local_agent  # noqa: E402
+from agent.local import local_paths, stop_local_agent  # noqa: E402
+from agent.server.executors import proctable  # noqa: E402
+from agent.server.jobaccount import agent_tag  # noqa: E402
 from tests.services.postgres import find_postgres_bin, start_postgres  # noqa: E402
 
 TASK = """type: task
@@ -182,6 +190,97 @@ def _stop(port: int, data: Path, count: Callable[[str], int], tasks: int) -> str
     return error
 
 
+def _marked(data: Path) -> dict[str, list[int]]:
+    """Live processes of the bench agent's jobs (its `DOCKYARD_JOB_AGENT` tag), by job id."""
+    tag = agent_tag(local_paths(data).data_dir)
+    return {job: [s.pid for s in stats] for job, stats in proctable.marked_processes(tag).items()}
+
+
+def _store_rows(url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Status, reason and message the store holds for these agent job ids."""
+    query = (
+        "SELECT agent_job_id, id, status, termination_reason, status_message, exit_status "
+        "FROM jobs WHERE agent_job_id IN ({0}) OR id IN ({0})"
+    )
+    keys = ("agent_job_id", "id", "status", "termination_reason", "status_message", "exit")
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30) as conn:
+            rows = conn.execute(query.format(",".join("?" * len(ids))), ids + ids).fetchall()
+    else:
+        conninfo = url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(conninfo) as conn:
+            marks = ",".join(["%s"] * len(ids))
+            rows = conn.execute(query.format(marks), ids + ids).fetchall()
+    return {str(row[0] or row[1]): dict(zip(keys, row, strict=True)) for row in rows}
+
+
+def _grep(path: Path, needles: list[str], each: int = 6) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {needle: [] for needle in needles}
+    if not path.exists():
+        return found
+    with path.open(errors="replace") as handle:
+        for line in handle:
+            for needle in needles:
+                if needle in line and len(found[needle]) < each:
+                    found[needle].append(line.rstrip()[:400])
+    return found
+
+
+def _survivors(root: Path, url: str, marked: dict[str, list[int]]) -> dict[str, Any]:
+    """What is known of the jobs whose processes outlived their end in the store."""
+    data = root / "data"
+    ids = sorted(marked)
+    store = _store_rows(url, ids)
+    agent_dir = local_paths(data).data_dir / "jobs"
+    agent_log = _grep(local_paths(data).log, ids)
+    server_log = _grep(root / "server-0.log", ids)
+    jobs = []
+    for job_id in ids:
+        record = agent_dir / job_id / "job.json"
+        stored = json.loads(record.read_text()) if record.exists() else None
+        pid_file = agent_dir / job_id / "pid.json"
+        jobs.append({
+            "job": job_id,
+            "pids": marked[job_id],
+            "store": store.get(job_id),
+            "agent_state": (stored or {}).get("state"),
+            "agent_stop": (stored or {}).get("stop"),
+            "agent_record": "present" if stored is not None else "absent",
+            "pid_json": json.loads(pid_file.read_text()) if pid_file.exists() else None,
+            "agent_log": agent_log[job_id],
+            "server_log": server_log[job_id],
+        })  # fmt: skip
+
+    def count(key: Callable[[dict[str, Any]], object]) -> dict[str, int]:
+        counted: dict[str, int] = {}
+        for job in jobs:
+            name = str(key(job))
+            counted[name] = counted.get(name, 0) + 1
+        return counted
+
+    return {
+        "jobs": len(jobs),
+        "by_store": count(lambda j: (j["store"] or {}).get("termination_reason")),
+        "by_store_status": count(lambda j: (j["store"] or {}).get("status")),
+        "by_agent_record": count(lambda j: j["agent_record"]),
+        "by_agent_status": count(lambda j: (j["agent_state"] or {}).get("status")),
+        "examples": jobs[:3],
+        "all": jobs,
+    }
+
+
+def _kill(marked: dict[str, list[int]]) -> int:
+    killed = 0
+    for pids in marked.values():
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
+
+
 def _start_servers(root: Path, repo: Path, url: str, replicas: int) -> list[Server]:
     """`replicas` servers on one database and one data dir (so one local agent)."""
     env = os.environ | {
@@ -248,6 +347,14 @@ def measure(root: Path, url: str, tasks: int, replicas: int, args: Any) -> dict[
             result["stop_error"] = _stop(servers[0].port, data, count, tasks)
         finally:
             result["left_running"] = count("running")
+            marked = _marked(data)  # the store says every job ended: nothing may live on
+            result["left_processes"] = sum(len(pids) for pids in marked.values())
+            if marked:
+                survivors = _survivors(root, url, marked)
+                Path(args.survivors_file).write_text(json.dumps(survivors, indent=1))
+                del survivors["all"]
+                result["survivors"] = survivors | {"file": args.survivors_file}
+                result["survivors_killed_by_bench"] = _kill(_marked(data))
             for server in servers:
                 server.proc.terminate()
                 server.proc.wait(timeout=60)
@@ -284,4 +391,9 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=300, help="healthchecks per server")
     parser.add_argument("--postgres", action="store_true", help="a private PostgreSQL cluster")
     parser.add_argument("--replicas", type=int, default=2, help="servers (with --postgres)")
+    parser.add_argument(
+        "--survivors-file",
+        default=f"/tmp/dockyard-bench-sleeping-survivors-{os.getpid()}.json",
+        help="where what is known of processes left behind goes (when any are)",
+    )
     print(json.dumps(main(parser.parse_args()), indent=2))
