@@ -235,11 +235,11 @@ class PreviewRuns:
     # -- teardown --------------------------------------------------------------------------
 
     def _tear(self, preview: PreviewRun) -> None:
-        project = self.store.get_project(preview.preview_project)
-        if project is None:
+        project_id = self.store.project_id_of(preview.preview_project)
+        if project_id is None:
             return
         actions = [a for a in self._plan(preview, ()) if a.action.changes]
-        _, hints = self.previews.apply_preview_actions(project.id, preview.head, actions)
+        _, hints = self.previews.apply_preview_actions(project_id, preview.head, actions)
         for kind in sorted(hints):
             self.hint(kind)
 

@@ -41,7 +41,7 @@ from reconciler.web.dstack_attach import attachable
 from reconciler.web.dstack_repos import add_repo_routes, dstack_repo
 from reconciler.web.dstack_uploads import dstack_file_archives
 from reconciler.web.errors import InvalidError, NotFoundError
-from reconciler.web.queries_capacity import Kind, get_fleet, get_volume, instance_wire
+from reconciler.web.queries_capacity import Kind, get_fleet, get_volume
 from reconciler.web.queries_runs import FINISHED_RUN, get_run
 from reconciler.web.routes_metrics import add_metrics_routes
 
@@ -315,11 +315,8 @@ def build_dstack_global_router() -> APIRouter:
         if not principal.is_admin:
             mine = await context.db.read(project_names_of_member, principal.user_id)
             names = [n for n in mine if names is None or n in names]
-        rows = await context.db.read(instances_of_projects, names, body.limit)
-        return [
-            instance_wire(row, project, fleet).model_dump(mode="json")
-            for row, project, fleet in rows
-        ]
+        found = await context.db.read(instances_of_projects, names, body.limit)
+        return [instance.model_dump(mode="json") for instance in found]
 
     _add_events_route(router)
     return router

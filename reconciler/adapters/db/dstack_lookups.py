@@ -16,7 +16,9 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Event, Fleet, Instance, Member, Project
+from reconciler.adapters.db.readmodels.capacity import instance_wire
 from reconciler.adapters.db.records import event_record
+from reconciler.api import models as wire
 from reconciler.domain.history import EventRecord
 
 
@@ -29,8 +31,9 @@ def fleet_name_by_id(session: Session, project_id: str, fleet_id: str) -> str | 
 
 def instances_of_projects(
     session: Session, project_names: list[str] | None, limit: int
-) -> list[tuple[Instance, str, str | None]]:
-    """(instance, project name, fleet name) of live instances, newest first."""
+) -> list[wire.Instance]:
+    """The live instances of these projects (all when None) as dstack's `Instance`, newest
+    first."""
     query = (
         select(Instance, Project.name, Fleet.name)
         .join(Project, Project.id == Instance.project_id)
@@ -40,7 +43,7 @@ def instances_of_projects(
     if project_names is not None:
         query = query.where(Project.name.in_(project_names))
     query = query.order_by(Instance.created_at.desc()).limit(limit)
-    return [(row[0], row[1], row[2]) for row in session.execute(query).all()]
+    return [instance_wire(row[0], row[1], row[2]) for row in session.execute(query).all()]
 
 
 def project_names_of_member(session: Session, user_id: str) -> list[str]:

@@ -107,6 +107,11 @@ class InventoryStore(AccountsStore):
             )
             return list(session.scalars(query))
 
+    def project_id_of(self, name: str) -> str | None:
+        """The id of the project called `name`, or None."""
+        with self.reading() as session:
+            return session.scalar(select(Project.id).where(Project.name == name))
+
     def resource_source(self, resource_id: str) -> ResourceSource | None:
         """The origin, path and commit of the resource `resource_id` (deleted or not)."""
         with self.reading() as session:
