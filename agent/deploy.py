@@ -61,11 +61,16 @@ __all__ = [
     "DeployFailure",
     "DeployedAgent",
     "deploy_agent",
+    "session_port_for",
     "stop_agent",
+    "write_authorized_keys",
 ]
 
 DEFAULT_REMOTE_DIR = ".dockyard/agent"
 DEFAULT_AGENT_PORT = 10998
+SESSION_PORT_OFFSET = -1
+"""A server-deployed agent's SSH server for users listens one below its agent port (10997
+by default; never dstack-runner's 10999, which the attach forwards inside a job)."""
 ROLLBACK_WAIT = 30.0
 """Seconds the agent started again with its previous options is given to answer."""
 
@@ -78,6 +83,12 @@ class DeployedAgent:
     bundle_id: str
     reused: bool
     session_port: int | None = None  # the agent's SSH server for users (via proxy jump)
+
+
+def session_port_for(agent_port: int) -> int:
+    """The SSH session port of an agent the server deployed with `agent_port` (a rule, so
+    it needs no column: docs/fleets.md)."""
+    return agent_port + SESSION_PORT_OFFSET
 
 
 def _tail(text: str, lines: int = 5) -> str:
@@ -282,11 +293,43 @@ async def _write_authorized_keys(
     conn: asyncssh.SSHClientConnection, host: str, remote_dir: str, text: str
 ) -> None:
     d = shlex.quote(remote_dir)
-    command = f"cd {d} && umask 077 && cat > keys.tmp && mv keys.tmp authorized_keys"
+    command = (
+        f"mkdir -p {d} && cd {d} && umask 077 && cat > keys.tmp && mv keys.tmp authorized_keys"
+    )
+    await _run_with_input(conn, host, command, text)
+
+
+async def _keep_key_line(
+    conn: asyncssh.SSHClientConnection, host: str, remote_dir: str, line: str
+) -> None:
+    """`line` is in the key file (created if missing); its other lines stay."""
+    if not line.strip():
+        return
+    d, blob = shlex.quote(remote_dir), shlex.quote(line.split()[1])
+    command = (
+        f"mkdir -p {d} && cd {d} && umask 077 && touch authorized_keys && "
+        f"{{ grep -qF {blob} authorized_keys || cat >> authorized_keys; }}"
+    )
+    await _run_with_input(conn, host, command, line)
+
+
+async def _run_with_input(
+    conn: asyncssh.SSHClientConnection, host: str, command: str, text: str
+) -> None:
     result = await conn.run(command, input=text, check=False)
     if result.exit_status != 0:
         detail = _tail(str(result.stderr or "")) or "cannot write authorized_keys"
         raise DeployError(host, classify_output(detail) or DeployFailure.install_failed, detail)
+
+
+async def write_authorized_keys(
+    pool: TunnelPool, target: SSHTarget, text: str, remote_dir: str = DEFAULT_REMOTE_DIR
+) -> None:
+    """Replace the key file of the agent SSH server on `target` by `text` (the agent reads
+    it on every connection: no restart). Used to follow who may reach the host's jobs."""
+    remote_dir = remote_dir.removeprefix("~/")
+    conn = await _connect(pool, target)
+    await _write_authorized_keys(conn, str(target), remote_dir, text)
 
 
 def _server_key_line(target: SSHTarget) -> str:
@@ -313,7 +356,8 @@ async def deploy_agent(
     `remote_dir` is relative to the login user's home unless absolute (``~/`` allowed).
     With `session_port`, the agent also runs its SSH server on 127.0.0.1:session_port of the
     host, for ``ssh <run>`` through the host's sshd as a jump host; `authorized_keys` is
-    its whole key file (default: the server's key), rewritten on every deploy. `options`
+    its whole key file, rewritten (default: the file is kept, with the server's key added if
+    missing; `write_authorized_keys` replaces it later). `options`
     are the agent's job flags (default: the agent's defaults, passed explicitly); an agent
     started with others is replaced; if the new one does not start, the agent is started
     again with the options it ran with (only the options changed) and the `DeployError`
@@ -325,9 +369,10 @@ async def deploy_agent(
     conn = await _connect(pool, target)
     probe = parse_probe(await _run(conn, host, probe_script(remote_dir), DeployFailure.unreachable))
     python = choose_python(host, probe, bundle)
-    if session_port:
-        keys = authorized_keys if authorized_keys is not None else _server_key_line(target)
-        await _write_authorized_keys(conn, host, remote_dir, keys)
+    if session_port and authorized_keys is not None:
+        await _write_authorized_keys(conn, host, remote_dir, authorized_keys)
+    elif session_port:
+        await _keep_key_line(conn, host, remote_dir, _server_key_line(target))
     deployed = DeployedAgent(
         target, agent_port, python.executable, bundle.bundle_id, False, session_port
     )

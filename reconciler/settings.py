@@ -108,10 +108,13 @@ SSH_AGENT_FIELDS: tuple[str, ...] = (
     "ssh_job_user",
     "ssh_allow_root_jobs",
     "ssh_min_free_disk",
+    "ssh_agent_dir",
+    "ssh_agent_port",
 )
 """The agents the server deploys to SSH fleet hosts (docs/fleets.md): each is a `dockyard
-server` flag and `DOCKYARD_<NAME>`, passed on the agent's command line; a host whose agent
-was started with other values gets it replaced (its jobs are re-adopted)."""
+server` flag and `DOCKYARD_<NAME>`; the job options are passed on the agent's command line
+and a host whose agent was started with other values gets it replaced (its jobs are
+re-adopted); `ssh_agent_dir`/`ssh_agent_port` say where it is installed and listens."""
 _ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in SSH_AGENT_FIELDS})
 
 
@@ -197,6 +200,18 @@ class Settings(BaseModel):
     )
     ssh_min_free_disk: Size = Field(
         default=2**30, ge=0, description="below this free space on an SSH host, new jobs wait"
+    )
+    ssh_agent_dir: str = Field(
+        default=".dockyard/agent",
+        min_length=1,
+        max_length=512,
+        description="SSH hosts' agent directory, relative to the login user's home",
+    )
+    ssh_agent_port: int = Field(
+        default=10998,
+        ge=1025,
+        le=65535,
+        description="SSH hosts' agent port on 127.0.0.1 (its SSH server for users: one below)",
     )
     # input bounds (docs/security.md, "Limits"); LIMIT_FIELDS makes them flags
     config_max_bytes: int = Field(

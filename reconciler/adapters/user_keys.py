@@ -63,6 +63,10 @@ class UserKeys:
         authorize_user_key(self._agent_keys, pair.public_key, projects)
         return pair
 
+    def has_pair(self, user_id: str) -> bool:
+        """Whether the user's pair is stored already (`pair` would not create it)."""
+        return (self._dir / f"{_file_name(user_id)}.key").exists()
+
     def sync(self, projects_by_user: Mapping[str, Iterable[str]]) -> None:
         """After membership changes: each stored pair's agent line names its user's projects
         now; the pair and line of a user who is gone are deleted."""
@@ -89,6 +93,21 @@ class UserKeys:
             return
         with os.fdopen(fd, "w") as handle:
             handle.write(json.dumps(body))
+
+
+def stored_public_keys(data_dir: Path) -> dict[str, str]:
+    """The public key of every stored pair, by user id (no decryption: SSH hosts' agents
+    get these lines, `reconciler.engine.hostkeys`)."""
+    directory = data_dir.expanduser() / KEYS_DIR_NAME
+    if not directory.exists():
+        return {}
+    keys: dict[str, str] = {}
+    for path in sorted(directory.glob("*.key")):
+        try:
+            keys[path.stem] = str(json.loads(path.read_text())["public_key"])
+        except (OSError, ValueError, KeyError):  # being written, or not ours
+            continue
+    return keys
 
 
 def authorize_user_key(authorized_keys: Path, public_key: str, projects: Iterable[str]) -> None:

@@ -68,6 +68,8 @@ def _ssh_agent_option(name: str) -> inspect.Parameter:
         default = format_size(default)
     elif field.annotation is bool:
         kind = bool | None
+    elif field.annotation is int:
+        kind = int | None
     shown = "dstack's" if default is None else str(default)
     shown = shown.lower() if isinstance(default, bool) else shown
     help_text = f"{field.description} ({shown}). [DOCKYARD_{name.upper()}]"

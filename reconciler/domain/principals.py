@@ -18,3 +18,12 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.global_role == "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetKeyHolders:
+    """Who may reach the jobs of a fleet's hosts: the fleet's project and the ids of its
+    members and of the global admins (`Store.fleet_key_holders`; `engine.hostkeys`)."""
+
+    project: str
+    user_ids: tuple[str, ...]

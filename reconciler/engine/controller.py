@@ -23,15 +23,14 @@ from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
-from agent.bundle import Bundle, build_bundle
-from agent.deploy import AgentOptions, DeployedAgent, deploy_agent
-from agent.diskspace import DiskWatch
-from agent.local import ensure_client_key, ensure_local_agent
-from agent.protocol import agent_build
-from agent.tunnel import SSHTarget, TunnelPool
-from reconciler.adapters.db.models import (
-    Project,
+from agent.deploy import (
+    session_port_for,
 )
+from agent.diskspace import DiskWatch
+from agent.local import ensure_client_key
+from agent.protocol import agent_build
+from agent.tunnel import AgentUnreachable, TunnelPool
+from reconciler.adapters.db.models import Instance, Project
 from reconciler.adapters.db.replicas import this_server
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
@@ -44,18 +43,20 @@ from reconciler.core.rendering_json import action_to_dict
 from reconciler.domain.metrics import JobSample
 from reconciler.engine import unmanaged
 from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.agentsetup import AgentSetup
+from reconciler.engine.agentsetup import ssh_agent_options as ssh_agent_options  # tests
 from reconciler.engine.engines import server_engines
 from reconciler.engine.jobevents import JobEventFollower
 from reconciler.engine.joblogs import LogCap
 from reconciler.engine.jobsampling import JobSampler
-from reconciler.engine.keyfiles import check_target_keys
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
 from reconciler.engine.replicas import ReplicaHeartbeat
 from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
+from reconciler.engine.sessionforwards import SessionForwards
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
-from reconciler.engine.workers import LocalAgent, WorkerDeps, WorkerTimings
+from reconciler.engine.workers import WorkerDeps, WorkerTimings
 from reconciler.errors import DockyardError, UsageError
 from reconciler.ports import Trigger, WorkKind
 from reconciler.settings import Settings
@@ -107,6 +108,8 @@ class EngineController:
         self.source: ConfigSource | None = None  # the config repo (its policy's run limits)
         self.policies: dict[str, RepoPolicy] = {}  # the last policy each reconcile saw
         self.pool = pool
+        self.setup: AgentSetup | None = None  # the SSH deployer (build_controller)
+        self.forwards = SessionForwards(pool) if pool is not None else None
         self.timers = Timers(self._timer_request, fetch_interval=runtime.fetch_interval)
         self._started = False
         # Agents' job events wake their jobs (no quick polls): `engine/jobevents.py`.
@@ -150,6 +153,8 @@ class EngineController:
         await asyncio.gather(*(w.stop() for w in self.runtime.workers.values()))
         await self.events.aclose()
         await self.agents.aclose()
+        if self.forwards is not None:
+            await self.forwards.close()
         if self.pool is not None:
             await self.pool.close()
 
@@ -160,6 +165,40 @@ class EngineController:
         if self.runtime.reconciler is not None:
             return self.runtime.reconciler.previewer
         return Previewer(self.runtime.deps.engines)
+
+    # -- dstack's attach on SSH fleets ----------------------------------------------------
+
+    async def session_forward(self, instance_id: str) -> tuple[int, int] | None:
+        """For an SSH host's instance: (the server's loopback port whose connections reach
+        the host agent's SSH server for users, that server's port on the host); started on
+        first need (`engine.sessionforwards`). None: not an SSH instance, or no pool."""
+        if self.forwards is None:
+            return None
+        row = await asyncio.to_thread(self.store.get, Instance, instance_id)
+        if not isinstance(row, Instance) or row.backend != "ssh":
+            return None
+        address = self.agents.address(row)
+        remote = session_port_for(address.agent_port)
+        return await self.forwards.port(address.target, remote), remote
+
+    async def push_host_keys(self, fleet_id: str | None = None) -> int:
+        """Write the key file of every live SSH instance's agent SSH server (of `fleet_id`,
+        or of every fleet) again: who may reach the fleet's jobs (`engine.hostkeys`). How
+        many hosts were written; a host that cannot be reached now is skipped (logged)."""
+        if self.setup is None:
+            return 0
+        rows = await asyncio.to_thread(self.store.list_instances, fleet_id=fleet_id)
+        written = 0
+        for row in rows:
+            if row.backend != "ssh" or row.fleet_id is None or row.status == "terminated":
+                continue
+            try:
+                await self.setup.push_keys(row.fleet_id, self.agents.address(row).target)
+            except (DockyardError, AgentUnreachable, OSError) as exc:
+                log.warning("keys of instance %s not written: %s", row.name, exc)
+                continue
+            written += 1
+        return written
 
     def hint(self, kind: WorkKind) -> None:
         worker = self.runtime.workers.get(kind)
@@ -380,59 +419,7 @@ def _hinter(runtime: Runtime) -> Any:
     return hint
 
 
-@dataclass
-class _AgentSetup:
-    """The local agent starter and the SSH deployer, sharing the pool and the server key."""
-
-    data_dir: Path
-    key: Path
-    pool: TunnelPool
-    bundle: Bundle | None = None
-    key_dirs: tuple[Path, ...] = ()  # where fleets' identity files may be (`keyfiles`)
-    local_job_user: str = "auto"  # the local agent's --job-user
-    local_job_isolation: str = "auto"  # ... its --job-isolation
-    local_default_image: str | None = None  # ... its --default-image (None: dstack's)
-    ssh_options: AgentOptions = field(default_factory=AgentOptions)  # SSH hosts' agents
-
-    async def local(self) -> LocalAgent:
-        agent = await ensure_local_agent(
-            self.data_dir,
-            self.key,
-            self.pool,
-            job_user=self.local_job_user,
-            job_isolation=self.local_job_isolation,
-            default_image=self.local_default_image,
-        )
-        return LocalAgent(
-            hostname=agent.target.hostname,
-            ssh_port=agent.ssh_port,
-            ssh_user=agent.target.user,
-            agent_port=agent.agent_port,
-        )
-
-    async def deploy(self, target: SSHTarget) -> int:
-        return (await self._deploy(target)).agent_port
-
-    async def refresh(self, target: SSHTarget) -> bool:
-        """The host's agent runs with `ssh_options` (replaced if not); True if replaced."""
-        return not (await self._deploy(target)).reused
-
-    async def _deploy(self, target: SSHTarget) -> DeployedAgent:
-        if self.bundle is None:
-            self.bundle = await asyncio.to_thread(build_bundle, self.data_dir / "bundles")
-        check_target_keys(target, self.key_dirs)
-        return await deploy_agent(self.pool, target, self.bundle, options=self.ssh_options)
-
-
-def ssh_agent_options(settings: Settings) -> AgentOptions:
-    """The job options of the agents deployed to SSH hosts (`--ssh-job-isolation` …)."""
-    return AgentOptions(
-        job_isolation=settings.ssh_job_isolation,
-        default_image=settings.ssh_default_image,
-        job_user=settings.ssh_job_user,
-        allow_root_jobs=settings.ssh_allow_root_jobs,
-        min_free_disk=settings.ssh_min_free_disk,
-    )
+_AgentSetup = AgentSetup  # the name tests import
 
 
 def host_credentials(backend: str) -> str | None:
@@ -455,7 +442,7 @@ def build_controller(
     data_dir = settings.data_dir
     pool = TunnelPool()
     key = ensure_client_key(data_dir / "ssh" / "id_ed25519")
-    agents = _AgentSetup(
+    agents = AgentSetup(
         data_dir,
         key,
         pool,
@@ -464,6 +451,9 @@ def build_controller(
         local_job_isolation=settings.local_job_isolation,
         local_default_image=settings.local_default_image,
         ssh_options=ssh_agent_options(settings),
+        remote_dir=settings.ssh_agent_dir,
+        agent_port=settings.ssh_agent_port,
+        store=store,
     )
     runtime = Runtime(
         store=store,
@@ -479,6 +469,7 @@ def build_controller(
             local_agent=agents.local,
             ssh_deployer=agents.deploy,
             ssh_refresher=agents.refresh,  # once per process: the host's agent options
+            ssh_keys=agents.push_keys,
             timings=timings or WorkerTimings(),
             log_cap=LogCap(settings.job_log_head, settings.job_log_tail),
             disk=DiskWatch({"data dir": data_dir}, settings.min_free_disk),
@@ -493,6 +484,7 @@ def build_controller(
     # Cloud credentials are checked on the server's own engines (injected ones are doubles).
     credentials = None if engines is not None else host_credentials
     controller = EngineController(runtime, pool=pool)
+    controller.setup = agents
     if source is None and settings.repo:
         location = location_from_env(
             settings.repo,

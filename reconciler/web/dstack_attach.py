@@ -7,13 +7,18 @@ server, user = the job's id) and `Host <run>` (`localhost:<job_runtime_data.port
 through `ProxyJump <run>-host`, user = the run name). Both hops land on the local agent: the
 first says which job, the second is tied to it (`agent.ssh.jump`), so its sessions are the
 job's and its forward of dstack-runner's port 10999 streams the job's log (attached `apply`,
-`attach --logs`, `Run.logs()`; `agent.ssh.runner_api`). Called by routes_core (get_my_user)
-and the run answers (routes_runs, routes_dstack).
+`attach --logs`, `Run.logs()`; `agent.ssh.runner_api`). Jobs on SSH hosts are presented the
+same way, with the first hop at the server's loopback listener to the host agent's SSH
+server (`controller.session_forward`, `engine.sessionforwards`) and the second at that
+server's own port on the host. Called by routes_core (get_my_user) and the run answers
+(routes_runs, routes_dstack).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Mapping
 
 from agent.local import local_agent_ssh_port
 from reconciler.adapters.user_keys import UserKeyPair, UserKeys
@@ -21,8 +26,12 @@ from reconciler.api import models as wire
 from reconciler.domain.principals import Principal
 from reconciler.web.context import WebContext
 from reconciler.web.queries_accounts import list_projects, list_users
+from reconciler.web.queries_capacity import wake_ssh_fleets
+
+log = logging.getLogger(__name__)
 
 LOCAL_HOST = "127.0.0.1"
+PUSH_WAIT = 20.0  # seconds a new key pair waits for SSH hosts' key files (then: next pass)
 DSTACK_RUNNER_SSH_PORT = 10022  # the job's SSH port dstack's client hops to (its constant)
 
 
@@ -30,34 +39,75 @@ async def caller_key_pair(context: WebContext, principal: Principal) -> UserKeyP
     """The caller's own SSH key pair (generated on first use)."""
     keys = UserKeys(context.settings.data_dir, context.secrets)
     projects = [p.project_name for p in await context.db.read(list_projects, principal)]
-    return await asyncio.to_thread(keys.pair, principal.user_id, principal.username, projects)
+    new = not await asyncio.to_thread(keys.has_pair, principal.user_id)
+    pair = await asyncio.to_thread(keys.pair, principal.user_id, principal.username, projects)
+    push = getattr(context.controller, "push_host_keys", None)
+    if new and push is not None:  # SSH hosts' agents know the new key before it is used
+        try:
+            await asyncio.wait_for(push(), PUSH_WAIT)
+        except TimeoutError:
+            log.warning("new key of %s: SSH hosts not all updated yet", principal.username)
+    return pair
 
 
 async def sync_user_keys(context: WebContext) -> None:
     """After a membership, project or user change: users' keys on the local agent follow
-    their projects now (a removed member loses the project's jobs at once)."""
+    their projects now (a removed member loses the project's jobs at once); SSH hosts'
+    agents follow at their fleet's next pass, made due now (the fleets worker writes their
+    key files when what they should hold changed: no SSH from the web)."""
     projects: dict[str, list[str]] = {}
     for user in await context.db.read(list_users):
         who = Principal(user.id, user.username, user.global_role)
         projects[user.id] = [p.project_name for p in await context.db.read(list_projects, who)]
     keys = UserKeys(context.settings.data_dir, context.secrets)
     await asyncio.to_thread(keys.sync, projects)
+    if await context.db.write(wake_ssh_fleets):
+        context.controller.hint("fleets")
 
 
 async def attachable(context: WebContext, principal: Principal, run: wire.Run) -> wire.Run:
-    """`run` with the caller's public key as `ssh_key_pub` and its local jobs' SSH endpoint."""
+    """`run` with the caller's public key as `ssh_key_pub` and its jobs' SSH endpoints."""
     pair = await caller_key_pair(context, principal)
     port = local_agent_ssh_port(context.settings.data_dir.expanduser())
-    return with_attach_fields(run, pair.public_key, port)
+    return with_attach_fields(run, pair.public_key, port, await _ssh_endpoints(context, run))
 
 
-def with_attach_fields(run: wire.Run, public_key: str, local_ssh_port: int | None) -> wire.Run:
-    """Pure: fill dstack's attach fields of `run` (local jobs get the agent's SSH port)."""
+async def _ssh_endpoints(context: WebContext, run: wire.Run) -> dict[str, tuple[int, int]]:
+    """For the run's jobs on SSH hosts, by instance id: the server's listener to the host
+    agent's SSH server and that server's port on the host (`controller.session_forward`)."""
+    forward = getattr(context.controller, "session_forward", None)
+    if forward is None:  # a runtime without SSH hosts (tests' doubles)
+        return {}
+    wanted = {
+        str(s.job_provisioning_data["instance_id"])
+        for job in run.jobs
+        for s in job.job_submissions[-1:]
+        if s.job_provisioning_data
+        and s.job_provisioning_data.get("dockyard_backend") == "ssh"
+        and s.job_provisioning_data.get("instance_id")
+    }
+    endpoints: dict[str, tuple[int, int]] = {}
+    for instance_id in sorted(wanted):
+        found = await forward(instance_id)
+        if found is not None:
+            endpoints[instance_id] = found
+    return endpoints
+
+
+def with_attach_fields(
+    run: wire.Run,
+    public_key: str,
+    local_ssh_port: int | None,
+    ssh_endpoints: Mapping[str, tuple[int, int]] | None = None,
+) -> wire.Run:
+    """Pure: fill dstack's attach fields of `run`: local jobs get the local agent's SSH
+    port, jobs on SSH hosts (by instance id) the server's listener to the host agent's."""
+    name = run.run_spec.get("run_name") or ""
     jobs = [
         job.model_copy(
             update={
                 "job_submissions": [
-                    _submission(run.run_spec.get("run_name") or "", s, local_ssh_port)
+                    _submission(name, s, local_ssh_port, ssh_endpoints or {})
                     for s in job.job_submissions
                 ]
             }
@@ -75,22 +125,33 @@ def with_attach_fields(run: wire.Run, public_key: str, local_ssh_port: int | Non
 
 
 def _submission(
-    run_name: str, submission: wire.JobSubmission, local_ssh_port: int | None
+    run_name: str,
+    submission: wire.JobSubmission,
+    local_ssh_port: int | None,
+    ssh_endpoints: Mapping[str, tuple[int, int]],
 ) -> wire.JobSubmission:
     data = submission.job_provisioning_data
-    if data is None or data.get("dockyard_backend") != "local" or local_ssh_port is None:
+    if data is None:
+        return submission
+    if data.get("dockyard_backend") == "local" and local_ssh_port is not None:
+        first, second = local_ssh_port, local_ssh_port
+    elif data.get("dockyard_backend") == "ssh" and str(data.get("instance_id")) in ssh_endpoints:
+        # the first hop: the server's listener to the host agent's SSH server; the second:
+        # `localhost:<its port>` as the host agent sees it, i.e. itself again
+        first, second = ssh_endpoints[str(data.get("instance_id"))]
+    else:
         return submission
     provisioning = {
         **data,
         "hostname": LOCAL_HOST,
-        "ssh_port": local_ssh_port,
+        "ssh_port": first,
         "username": submission.id,  # the hop's user name: which job (agent.ssh.jump)
         "dockerized": True,
     }
     runtime = {
         "network_mode": "host",
         "username": run_name,
-        "ports": {DSTACK_RUNNER_SSH_PORT: local_ssh_port},  # the second hop: the agent again
+        "ports": {DSTACK_RUNNER_SSH_PORT: second},  # the second hop: the same agent again
     }
     return submission.model_copy(
         update={"job_provisioning_data": provisioning, "job_runtime_data": runtime}

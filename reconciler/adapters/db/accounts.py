@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from reconciler.adapters.db.models import Member, Project, Secret, Token, User
+from reconciler.adapters.db.models import Fleet, Member, Project, Secret, Token, User
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.principals import FleetKeyHolders
 from reconciler.errors import UsageError
 
 GLOBAL_ROLES = frozenset({"admin", "user"})
@@ -126,6 +127,25 @@ class AccountsStore(StoreBase):
                 .order_by(User.name)
             )
             return [(user, role) for user, role in rows]
+
+    def fleet_key_holders(self, fleet_id: str) -> FleetKeyHolders | None:
+        """The project of fleet `fleet_id` and the users who may reach its jobs: the
+        project's members and the global admins (None: no such fleet)."""
+        with self.reading() as session:
+            found = session.execute(
+                select(Project.id, Project.name)
+                .join(Fleet, Fleet.project_id == Project.id)
+                .where(Fleet.id == fleet_id)
+            ).one_or_none()
+            if found is None:
+                return None
+            members = select(Member.user_id).where(Member.project_id == found[0])
+            users = session.scalars(
+                select(User.id)
+                .where(or_(User.id.in_(members), User.global_role == "admin"))
+                .order_by(User.id)
+            )
+            return FleetKeyHolders(str(found[1]), tuple(users))
 
     def remove_member(self, project_id: str, user_id: str) -> bool:
         with self.writing() as session:

@@ -51,6 +51,11 @@ ArchiveBuilder = Callable[[str, Upload], dict[str, str]]
 SSHDeployer = Callable[[SSHTarget], Awaitable[int]]
 """Deploys (or finds current) the agent on an SSH host; returns its agent port."""
 
+SSHKeyPusher = Callable[..., Awaitable[bool]]
+"""`(fleet_id, target, *, force=True)`: writes the key file of the agent SSH server on a
+host of the fleet (who may reach its jobs with dstack's attach, `reconciler.engine.hostkeys`);
+without `force` only when it changed since this process last wrote it. True if written."""
+
 SSHRefresher = Callable[[SSHTarget], Awaitable[bool]]
 """Makes an SSH host's agent run with the server's agent options (`--ssh-job-isolation` …),
 replacing it when it was started with others; True when it was replaced."""
@@ -82,6 +87,7 @@ class WorkerDeps:
     engines: Mapping[EngineName, Engine] = field(default_factory=dict)
     local_agent: LocalAgentStarter | None = None
     ssh_deployer: SSHDeployer | None = None
+    ssh_keys: SSHKeyPusher | None = None
     ssh_refresher: SSHRefresher | None = None
     """Each SSH instance's agent is checked once per server process (the options are the
     server's settings, which change only at a restart). None: never checked."""

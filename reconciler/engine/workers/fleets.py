@@ -4,13 +4,16 @@
   (`stacking`); then each host gets its agent and an `instances` row:
   - the local fleet (no `ssh_config`, no cloud backend) is this host: the local agent is
     started on first use (`deps.local_agent`) and the one instance points at it;
-  - an SSH fleet deploys the agent to each host over SSH (`deps.ssh_deployer`); hosts
+  - an SSH fleet deploys the agent to each host over SSH (`deps.ssh_deployer`), with the
+    key file of its SSH server for users (`deps.ssh_keys`: dstack's attach); hosts
     removed from `ssh_config` have their instances terminated;
   - a cloud fleet's instances come from the engine's outputs (cloud-init installs the
     agent); without Pulumi the fleet is blocked with the engine's message. Its stack is
     brought up with `nodes.target`, or with the nodes it grew to if it has more.
   The fleet becomes `active` and the instances worker takes over their health.
-- `active`: `nodes: min..max` cloud fleets are elastic (`reconciler.core.elastic`):
+- `active`: an SSH fleet's hosts get their agents' key files again when who may reach the
+  fleet's jobs changed (`deps.ssh_keys`, compared with what was written last).
+  `nodes: min..max` cloud fleets are elastic (`reconciler.core.elastic`):
   - *grow*: jobs no instance can take wait for the fleet and record how many nodes they
     need (`growing`); the target is `min(max, live + needed - spare)` from stored state
     only, and the stack is brought up with `StackResource.nodes = target` — a retry after
@@ -132,7 +135,7 @@ class FleetsProcessor:
         spec = dict(fleet.spec or {})
         entries = [e for e in outputs.get("instances") or [] if isinstance(e, Mapping)]
         if spec.get("ssh_config") is not None:
-            return [await self._deploy(entry) for entry in entries]
+            return [await self._deploy(fleet.id, entry) for entry in entries]
         if spec.get("backends"):
             return [_cloud_host(entry) for entry in entries]
         if self.deps.local_agent is None:
@@ -149,7 +152,7 @@ class FleetsProcessor:
             )
         ]
 
-    async def _deploy(self, entry: Mapping[str, Any]) -> Host:
+    async def _deploy(self, fleet_id: str, entry: Mapping[str, Any]) -> Host:
         if self.deps.ssh_deployer is None:
             raise LocalAgentError("this server cannot deploy agents to SSH hosts")
         target = SSHTarget(
@@ -159,6 +162,8 @@ class FleetsProcessor:
             identity_file=entry.get("identity_file"),
         )
         agent_port = await self.deps.ssh_deployer(target)
+        if self.deps.ssh_keys is not None:  # who may attach to this fleet's jobs
+            await self.deps.ssh_keys(fleet_id, target, force=True)
         return Host(
             str(entry["name"]),
             target.hostname,
@@ -178,6 +183,8 @@ class FleetsProcessor:
         target = grow_target(state.live, state.spare, state.demand, node_bounds(spec)[1])
         if cloud and target > state.live:
             return await self._grow(fleet, token, state, target)
+        if spec.get("ssh_config") is not None:
+            await self._follow_keys(fleet)
         victims = [] if state.demand else await asyncio.to_thread(idle_victims, self.deps, fleet)
         if victims:
             await asyncio.to_thread(terminate_instances, self.deps, victims, LEAVING_REASON)
@@ -186,6 +193,21 @@ class FleetsProcessor:
                 return await self._shrink_stack(fleet, token, state)
             self.deps.hint("instances")
         return self.deps.timings.fleet_check_interval
+
+    async def _follow_keys(self, fleet: Fleet) -> None:
+        """Each pass: the hosts' key files follow who may reach the fleet's jobs (written
+        only when they changed; a host not reachable now is tried again next pass)."""
+        if self.deps.ssh_keys is None:
+            return
+        live = await asyncio.to_thread(
+            self.deps.store.list_instances, fleet_id=fleet.id, statuses=_LIVE
+        )
+        for instance in live:
+            target = self.deps.agents.address(instance).target
+            try:
+                await self.deps.ssh_keys(fleet.id, target, force=False)
+            except _AGENT_ERRORS:
+                continue
 
     async def _grow(
         self, fleet: Fleet, token: str, state: FleetState, target: int

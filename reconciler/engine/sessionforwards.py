@@ -1,0 +1,116 @@
+"""Loopback listeners on the server that reach SSH hosts' agent SSH servers.
+
+An agent deployed to an SSH host runs its SSH server for users on 127.0.0.1 of that host
+(`agent.deploy`, the session port); users' keys are authorized there, never on the host's
+sshd. dstack's client attaches to a job with plain OpenSSH, so the server gives it a TCP
+endpoint instead: one listener per (host, port) on 127.0.0.1 of the server, on a free port,
+each of whose connections is a ``direct-tcpip`` channel through the server's pooled SSH
+connection to the host (the same pool the agent tunnels and the service proxy use) to
+127.0.0.1:<session port> there. The bytes are the user's own SSH session, end to end with
+the agent's SSH server: the server neither sees nor holds the user's key.
+
+`SessionForwards.port` starts a listener on first need; `close` stops them all (the
+controller's `stop`). Called by `reconciler.engine.controller.EngineController.session_forward`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
+
+log = logging.getLogger(__name__)
+
+LISTEN_HOST = "127.0.0.1"
+CHUNK = 65536
+
+
+class _Reader(Protocol):
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class _Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    def write_eof(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SessionForwards:
+    """The server's listeners to hosts' agent SSH servers, by (target, remote port)."""
+
+    def __init__(self, pool: TunnelPool) -> None:
+        self._pool = pool
+        self._servers: dict[tuple[SSHTarget, int], asyncio.Server] = {}
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def port(self, target: SSHTarget, remote_port: int) -> int:
+        """The local port whose connections reach 127.0.0.1:remote_port on `target`."""
+        key = (target, remote_port)
+        async with self._lock:
+            server = self._servers.get(key)
+            if server is None:
+                server = await asyncio.start_server(
+                    lambda r, w: self._serve(r, w, target, remote_port), LISTEN_HOST, 0
+                )
+                self._servers[key] = server
+        return int(server.sockets[0].getsockname()[1])
+
+    async def _serve(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        target: SSHTarget,
+        remote_port: int,
+    ) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            try:
+                remote_reader, remote_writer = await self._pool.open_stream(
+                    target, "127.0.0.1", remote_port
+                )
+            except AgentUnreachable as exc:
+                log.warning("session forward to %s:%d: %s", target, remote_port, exc)
+                return
+            try:
+                await asyncio.gather(_copy(reader, remote_writer), _copy(remote_reader, writer))
+            finally:
+                remote_writer.close()
+        finally:
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def close(self) -> None:
+        """Stop every listener and the connections they carry."""
+        servers = list(self._servers.values())
+        self._servers.clear()
+        for server in servers:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for server in servers:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+
+
+async def _copy(reader: _Reader, writer: _Writer) -> None:
+    """Bytes from `reader` to `writer` until end of file, then half-close `writer`."""
+    try:
+        while data := await reader.read(CHUNK):
+            writer.write(data)
+            drain = getattr(writer, "drain", None)
+            if drain is not None:
+                await drain()
+        with contextlib.suppress(OSError, AttributeError):
+            writer.write_eof()
+    except (OSError, ConnectionError) as exc:
+        log.debug("session forward ended: %s", exc)
+        writer.close()

@@ -1,0 +1,131 @@
+"""A real `dockyard server` whose only fleet is an SSH fleet on the tests' loopback sshd.
+
+`ssh_fleet` (module scope): an OpenSSH sshd on a free 127.0.0.1 port
+(`tests.services.sshd.start_sshd`, root, a generated client key), and a server built by the
+composition root with the real runtime whose fleets worker deploys its agent there, as to
+any SSH host: into a per-module agent directory (`--ssh-agent-dir`) on a free agent port
+(`--ssh-agent-port`; its SSH server for users one below), never `~/.dockyard/agent` or
+10998. dstack 0.22.5's CLI is registered against it (`Dstack`, as in `conftest`). At the end
+the deployed agent and its jobs are stopped and sshd with them.
+
+Used by `test_attach_ssh.py`; other modules import the fixture by name
+(`from tests.compat.sshfleet import ssh_fleet`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent.deploy import session_port_for
+from agent.server.executors import proctable
+from tests.compat.conftest import Dstack, _real
+from tests.services.sshd import SSHHost, make_client_key, sshd_unavailable_reason, start_sshd
+from tests.web.serving import running_server, wait_until
+
+FLEET = """type: fleet
+name: ssh
+ssh_config:
+  user: root
+  identity_file: {key}
+  hosts:
+    - hostname: 127.0.0.1
+      port: {port}
+"""
+
+
+@dataclass
+class SSHFleet:
+    """The server (`dstack.server`), dstack's CLI against it, and the fleet's one host."""
+
+    dstack: Dstack
+    host: SSHHost
+    agent_dir: Path  # the deployed agent's directory on the host (authorized_keys, data/)
+    agent_port: int
+
+    @property
+    def session_port(self) -> int:
+        """The deployed agent's SSH server for users, on 127.0.0.1 of the host."""
+        return session_port_for(self.agent_port)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_pair() -> int:
+    """A free port whose port below is free too (the agent's and its SSH server's)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port > 1025 and _bindable(session_port_for(port)):
+            return port
+    raise RuntimeError("no two free adjacent ports")
+
+
+def stop_deployed_agent(agent_dir: Path) -> None:
+    """Kill the agent the server deployed into `agent_dir` and its jobs' processes."""
+    pid_file = agent_dir / "agent.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
+            os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+    jobs_dir = agent_dir / "data" / "jobs"
+    for job in jobs_dir.iterdir() if jobs_dir.is_dir() else ():
+        for process in proctable.job_processes(-1, job.name):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHFleet]:
+    reason = sshd_unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    tmp = tmp_path_factory.mktemp("sshfleet")
+    home, workdir, agent_dir = tmp / "home", tmp / "work", tmp / "agent"
+    for path in (home, workdir):
+        path.mkdir()
+    key = make_client_key(tmp / "client")
+    host = start_sshd(tmp / "host", key)
+    agent_port = free_port_pair()
+    settings = {
+        "ssh_agent_dir": str(agent_dir),
+        "ssh_agent_port": agent_port,
+        "key_dirs": str(key.parent),
+    }
+    try:
+        with running_server(tmp, _real, **settings) as server:
+            client = Dstack(server, home, workdir)
+            url, token = server.url, server.admin_token
+            client.ok("project", "add", "--name", "main", "--url", url, "--token", token, "-y")
+            text = FLEET.format(key=key, port=host.port)
+            with server.client(token) as http:
+                applied = http.post(
+                    "/api/project/main/fleets/apply", json={"text": text, "path": "ssh.yml"}
+                )
+                assert applied.status_code == 200, applied.text
+            wait_until(lambda: client.fleet_ready("ssh"), timeout=180, what="the SSH fleet")
+            yield SSHFleet(client, host, agent_dir, agent_port)
+            with server.client(token) as http:
+                for run in http.post("/api/runs/list", json={"only_active": True}).json():
+                    names = [run["run_spec"]["run_name"]]
+                    body = {"runs_names": names, "abort": True}
+                    http.post("/api/project/main/runs/stop", json=body)
+    finally:
+        stop_deployed_agent(agent_dir)
+        host.stop()
