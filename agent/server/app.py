@@ -37,6 +37,7 @@ from agent.protocol import (
 )
 from agent.server.errors import AgentError
 from agent.server.events import router as events_router
+from agent.server.events import settled
 from agent.server.jobs import JobManager
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,8 @@ def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
 
     @router.post("/jobs")
     async def submit(spec: JobSpec) -> JobState:
-        return await manager.submit(spec)
+        job_id = (await manager.submit(spec)).id
+        return await settled(manager.events, lambda: manager.get(job_id))
 
     @router.get("/jobs")
     async def list_jobs() -> list[JobState]:

@@ -6,6 +6,11 @@ and the feed itself publishes ``output`` when the log of a running job has grown
 looks at the sizes of those logs at most once per ``output_interval``, and only while
 someone follows the feed). ``router`` serves ``GET /jobs/events`` (``agent/jobevents.py``
 describes the contract); ``app.create_app`` mounts it ahead of ``/jobs/{job_id}``.
+
+``settled`` is how ``POST /jobs`` answers: once the new job has left ``pending`` (it runs,
+pulls its image, or already ended) or after ``SUBMIT_SETTLE_SECONDS``, so the server can
+record ``running`` from the submit itself instead of a second look (a process job starts
+within milliseconds).
 """
 
 from __future__ import annotations
@@ -31,9 +36,12 @@ from agent.jobevents import (
     JobEventKind,
     JobEventsPage,
 )
+from agent.protocol import JobState, JobStatus
 
 RunningLogs = Callable[[], Iterable[tuple[str, Path]]]
 """The (job id, log path) of every running job (the job manager's, in memory)."""
+SUBMIT_SETTLE_SECONDS = 1.0
+"""How long the answer to a submit waits for the job to leave ``pending``."""
 
 
 class JobEventFeed:
@@ -89,6 +97,11 @@ class JobEventFeed:
             await asyncio.wait_for(published.wait(), timeout=wait)
         return self.page(since, epoch)
 
+    async def published(self, within: float) -> None:
+        """Return once the next event is published, or after `within` seconds."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._published.wait(), timeout=max(within, 0.0))
+
     async def close(self) -> None:
         if self._watcher is not None:
             self._watcher.cancel()
@@ -123,6 +136,23 @@ class JobEventFeed:
             if size > self._sizes.get(job_id, 0):
                 self.publish(job_id, JobEventKind.OUTPUT)
         self._sizes = sizes
+
+
+async def settled(
+    feed: JobEventFeed,
+    state: Callable[[], JobState],
+    *,
+    within: float = SUBMIT_SETTLE_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> JobState:
+    """`state()` once it is no longer ``pending`` (every change of it is published on
+    `feed`), or as it is after `within` seconds."""
+    deadline = clock() + within
+    current = state()
+    while current.status is JobStatus.PENDING and (left := deadline - clock()) > 0:
+        await feed.published(left)
+        current = state()
+    return current
 
 
 def router(feed: JobEventFeed) -> APIRouter:

@@ -7,7 +7,8 @@ import asyncio
 from pathlib import Path
 
 from agent.jobevents import JobEventKind, JobEventsPage
-from agent.server.events import JobEventFeed
+from agent.protocol import JobState, JobStatus
+from agent.server.events import JobEventFeed, settled
 from tests.agent.conftest import AgentApi
 
 
@@ -66,3 +67,33 @@ async def test_output_events_are_published_when_a_running_log_grows(tmp_path: Pa
     feed.check_output()  # unchanged since: no second event
     page = feed.page(0, feed.epoch)
     assert [(e.job_id, e.kind) for e in page.events] == [("job", JobEventKind.OUTPUT)]
+
+
+async def test_a_submit_answers_once_the_job_left_pending(agent: AgentApi, tmp_path: Path) -> None:
+    # A process job starts within milliseconds: the answer says `running` (or, for a job
+    # that already ended, `exited`), so the server records it from the submit itself.
+    go = tmp_path / "go"
+    response = await agent.submit(
+        id="settle", commands=[f"while [ ! -e {go} ]; do sleep 0.05; done"]
+    )
+    response.raise_for_status()
+    assert JobState.model_validate_json(response.content).status is JobStatus.RUNNING
+    go.touch()
+
+
+async def test_settled_gives_up_after_its_window() -> None:
+    feed = JobEventFeed()
+    ticks = iter([0.0, 0.99, 1.2])
+    pending = JobState(id="j", status=JobStatus.PENDING)
+    state = await settled(feed, lambda: pending, within=1.0, clock=lambda: next(ticks))
+    assert state.status is JobStatus.PENDING  # still pending after the window: answered so
+
+
+async def test_settled_wakes_on_the_jobs_change() -> None:
+    feed = JobEventFeed()
+    states = [JobState(id="j", status=JobStatus.PENDING)]
+    waiting = asyncio.create_task(settled(feed, lambda: states[-1], within=60))
+    await asyncio.sleep(0)  # let it look once and wait
+    states.append(JobState(id="j", status=JobStatus.PULLING))
+    feed.publish("j", JobEventKind.STATE, "pulling")
+    assert (await asyncio.wait_for(waiting, timeout=30)).status is JobStatus.PULLING
