@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.client import AgentError
 from agent.protocol import ErrorCode, ExecutorKind, JobSpec
+from agent.protocol import JobStatus as AgentStatus
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
@@ -308,16 +309,21 @@ class JobsProcessor:
             await asyncio.to_thread(self._note, ctx, note)
         executor = state.executor.value if state.executor else body["executor"]
         runtime = ctx.runtime | {"executor": executor}
-        status = JobStatus.RUNNING if state.status.value == "running" else JobStatus.PULLING
+        # The agent answers once the job left `pending` (agent.server.events.settled): a
+        # process job is running, or has even exited, by then; one that ended is looked at
+        # again at once (its logs and exit status), not when its event comes.
+        ran = state.status in (AgentStatus.RUNNING, AgentStatus.EXITED)
+        status = JobStatus.RUNNING if ran else JobStatus.PULLING
         if status is JobStatus.RUNNING:
             runtime["started_at"] = self.store.clock.now_ts()
+        due = 0.0 if state.status.is_finished() else self._running.next_pass(ctx, None)
         return {
             "status": status.value,
             "agent_job_id": state.id,
             "runtime": runtime,
             "unreachable_since": None,
             "status_message": note,
-        }, self._running.next_pass(ctx, None)
+        }, due
 
     def _render(self, ctx: JobContext, instance: Instance) -> tuple[dict[str, Any], str]:
         """The agent's job body, and a note on what it could not bring (`repos`/`files`)."""
