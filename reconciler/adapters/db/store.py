@@ -4,7 +4,8 @@ It is the composition of the parts (accounts, inventory, history, workloads, app
 over one engine and one clock, plus `store.leases` for the background workers. Build it in
 the composition root and pass it down: `Store.from_url(url)` or `Store(engine, clock=...)`.
 No module globals, no implicit session: every method opens and closes its own short transaction and
-returns detached rows (or frozen domain values for the planner).
+returns frozen domain values (`reconciler.domain`; rows converted in `records.py`) — some
+older methods still return detached rows to the workers not converted yet (docs/contracts.md).
 
 The store is synchronous; async callers use `asyncio.to_thread` (the web layer's `Database`
 and `workleasing.StoreLeasing` do).
