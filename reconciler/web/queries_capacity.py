@@ -14,6 +14,7 @@ from reconciler.adapters.db.readmodels.capacity import (
     instance_wire,
     list_fleets,
     list_volumes,
+    wake_ssh_fleets,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "instance_wire",
     "list_fleets",
     "list_volumes",
+    "wake_ssh_fleets",
 ]

@@ -1,10 +1,11 @@
-"""Fleets (with their instances), volumes and gateways of one project, as wire models."""
+"""Fleets (with their instances), volumes and gateways of one project, as wire models; and
+`wake_ssh_fleets`, which makes SSH fleets due for their hosts' key files."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Fleet, Gateway, Instance, Volume
@@ -132,3 +133,19 @@ def check_exists(session: Session, project_id: str, kind: Kind, name: str) -> No
         get_fleet(session, project_id, "", name)
     else:
         get_volume(session, project_id, "", kind, name)
+
+
+def wake_ssh_fleets(session: Session) -> int:
+    """Make every active fleet with a live SSH host due now, so the fleets worker writes
+    its hosts' agent key files again soon after who may reach their jobs changed (members,
+    projects, users: `web.dstack_attach.sync_user_keys`); how many fleets."""
+    hosts = select(Instance.fleet_id).where(
+        Instance.backend == "ssh", Instance.status != "terminated"
+    )
+    result = session.execute(
+        update(Fleet)
+        .where(Fleet.deleted.is_(False), Fleet.status == "active", Fleet.id.in_(hosts))
+        .values(due_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
