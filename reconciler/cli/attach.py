@@ -48,8 +48,12 @@ def _alias(run: wire.Run, name: str) -> Alias | None:
     if not jpd.get("hostname") or not jpd.get("ssh_port"):
         return None
     local = jpd.get("dockyard_backend", jpd.get("backend")) in (None, "local")
-    user = name if local else str(jpd.get("ssh_user") or "root")
-    return Alias(name, str(jpd["hostname"]), int(jpd["ssh_port"]), user)
+    if local:
+        return Alias(name, str(jpd["hostname"]), int(jpd["ssh_port"]), name)
+    # an SSH host: its own sshd (dstack's attach is given the server's listener instead)
+    hostname = jpd.get("ssh_hostname") or jpd["hostname"]
+    port = jpd.get("ssh_host_port") or jpd["ssh_port"]
+    return Alias(name, str(hostname), int(port), str(jpd.get("ssh_user") or "root"))
 
 
 async def _until_finished(client: Client, name: str) -> wire.Run:

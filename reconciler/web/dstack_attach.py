@@ -137,8 +137,10 @@ def _submission(
         first, second = local_ssh_port, local_ssh_port
     elif data.get("dockyard_backend") == "ssh" and str(data.get("instance_id")) in ssh_endpoints:
         # the first hop: the server's listener to the host agent's SSH server; the second:
-        # `localhost:<its port>` as the host agent sees it, i.e. itself again
+        # `localhost:<its port>` as the host agent sees it, i.e. itself again. The host's
+        # own sshd stays in our fields (`dockyard attach`'s alias logs in there).
         first, second = ssh_endpoints[str(data.get("instance_id"))]
+        data = {**data, "ssh_hostname": data.get("hostname"), "ssh_host_port": data.get("ssh_port")}
     else:
         return submission
     provisioning = {

@@ -20,6 +20,9 @@ import urllib.request
 
 import pytest
 
+from reconciler.api import models as wire
+from reconciler.cli.attach import _alias
+from reconciler.cli.sshconfig import Alias
 from tests.compat.conftest import DSTACK, free_port
 from tests.compat.sshfleet import SSHFleet, ssh_fleet  # noqa: F401 - the module's fixture
 from tests.web.serving import wait_until
@@ -121,6 +124,9 @@ def test_attach_ssh_alias_and_logs_on_an_ssh_fleet(ssh_fleet: SSHFleet) -> None:
     provisioning = submission["job_provisioning_data"]
     assert provisioning["backend"] == "remote" and provisioning["dockyard_backend"] == "ssh"
     assert provisioning["ssh_port"] not in (ssh_fleet.host.port, ssh_fleet.session_port)
+    # `dockyard attach`'s own alias still logs in to the host's sshd (our fields)
+    alias = _alias(wire.Run.model_validate(run), "sshatt")
+    assert alias == Alias("sshatt", "127.0.0.1", ssh_fleet.host.port, "root")
     attach = _dstack(ssh_fleet, "attach", "sshatt", "-p", f"{local}:{port}")
     try:
         wait_until(
