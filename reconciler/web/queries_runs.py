@@ -10,22 +10,18 @@ from reconciler.adapters.db.readmodels.runs import (
     FINISHED_JOB,
     FINISHED_RUN,
     find_job,
-    find_run,
+    find_run_ref,
     get_run,
     get_run_by_id,
     list_runs,
-    to_run,
-    user_of,
 )
 
 __all__ = [
     "FINISHED_JOB",
     "FINISHED_RUN",
     "find_job",
-    "find_run",
+    "find_run_ref",
     "get_run",
     "get_run_by_id",
     "list_runs",
-    "to_run",
-    "user_of",
 ]

@@ -27,7 +27,7 @@ from reconciler.engine.joblogs import LogSlice, dropped_notice, job_log_path, re
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError
-from reconciler.web.queries_runs import FINISHED_JOB, FINISHED_RUN, find_job, find_run
+from reconciler.web.queries_runs import FINISHED_JOB, FINISHED_RUN, find_job, find_run_ref
 
 STREAM_POLL_SECONDS = 0.25
 DSTACK_CHUNK = 256 * 1024
@@ -38,13 +38,13 @@ async def _locate(
     context: WebContext, access: ProjectAccess, body: req.LogsRequest
 ) -> tuple[Path | None, str | None, bool]:
     """(log file or None, job id, finished?) of the latest submission of the job."""
-    run, job = await context.db.read(
+    ref = await context.db.read(
         find_job, access.project_id, body.run_name, body.replica_num, body.job_num
     )
-    if job is None:
-        return None, None, run.status in FINISHED_RUN
-    path = job_log_path(context.settings.data_dir, access.project_name, run.run_name, job.id)
-    return path, job.id, job.status in FINISHED_JOB or run.status in FINISHED_RUN
+    if ref.job_id is None:
+        return None, None, ref.run_status in FINISHED_RUN
+    path = job_log_path(context.settings.data_dir, access.project_name, ref.run_name, ref.job_id)
+    return path, ref.job_id, ref.job_status in FINISHED_JOB or ref.run_status in FINISHED_RUN
 
 
 async def _follow(
@@ -71,7 +71,7 @@ async def _poll_submission(
     job_id = str(body.job_submission_id)
     if not _JOB_ID.match(job_id):
         raise InvalidError("job_submission_id: expected a job submission id")
-    run = await context.db.read(find_run, access.project_id, body.run_name)
+    run = await context.db.read(find_run_ref, access.project_id, body.run_name)
     path = job_log_path(context.settings.data_dir, access.project_name, run.run_name, job_id)
     offset = int(body.next_token or 0)
     piece = await _read(path, offset, DSTACK_CHUNK)

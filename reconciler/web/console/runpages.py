@@ -189,15 +189,15 @@ async def _log(
     context: WebContext, access: ProjectAccess, run_name: str, job_num: int, offset: int | None
 ) -> dict[str, Any]:
     """The job's log from `offset` (None: its last 64 KiB), as text for the page."""
-    run, job = await context.db.read(find_job, access.project_id, run_name, 0, job_num)
-    if job is None:
+    ref = await context.db.read(find_job, access.project_id, run_name, 0, job_num)
+    if ref.job_id is None:
         return {"text": "", "next_offset": offset or 0, "finished": True}
-    path = job_log_path(context.settings.data_dir, access.project_name, run.run_name, job.id)
+    path = job_log_path(context.settings.data_dir, access.project_name, ref.run_name, ref.job_id)
     size = await anyio.to_thread.run_sync(_size, path)
     start = max(size - LOG_WINDOW, 0) if offset is None else offset
     piece = await anyio.to_thread.run_sync(read_log, path, start, LOG_WINDOW)
     data = dropped_notice(piece.dropped) + piece.data if piece.dropped else piece.data
-    finished = run.status in ("done", "failed", "terminated", "aborted")
+    finished = ref.run_status in ("done", "failed", "terminated", "aborted")
     return {
         "text": data.decode("utf-8", "replace"),
         "next_offset": piece.next_offset,

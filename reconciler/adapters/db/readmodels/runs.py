@@ -22,6 +22,7 @@ from reconciler.api import models as wire
 from reconciler.core.dstack_wire import job_spec, provisioning_data
 from reconciler.core.jobspecs import container_ports
 from reconciler.domain.inventory import AgentHost, InstanceRecord
+from reconciler.domain.joblogs import JobRef
 from reconciler.errors import InvalidError, NotFoundError
 
 FINISHED_RUN = ("terminated", "failed", "done")
@@ -206,9 +207,15 @@ def list_runs(
     return [to_run(session, project, run, now) for run in session.scalars(query)]
 
 
+def find_run_ref(session: Session, project_id: str, run_name: str) -> JobRef:
+    """The newest live run of the name (`NotFoundError` when there is none), no job."""
+    run = find_run(session, project_id, run_name)
+    return JobRef(run.run_name, run.status)
+
+
 def find_job(
     session: Session, project_id: str, run_name: str, replica_num: int, job_num: int
-) -> tuple[Run, Job | None]:
+) -> JobRef:
     """The run and the latest submission of its job (replica, job), if any was made."""
     run = find_run(session, project_id, run_name)
     job = session.scalar(
@@ -217,7 +224,9 @@ def find_job(
         .order_by(Job.submission_num.desc())
         .limit(1)
     )
-    return run, job
+    if job is None:
+        return JobRef(run.run_name, run.status)
+    return JobRef(run.run_name, run.status, job.id, job.status)
 
 
 def referenced_archives(session: Session) -> set[str]:
