@@ -112,6 +112,18 @@ def _outsider_is_refused(fleet: SSHFleet, job_id: str, hop: tuple[str, int]) -> 
     assert public.split()[1] not in keys  # the host's agent never had it
 
 
+def _validates_as_dstacks_run(fleet: SSHFleet, listener: int) -> None:
+    """dstack's own client reads the run: its models validate what the server presents."""
+    from dstack.api.server import APIClient
+
+    api = APIClient(fleet.dstack.server.url, fleet.dstack.server.admin_token)
+    submission = api.runs.get("main", "sshatt").latest_job_submission
+    jpd, runtime = submission.job_provisioning_data, submission.job_runtime_data
+    assert jpd.backend.value == "remote" and jpd.dockerized and jpd.hostname == "127.0.0.1"
+    assert jpd.ssh_port == listener and jpd.username == str(submission.id)
+    assert runtime.ports == {10022: fleet.session_port}
+
+
 def test_attach_ssh_alias_and_logs_on_an_ssh_fleet(ssh_fleet: SSHFleet) -> None:  # noqa: F811
     dstack = ssh_fleet.dstack
     port, local = free_port(), free_port()
@@ -124,6 +136,7 @@ def test_attach_ssh_alias_and_logs_on_an_ssh_fleet(ssh_fleet: SSHFleet) -> None:
     provisioning = submission["job_provisioning_data"]
     assert provisioning["backend"] == "remote" and provisioning["dockyard_backend"] == "ssh"
     assert provisioning["ssh_port"] not in (ssh_fleet.host.port, ssh_fleet.session_port)
+    _validates_as_dstacks_run(ssh_fleet, provisioning["ssh_port"])
     # `dockyard attach`'s own alias still logs in to the host's sshd (our fields)
     alias = _alias(wire.Run.model_validate(run), "sshatt")
     assert alias == Alias("sshatt", "127.0.0.1", ssh_fleet.host.port, "root")
