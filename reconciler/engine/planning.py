@@ -230,6 +230,6 @@ def _live_state(store: Store, project: str) -> tuple[ObservedState, str | None]:
     observed = store.load_observed(project)
     vanished = VanishedStore(store.engine, clock=store.clock).deleted_outside_git(project)
     observed = replace(observed, vanished=vanished)
-    row = store.get_project(project)
-    base = store.last_applied_revision(row.id) if row is not None else None
+    project_id = store.project_id_of(project)
+    base = store.last_applied_revision(project_id) if project_id is not None else None
     return observed, base

@@ -39,7 +39,7 @@ def queue_reconcile(
     revision: str | None = None,
 ) -> str:
     """Queue a reconcile of `project` (coalescing with a queued one); return its id."""
-    project_id = store.get_or_create_project(project).id
+    project_id = store.ensure_project(project)
     return store.queue_reconcile(
         project_id, trigger=trigger, delivery_id=delivery_id, revision=revision
     )

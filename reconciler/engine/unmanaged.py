@@ -118,12 +118,12 @@ def offers_for(store: Store, project: str, action: Action) -> list[dict[str, Any
     """The instances of the project's fleets that could run this run (idle first)."""
     if not action.kind.is_run or action.spec is None:
         return []
-    project_row = store.get_project(project)
-    if project_row is None:
+    project_id = store.project_id_of(project)
+    if project_id is None:
         return []
     requirements = requirements_of(action.spec)
     offers = []
-    for cand in store.placement_candidates(project_row.id):
+    for cand in store.placement_candidates(project_id):
         if static_mismatch(requirements, cand) is not None:
             continue
         offers.append(
@@ -173,7 +173,7 @@ def apply_one(
         raise UsageError(action.reason)
     if force and action.action is ActionKind.NOOP and action.kind.is_run:
         action = replace(action, action=ActionKind.REPLACE, reason="re-submitted (--force)")
-    project_id = store.get_or_create_project(project).id
+    project_id = store.ensure_project(project)
     result, hints = store.apply_unmanaged_action(project_id, action, user=user)
     if result.failed:
         raise UsageError(result.message)
@@ -197,7 +197,7 @@ def delete_resource(store: Store, project: str, kind: str, name: str) -> WorkKin
 
 
 def _project_id(store: Store, project: str) -> str:
-    row = store.get_project(project)
-    if row is None:
+    project_id = store.project_id_of(project)
+    if project_id is None:
         raise UsageError(f"no project {project!r}")
-    return row.id
+    return project_id

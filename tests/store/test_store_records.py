@@ -59,7 +59,7 @@ def test_a_capacity_row_loads_with_project_and_path_and_writes_fenced(store: Sto
     assert store.stack_source("gone", None) == ("gone", None)
 
 
-def test_resource_source_and_project_id(store: Store) -> None:
+def test_resource_source_and_project_ids(store: Store) -> None:
     volume = _volume(store)
     assert volume.resource_id is not None
     assert store.resource_source(volume.resource_id) == ResourceSource(
@@ -68,6 +68,9 @@ def test_resource_source_and_project_id(store: Store) -> None:
     assert store.resource_source("missing") is None
     assert store.project_id_of("main") == volume.project_id
     assert store.project_id_of("other") is None
+    assert store.ensure_project("main") == volume.project_id
+    created = store.ensure_project("other")
+    assert store.project_id_of("other") == created != volume.project_id
 
 
 def _service(store: Store, name: str, run_type: str = "service") -> Run:

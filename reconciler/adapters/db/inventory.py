@@ -112,6 +112,15 @@ class InventoryStore(AccountsStore):
         with self.reading() as session:
             return session.scalar(select(Project.id).where(Project.name == name))
 
+    def ensure_project(self, name: str) -> str:
+        """The id of the project called `name`, created if missing (safe under concurrent
+        callers: a read first, a write only for a new project)."""
+        found = self.project_id_of(name)
+        if found is not None:
+            return found
+        with self.writing() as session:
+            return self._project_id_in(session, name)
+
     def resource_source(self, resource_id: str) -> ResourceSource | None:
         """The origin, path and commit of the resource `resource_id` (deleted or not)."""
         with self.reading() as session:
