@@ -36,8 +36,8 @@ class HistoryStore(StoreBase):
         target_name: str,
         message: str,
         target_id: str | None = None,
-    ) -> Event:
-        return self.add(
+    ) -> None:
+        self.add(
             Event(
                 project_id=project_id,
                 target_type=target_type,
@@ -155,7 +155,7 @@ class HistoryStore(StoreBase):
             session.flush()
             return row.id
 
-    def set_reconcile_stage(self, reconcile_id: str, stage: str, **values: Any) -> Reconcile:
+    def set_reconcile_stage(self, reconcile_id: str, stage: str, **values: Any) -> None:
         """Enter `stage`: closes the previous stage's timing, marks the reconcile running.
 
         Extra `values` (e.g. `attempted_revision=...`, `plan=...`) are set in the same write.
@@ -171,7 +171,6 @@ class HistoryStore(StoreBase):
             row.started_at = row.started_at or now
             for key, value in values.items():
                 setattr(row, key, value)
-        return row
 
     def finish_reconcile(
         self,
@@ -181,7 +180,7 @@ class HistoryStore(StoreBase):
         outcome: Any = None,
         applied_revision: str | None = None,
         error: str | None = None,
-    ) -> Reconcile:
+    ) -> None:
         """End the reconcile with succeeded|failed|aborted; `applied_revision` when applied."""
         if status not in RECONCILE_OUTCOMES:
             raise UsageError(f"a reconcile ends succeeded, failed or aborted, not {status!r}")
@@ -192,7 +191,6 @@ class HistoryStore(StoreBase):
             row.status, row.outcome, row.error, row.finished_at = status, outcome, error, now
             if applied_revision is not None:
                 row.applied_revision = applied_revision
-        return row
 
     def load_reconcile(self, reconcile_id: str, token: str) -> ReconcileRecord | None:
         """The reconcile if this lease still holds it, with its project's name ("" when the
