@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from sqlalchemy import event
 
 from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Instance, Job, Reconcile, Run, Volume
@@ -95,7 +96,15 @@ def test_service_replicas_are_its_running_jobs_with_their_instances(store: Store
                 replica_num=replica, instance_id=instance.id if on else None,
                 runtime={"ready": True, "ports": {"80": 8080 + replica}})
         )  # fmt: skip
-    found = store.service_replicas("main", "web")
+    statements: list[str] = []
+    listener = lambda *a: statements.append(a[2])  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        found = store.service_replicas("main", "web")
+    finally:
+        event.remove(store.engine, "before_cursor_execute", listener)
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 2  # the run, then its running jobs with their instances
     assert found is not None and found.spec == {"port": 80}
     assert [r.job_id for r in found.replicas] == [jobs[0].id, jobs[1].id]
     first = found.replicas[0]
