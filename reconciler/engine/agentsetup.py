@@ -95,6 +95,7 @@ class AgentSetup:
         written."""
         if self.store is None:
             return False
+        check_target_keys(target, self.key_dirs)  # the key file is read for its public line
         text = await asyncio.to_thread(host_keys_text, self.store, self.data_dir, fleet_id, target)
         digest = hashlib.sha256(text.encode()).hexdigest()
         if not force and self.pushed.get(target) == digest:

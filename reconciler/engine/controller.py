@@ -23,9 +23,7 @@ from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
-from agent.deploy import (
-    session_port_for,
-)
+from agent.deploy import DeployError, session_port_for
 from agent.diskspace import DiskWatch
 from agent.local import ensure_client_key
 from agent.protocol import agent_build
@@ -194,7 +192,7 @@ class EngineController:
                 continue
             try:
                 await self.setup.push_keys(row.fleet_id, self.agents.address(row).target)
-            except (DockyardError, AgentUnreachable, OSError) as exc:
+            except (DeployError, DockyardError, AgentUnreachable, OSError, ValueError) as exc:
                 log.warning("keys of instance %s not written: %s", row.name, exc)
                 continue
             written += 1

@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,8 @@ from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers.growing import LEAVING_REASON, FleetState, fleet_state
 from reconciler.engine.workers.stacking import StackRows
 from stacks.protocol import StackOutputs
+
+log = logging.getLogger(__name__)
 
 CONFIG = WorkerConfig(kind="fleets", concurrency=10, lease_seconds=60.0, min_interval=15.0)
 LOCAL_BLOCKS = 16
@@ -206,8 +209,8 @@ class FleetsProcessor:
             target = self.deps.agents.address(instance).target
             try:
                 await self.deps.ssh_keys(fleet.id, target, force=False)
-            except _AGENT_ERRORS:
-                continue
+            except (*_AGENT_ERRORS, OSError, ValueError) as exc:  # unreachable, bad key file
+                log.warning("keys of instance %s not written: %s", instance.name, exc)
 
     async def _grow(
         self, fleet: Fleet, token: str, state: FleetState, target: int
