@@ -75,6 +75,10 @@ def test_jobs_in_replica_order_and_on_instances(store: Store) -> None:
     assert store.list_instances(project_id=run.project_id, statuses=["busy"]) == []
     assert store.get_fleet_by_name(run.project_id, "gpus") == store.get(Fleet, fleet.id)
     assert [f.name for f in store.list_fleets(run.project_id)] == ["gpus"]
+    record = store.instance_record(instance.id)  # a domain value, not the ORM row
+    assert record is not None and not isinstance(record, Instance)
+    assert (record.name, record.resources) == ("gpus-0", {"gpus": [{"name": "A100"}]})
+    assert store.instance_record("no-such-instance") is None
 
 
 def test_volumes_and_gateways_by_name_skip_deleted(store: Store) -> None:

@@ -99,6 +99,12 @@ class WorkloadsStore(StoreBase):
         found = self.list_instances(project_id=project_id, fleet_id=fleet_id, statuses=statuses)
         return [instance_record(row) for row in found]
 
+    def instance_record(self, instance_id: str) -> InstanceRecord | None:
+        """One instance by id, as a domain value (None if there is no such row)."""
+        with self.reading() as session:
+            row = session.get(Instance, instance_id)
+            return None if row is None else instance_record(row)
+
     def get_fleet_by_name(self, project_id: str, name: str) -> Fleet | None:
         query = select(Fleet).where(
             Fleet.project_id == project_id, Fleet.name == name, Fleet.deleted.is_(False)

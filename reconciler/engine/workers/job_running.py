@@ -4,7 +4,8 @@ Called by `JobsProcessor` for jobs in pulling/running/terminating. Logs are pull
 byte offset into the server's log file before a finished job is removed from the agent,
 so nothing printed is lost. An unreachable agent sets `unreachable_since`; only after the
 grace window does the job fail with `instance_unreachable` (or `interrupted_by_no_capacity`
-on spot instances), dstack's rule.
+on spot instances), dstack's rule. The instance is an `AgentHost` (read with the job, or
+the store's `InstanceRecord`): this module imports no ORM model.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from agent.protocol import ErrorCode, JobReason, JobState
 from agent.protocol import JobStatus as AgentStatus
 from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, SSHTarget
-from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.store import Store
 from reconciler.core.inactivity import Activity, inactivity_limit, inactivity_verdict
 from reconciler.core.jobspecs import container_ports
 from reconciler.core.utilization import Sample, keep_window, violates
+from reconciler.domain.inventory import AgentHost
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.joblogs import job_log_path, write_chunk
@@ -70,10 +71,13 @@ class RunningJobs:
         self._probe_clients: dict[SSHTarget, httpx.AsyncClient] = {}
         self.event_poll = event_poll
 
-    def _instance(self, ctx: JobContext) -> Instance | None:
+    def _instance(self, ctx: JobContext) -> AgentHost | None:
+        """Where the job runs: as read with it, else the store's record of that instance."""
         if ctx.instance is not None and ctx.instance.id == ctx.job.instance_id:
             return ctx.instance  # read with the job
-        return self.store.get(Instance, ctx.job.instance_id or "")
+        if ctx.job.instance_id is None:
+            return None
+        return self.store.instance_record(ctx.job.instance_id)
 
     # -- unreachable ------------------------------------------------------------------------
 
@@ -240,7 +244,7 @@ class RunningJobs:
 
     # -- probes -----------------------------------------------------------------------------
 
-    async def _probe(self, ctx: JobContext, instance: Instance, runtime: dict[str, Any]) -> None:
+    async def _probe(self, ctx: JobContext, instance: AgentHost, runtime: dict[str, Any]) -> None:
         """Services: run the configured HTTP probes; no probes = ready once running."""
         spec = ctx.slot.spec
         probes = spec.get("probes")
@@ -261,7 +265,7 @@ class RunningJobs:
         was_ready = bool(runtime.get("ready"))
         runtime["ready"] = successes >= needed or (was_ready and bool(probe.get("until_ready")))
 
-    async def _probe_once(self, instance: Instance, port: int, probe: Mapping[str, Any]) -> bool:
+    async def _probe_once(self, instance: AgentHost, port: int, probe: Mapping[str, Any]) -> bool:
         address = self.agents.address(instance)
         client = self._probe_clients.get(address.target)
         if client is None:
