@@ -196,3 +196,17 @@ def test_attached_apply_streams_a_job_on_an_ssh_fleet(ssh_fleet: SSHFleet) -> No
         run = http.post("/api/project/main/runs/get", json={"run_name": "sshstream"}).json()
     provisioning = run["jobs"][0]["job_submissions"][-1]["job_provisioning_data"]
     assert provisioning["dockyard_backend"] == "ssh"
+
+
+def test_a_new_key_pair_is_on_the_hosts_when_get_my_user_answers(ssh_fleet: SSHFleet) -> None:  # noqa: F811
+    """A global admin may reach every fleet's jobs: their key pair, made by their first
+    `users/get_my_user`, is in the host agent's key file before that call answers."""
+    server = ssh_fleet.dstack.server
+    with server.client(server.admin_token) as http:
+        made = http.post("/api/users/create", json={"username": "grace", "global_role": "admin"})
+    with server.client(made.json()["creds"]["token"]) as http:
+        blob = http.post("/api/users/get_my_user").json()["ssh_public_key"].split()[1]
+    (line,) = [
+        x for x in (ssh_fleet.agent_dir / "authorized_keys").read_text().splitlines() if blob in x
+    ]
+    assert 'DOCKYARD_PROJECTS=main"' in line
