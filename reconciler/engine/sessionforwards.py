@@ -20,6 +20,8 @@ import contextlib
 import logging
 from typing import Protocol
 
+import asyncssh
+
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,6 @@ async def _copy(reader: _Reader, writer: _Writer) -> None:
                 await drain()
         with contextlib.suppress(OSError, AttributeError):
             writer.write_eof()
-    except (OSError, ConnectionError) as exc:
+    except (OSError, asyncssh.Error) as exc:  # a side went away: the other one ends too
         log.debug("session forward ended: %s", exc)
         writer.close()

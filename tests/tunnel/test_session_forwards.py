@@ -1,0 +1,40 @@
+"""The server's loopback listeners to hosts' agent SSH servers (`engine.sessionforwards`),
+over a real SSH connection of the pool: a connection to the listener is a channel to the
+remote port (here the agent's HTTP port behind the agent's embedded SSH server); one
+listener per (host, port); `close` stops them."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent.protocol import API_PREFIX
+from agent.tunnel import TunnelPool
+from reconciler.engine.sessionforwards import SessionForwards
+from tests.tunnel.conftest import AgentOverSSH
+
+
+async def _get(port: int, path: str) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 30)
+    writer.close()
+    return answer
+
+
+async def test_a_listener_reaches_the_remote_port_and_closes(agent_over_ssh: AgentOverSSH) -> None:
+    pool = TunnelPool()
+    forwards = SessionForwards(pool)
+    target = agent_over_ssh.target()
+    try:
+        port = await forwards.port(target, agent_over_ssh.http_port)
+        assert await forwards.port(target, agent_over_ssh.http_port) == port
+        answers = await asyncio.gather(*(_get(port, f"{API_PREFIX}/healthcheck") for _ in range(3)))
+        assert all(a.startswith(b"HTTP/1.1 200") for a in answers), answers
+    finally:
+        await forwards.close()
+        await pool.close()
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", port)
