@@ -8,7 +8,9 @@ Users get the same endpoint for ``ssh <run>`` (a shell in the job's environment,
 
 Rules:
 - Only public-key auth; ``authorized_keys`` is re-read on every connection so the control
-  plane can add user keys without a restart.
+  plane can add user keys without a restart, and on every channel a user key opens (a
+  session, a forward) so a key removed or narrowed since its connection logged in opens
+  nothing new on that connection (`_AgentSSHServer.still_authorized`).
 - ``direct-tcpip`` only to loopback destinations whose port `ForwardPolicy` allows (the
   agent's port and the ports of running jobs); everything else is refused with a reason.
 - Two kinds of keys in one standard ``authorized_keys`` file: the control plane's keys
@@ -27,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -49,6 +51,7 @@ ROLE_VARIABLE = "DOCKYARD_ROLE"
 USER_ROLE = "user"
 PROJECTS_VARIABLE = "DOCKYARD_PROJECTS"
 PROJECT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+REVOKED_MESSAGE = "this connection's key is no longer authorized as it was (connect again)"
 PortProject = Callable[[int], str | None]  # a running job's port -> its project label
 StreamHandler = Callable[[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]], Awaitable[None]]
 
@@ -100,6 +103,34 @@ def key_projects(environment: object) -> frozenset[str] | None:
     return None if raw is None else frozenset(p for p in str(raw).split(",") if p)
 
 
+class _LoginKeys(asyncssh.SSHAuthorizedKeys):
+    """The key file as read when a connection authenticates, remembering the key it let in
+    (the last one validated: a successful signature check ends the authentication)."""
+
+    matched: asyncssh.SSHKey | None = None
+
+    def validate(
+        self,
+        key: asyncssh.SSHKey,
+        client_host: str,
+        client_addr: str,
+        cert_principals: Sequence[str] | None = None,
+        ca: bool = False,
+    ) -> Mapping[str, object] | None:
+        options = super().validate(key, client_host, client_addr, cert_principals, ca)
+        if options is not None and not ca:
+            self.matched = key
+        return options
+
+
+def _read_keys(path: Path) -> _LoginKeys:
+    try:
+        return _LoginKeys(path.read_text())
+    except (OSError, ValueError, asyncssh.KeyImportError) as exc:
+        log.warning("cannot read authorized keys %s: %s", path, exc)
+        return _LoginKeys()
+
+
 def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> SessionResolver:
     async def resolve(name: str) -> JobSession | None:
         job = await sessions(name)
@@ -140,6 +171,7 @@ class _AgentSSHServer(asyncssh.SSHServer):
         self._port_project = port_project
         self._jobs = jobs
         self._conn: asyncssh.SSHServerConnection | None = None
+        self._keys = _LoginKeys()
         self.link: JobLink | None = None  # an inner connection of dstack's attach: its job
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
@@ -153,12 +185,28 @@ class _AgentSSHServer(asyncssh.SSHServer):
         assert self._conn is not None
         if self._jobs is not None and self.link is None:
             self.link = self._jobs[1].claim(self._conn.get_extra_info("peername"))
-        try:
-            self._conn.set_authorized_keys(str(self._authorized_keys))
-        except (OSError, ValueError, asyncssh.KeyImportError) as exc:
-            log.warning("cannot read authorized keys %s: %s", self._authorized_keys, exc)
-            self._conn.set_authorized_keys(asyncssh.SSHAuthorizedKeys())
+        self._keys = _read_keys(self._authorized_keys)
+        self._conn.set_authorized_keys(self._keys)
         return True
+
+    def by_user(self) -> bool:
+        """Whether the connection logged in with a user key (not the control plane's)."""
+        assert self._conn is not None
+        environment = self._conn.get_key_option("environment")
+        return isinstance(environment, dict) and environment.get(ROLE_VARIABLE) == USER_ROLE
+
+    def still_authorized(self) -> bool:
+        """Whether the key this connection logged in with is still in the key file, with
+        the same environment (role, projects): read again now."""
+        assert self._conn is not None
+        if self._keys.matched is None:
+            return False
+        peer = self._conn.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        options = _read_keys(self._authorized_keys).validate(self._keys.matched, address, address)
+        return options is not None and options.get("environment") == self._conn.get_key_option(
+            "environment"
+        )
 
     def password_auth_supported(self) -> bool:
         return False
@@ -174,7 +222,11 @@ class _AgentSSHServer(asyncssh.SSHServer):
     ) -> bool | Awaitable[asyncssh.SSHTCPSession[bytes]] | StreamHandler:
         assert self._conn is not None
         environment = self._conn.get_key_option("environment")
-        by_user = isinstance(environment, dict) and environment.get(ROLE_VARIABLE) == USER_ROLE
+        by_user = self.by_user()
+        if by_user and not self.still_authorized():
+            raise asyncssh.ChannelOpenError(
+                asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, REVOKED_MESSAGE
+            )
         projects = key_projects(environment)
         if by_user and self._jobs is not None and dest_host in LOOPBACK_NAMES:
             special = self._job_channel(dest_port, projects, *self._jobs)
@@ -271,6 +323,10 @@ async def start_ssh_server(
         environment = conn.get_key_option("environment") if conn is not None else None
         limited = _limited(sessions, key_projects(environment))
         owner = conn.get_owner() if conn is not None else None
+        if isinstance(owner, _AgentSSHServer) and owner.by_user() and not owner.still_authorized():
+            process.stderr.write(f"{REVOKED_MESSAGE}\n".encode())
+            process.exit(1)
+            return
         if isinstance(owner, _AgentSSHServer) and owner.link is not None:
             limited = _linked(limited, owner.link.job_id)
         if watch is None:

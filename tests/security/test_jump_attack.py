@@ -245,3 +245,26 @@ async def test_openssh_as_dstack_configures_it(field: Field, tmp_path: Path) -> 
         assert "prohibited" in refused.stderr.lower(), refused.stderr
     allowed = await asyncio.to_thread(_openssh, field, tmp_path, field.alpha)
     assert allowed.returncode == 0 and allowed.stdout.strip() == "hi", allowed
+
+
+async def test_a_removed_key_opens_nothing_new_on_its_open_connection(field: Field) -> None:
+    """A member removed while connected (an open `dstack attach`) gets no new session,
+    forward or hop on that connection; a key narrowed to other projects neither."""
+    authorized = field.agent.keys.authorized_keys
+    with_key = authorized.read_text()
+    blob = with_key.splitlines()[-1].split()[-1]
+    without_key = "".join(f"{x}\n" for x in with_key.splitlines() if blob not in x)
+    async with _connect(field, field.alpha) as outer:
+        assert (await _session(outer)).exit_status == 0
+        authorized.write_text(without_key)
+        result = await _session(outer)
+        assert result.exit_status != 0 and "no longer authorized" in str(result.stderr)
+        for host, port in (("127.0.0.1", field.alpha_port), ("localhost", field.agent.ssh_port)):
+            assert "no longer authorized" in await _refused(outer, host, port)
+        authorized.write_text(with_key)  # back as it was: the same connection works again
+        assert (await _session(outer)).exit_status == 0
+        changed = with_key.replace("DOCKYARD_PROJECTS=alpha", "DOCKYARD_PROJECTS=alpha,bravo")
+        authorized.write_text(changed)  # other options than it logged in with
+        assert "no longer authorized" in await _refused(outer, "127.0.0.1", field.alpha_port)
+    async with _connect(field, field.alpha) as again:  # a new connection gets the new options
+        assert (await _session(again)).exit_status == 0
