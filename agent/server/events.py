@@ -65,6 +65,7 @@ class JobEventFeed:
         self._sizes: dict[str, int] = {}
         self._last_followed = float("-inf")
         self._watcher: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def seq(self) -> int:
@@ -90,7 +91,7 @@ class JobEventFeed:
         """`page` now if it has news, else once something is published or `wait` passed."""
         self._follow()
         page = self.page(since, epoch)
-        if page.events or page.reset or wait <= 0:
+        if page.events or page.reset or wait <= 0 or self._stopping:
             return page
         published = self._published
         with contextlib.suppress(TimeoutError):
@@ -101,6 +102,12 @@ class JobEventFeed:
         """Return once the next event is published, or after `within` seconds."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._published.wait(), timeout=max(within, 0.0))
+
+    def stop(self) -> None:
+        """The agent is leaving: answer every long-poll now and make none wait from now on
+        (one held open would hold the agent's shutdown up to ``MAX_WAIT_SECONDS``)."""
+        self._stopping = True
+        self._published.set()
 
     async def close(self) -> None:
         if self._watcher is not None:

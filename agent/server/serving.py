@@ -170,6 +170,9 @@ async def start_agent(
                 _write_agent_file(config.data_dir, context.http_port)
                 yield context
         finally:
+            # answer open long-polls now (the services, whose loops follow the feed, have
+            # left): uvicorn's shutdown waits for every request in flight
+            manager.events.stop()
             server.should_exit = True
             await asyncio.gather(server_task, return_exceptions=True)
             sock.close()
