@@ -5,9 +5,13 @@ A `Worker` is dstack's pipeline (fetcher + workers + heartbeater) in one small o
 - *fetch*: `Leasing.claim_due` takes up to N due rows of its kind and stamps a lease
   (`lock_token`, `lock_expires_at`, `lock_owner`) in one short transaction — `SELECT …
   FOR UPDATE SKIP LOCKED` on PostgreSQL, an in-process lock on SQLite (the store's job);
+- *prepare* (optional): a callback with a `prepare(leases)` coroutine gets the claimed
+  batch first, to read every row of it in one read (one thread hop per batch, not per
+  row: the jobs worker's `Store.load_job_batch`);
 - *process*: the kind's callback `process(row_id, lock_token)` runs for each row, outside
-  any DB transaction; it reloads the row by id and token, does the slow I/O, and writes
-  its results fenced by the token (a write whose token no longer matches changes nothing);
+  any DB transaction; it reloads the row by id and token (or takes what `prepare` read),
+  does the slow I/O, and writes its results fenced by the token (a write whose token no
+  longer matches changes nothing);
 - *release*: the worker drops the lease and says when the row is due again — the
   callback's answer (seconds), or the kind's `min_interval`; a callback whose last write
   dropped the lease itself (one transaction) answers `RELEASED`;
@@ -49,6 +53,9 @@ due again) in the same transaction: the worker releases nothing."""
 
 Process = Callable[[str, str], Awaitable[ProcessResult]]
 """`process(row_id, lock_token)`: handle one leased row; see the module docstring."""
+
+Prepare = Callable[[Sequence["Lease"]], Awaitable[None]]
+"""`prepare(leases)`: read a claimed batch's rows at once (the callback's `prepare`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +125,8 @@ class Worker:
         self.owner = owner or f"{config.kind}-{uuid.uuid4().hex[:12]}"
         self._leasing = leasing
         self._process = process
+        prepare = getattr(process, "prepare", None)
+        self._prepare: Prepare | None = prepare if callable(prepare) else None
         self._held: dict[str, Lease] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -140,7 +149,8 @@ class Worker:
     # -- the steps ---------------------------------------------------------------------
 
     async def claim(self, limit: int | None = None) -> Sequence[Lease]:
-        """Lease up to `limit` (default: the free slots) due rows of this kind."""
+        """Lease up to `limit` (default: the free slots) due rows of this kind (and hand
+        them to the callback's `prepare`)."""
         free = self.config.concurrency - len(self._in_flight) if limit is None else limit
         if free <= 0:
             return ()
@@ -149,6 +159,11 @@ class Worker:
         )
         for lease in leases:
             self._held[lease.token] = lease
+        if leases and self._prepare is not None:
+            try:
+                await self._prepare(leases)
+            except Exception:  # each row then reads its own: nothing is lost but time
+                log.exception("%s: reading the claimed batch failed", self.kind)
         return leases
 
     async def process_once(self, limit: int | None = None) -> int:
@@ -223,12 +238,14 @@ class Worker:
         while not self._stopping:
             self._wake.clear()
             try:
-                spawned = await self._spawn_due()
-                delay = None if spawned else await self._idle_delay()
+                full = await self._spawn_due()
+                # A claim that got fewer rows than it asked for took every due one: no
+                # second claim to find none (a write that makes rows due hints the loop).
+                delay = None if full else await self._idle_delay()
             except Exception:  # the outermost loop: a failed fetch must not end the worker
                 log.exception("%s: claiming due rows failed", self.kind)
-                spawned, delay = 0, self.config.idle_cap
-            if spawned:
+                full, delay = False, self.config.idle_cap
+            if full:
                 continue
             if delay is None:  # every slot busy: a row that finishes sets the wake
                 await self._wake.wait()
@@ -245,13 +262,16 @@ class Worker:
             return self.config.idle_cap
         return min(max(due, self.config.idle_floor), self.config.idle_cap)
 
-    async def _spawn_due(self) -> int:
+    async def _spawn_due(self) -> bool:
+        """Claim and start the due rows; whether the claim filled every slot it asked for
+        (more may be due)."""
+        free = self.config.concurrency - len(self._in_flight)
         leases = await self.claim()
         for lease in leases:
             task = asyncio.create_task(self._process_one(lease))
             self._in_flight.add(task)
             task.add_done_callback(self._on_done)
-        return len(leases)
+        return 0 < free <= len(leases)
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
         self._in_flight.discard(task)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
-from reconciler.engine.worker import ProcessResult, Worker, WorkerConfig
+from reconciler.engine.worker import Lease, ProcessResult, Worker, WorkerConfig
 from tests.engine.leasing import MemoryLeasing
 
 CONFIG = WorkerConfig(kind="fleets", concurrency=4, lease_seconds=30, min_interval=15)
@@ -128,3 +129,24 @@ async def test_workers_of_other_kinds_do_not_see_the_rows(kind: str) -> None:
 
     worker = Worker(WorkerConfig(kind=kind), leasing=leasing, process=process)  # type: ignore[arg-type]
     assert await worker.process_once() == 0
+
+
+async def test_a_callback_with_prepare_gets_each_claimed_batch_once_before_its_rows() -> None:
+    leasing = MemoryLeasing()
+    for row in ("a", "b", "c"):
+        leasing.add("fleets", row)
+    calls: list[tuple[str, ...]] = []
+
+    class Batched:
+        async def __call__(self, row_id: str, token: str) -> ProcessResult:
+            calls.append(("process", row_id))
+            return None
+
+        async def prepare(self, leases: Sequence[Lease]) -> None:
+            calls.append(("prepare", *sorted(lease.row_id for lease in leases)))
+
+    worker = Worker(CONFIG, leasing=leasing, process=Batched())
+    assert await worker.process_once() == 3
+    assert calls[0] == ("prepare", "a", "b", "c")  # one read for the batch, then the rows
+    assert sorted(calls[1:]) == [("process", "a"), ("process", "b"), ("process", "c")]
+    assert await worker.process_once() == 0 and len(calls) == 4  # nothing claimed: no read

@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from reconciler.adapters.db.applybatch import KnownRows
 from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Event, Fleet, Gateway, Job, Resource, Run, Volume
 from reconciler.core.jobspecs import expand_jobs
@@ -72,6 +73,19 @@ class ApplyContext:
     origin: str | None = None
     """`cli:<user>` for unmanaged applies; `None` = `git:<path>@<commit>` per action."""
     hints: set[WorkKind] = field(default_factory=set)
+    known: KnownRows | None = None
+    """The batch's run resources and active runs read at once, their new rows inserted at
+    the end (`applybatch`); None: each action reads and inserts its own."""
+
+    def live_resource(self, kind: str, name: str) -> Resource | None:
+        if self.known is not None and self.known.covers(kind, name):
+            return self.known.live_resource(kind, name)
+        return live_resource(self.session, self.project_id, kind, name)
+
+    def active_runs(self, action: Action) -> list[Run]:
+        if self.known is not None and self.known.covers(action.kind.value, action.name):
+            return self.known.active_runs(action.name)
+        return active_runs(self.session, self.project_id, action.name)
 
     def origin_of(self, action: Action) -> str:
         if self.origin is not None:
@@ -109,7 +123,7 @@ def apply_action(ctx: ApplyContext, action: Action) -> ActionResult:
 def _record(ctx: ApplyContext, action: Action, status: str) -> Resource:
     """Upsert the live inventory row of the action's resource with its desired spec."""
     spec = dict(action.spec or {})
-    row = live_resource(ctx.session, ctx.project_id, action.kind.value, action.name)
+    row = ctx.live_resource(action.kind.value, action.name)
     if row is None:
         row = Resource(
             project_id=ctx.project_id,
@@ -124,8 +138,11 @@ def _record(ctx: ApplyContext, action: Action, status: str) -> Resource:
             created_at=ctx.now,
             updated_at=ctx.now,
         )
-        ctx.session.add(row)
-        ctx.session.flush()
+        if ctx.known is not None and ctx.known.covers(row.kind, row.name):
+            ctx.known.add_resource(row)  # inserted with the batch's others
+        else:
+            ctx.session.add(row)
+            ctx.session.flush()
         return row
     row.origin, row.path, row.commit = ctx.origin_of(action), action.path, ctx.commit
     row.spec, row.spec_hash = spec, action.spec_hash or ""
@@ -165,7 +182,7 @@ def request_stop(ctx: ApplyContext, run: Run, *, abort: bool = False, why: str =
 
 
 def _apply_run(ctx: ApplyContext, action: Action) -> str:
-    actives = active_runs(ctx.session, ctx.project_id, action.name)
+    actives = ctx.active_runs(action)
     if action.action is ActionKind.DELETE:
         for run in actives:
             request_stop(ctx, run, why="stopping: its file was removed")
@@ -188,6 +205,8 @@ def submit_run(ctx: ApplyContext, action: Action, resource: Resource) -> Run:
     """Insert a new run of the action's spec (with a task's jobs; the runs worker makes
     the jobs of services and dev environments)."""
     spec: Mapping[str, Any] = action.spec or {}
+    status = RunStatus.PENDING if spec.get("schedule") else RunStatus.SUBMITTED
+    task = status is RunStatus.SUBMITTED and action.kind.value == "task"
     run = Run(
         project_id=ctx.project_id,
         resource_id=resource.id,
@@ -195,14 +214,19 @@ def submit_run(ctx: ApplyContext, action: Action, resource: Resource) -> Run:
         run_type=action.kind.value,
         spec=dict(spec),
         spec_hash=action.spec_hash or "",
-        status=(RunStatus.PENDING if spec.get("schedule") else RunStatus.SUBMITTED).value,
+        status=status.value,
         submitted_at=ctx.now,
         priority=int(spec.get("priority") or 0),
+        # a task's jobs come with it: it sleeps until they move (set here, not updated after)
+        due_at=ctx.now + timedelta(seconds=RUN_SAFETY_PASS) if task else None,
     )
-    ctx.session.add(run)
-    ctx.session.flush()
+    if ctx.known is not None and ctx.known.covers(run.run_type, run.run_name):
+        ctx.known.add_run(run)  # inserted with the batch's others
+    else:
+        ctx.session.add(run)
+        ctx.session.flush()
     ctx.event("run", run.id, run.run_name, f"run {run.run_name} submitted ({action.reason})")
-    if run.status == RunStatus.SUBMITTED.value and run.run_type == "task":
+    if task:
         _submit_task_jobs(ctx, run)
     return run
 
@@ -213,7 +237,8 @@ def _submit_task_jobs(ctx: ApplyContext, run: Run) -> None:
     until its jobs move (their writes wake it) instead of a pass that only makes them."""
     slots = [s for s in expand_jobs(run.spec, replicas=1) if s.replica_num == 0]
     for slot in slots:
-        ctx.session.add(
+        add = ctx.known.new_jobs.append if ctx.known is not None else ctx.session.add
+        add(
             Job(
                 run_id=run.id,
                 status=JobStatus.SUBMITTED.value,
@@ -227,8 +252,9 @@ def _submit_task_jobs(ctx: ApplyContext, run: Run) -> None:
             )
         )
     if slots:
-        run.due_at = ctx.now + timedelta(seconds=RUN_SAFETY_PASS)
         ctx.hints.add("jobs")
+    else:  # nothing to wait for: the runs worker looks at it now
+        run.due_at = None
 
 
 def _update_run(ctx: ApplyContext, run: Run, action: Action, resource: Resource) -> str:
@@ -249,7 +275,7 @@ def _update_run(ctx: ApplyContext, run: Run, action: Action, resource: Resource)
 
 
 def _drop_or_mark_deleting(ctx: ApplyContext, action: Action, *, still_active: bool) -> str:
-    row = live_resource(ctx.session, ctx.project_id, action.kind.value, action.name)
+    row = ctx.live_resource(action.kind.value, action.name)
     if row is None:
         return f"{action.kind.value} {action.name} already deleted"
     if still_active:

@@ -11,11 +11,14 @@ Each method is one transaction:
   lease dropped in the same statement: the worker then releases nothing); capacity taken
   for a placement (a conditional UPDATE per instance, so two workers or two replicas never
   overfill one) and the cluster siblings placed with it; blocks given back and the oldest
-  waiting jobs woken; the status-change event, and the run (and a fleet) made due. Capacity and the
-  fenced write commit together or not at all, so a lost lease cannot leak blocks.
+  waiting jobs woken; the status-change events (the job's, and a one-job run's that
+  follows it: `stepevents.py`, one INSERT), and the run (and a fleet) made due. Capacity and
+  the fenced write commit together or not at all, so a lost lease cannot leak blocks.
   Waking is a chain, so its cost does not grow with the queue or the blocks: blocks given
-  back wake the two first waiting jobs, and a placement that leaves room on its instance
-  wakes the next one.
+  back wake the first waiting job, and a placement that leaves room on its instance wakes
+  the next one.
+- `place_job(step)` is `record_job_step` for a placement, with the placed job read back in
+  the same transaction (the step goes on to submit it).
 - `wake_waiting_jobs(project_id, count)` makes the first jobs waiting for room due now
   (services and dev environments ahead of tasks).
 """
@@ -28,12 +31,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Update, case, select, update
+from sqlalchemy import Update, case, insert, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import ReturningUpdate
 
 from reconciler.adapters.db.leasing import leased_table, release_values
 from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.adapters.db.stepevents import (
+    RunFollowing,
+    follow_run,
+    following,
+    run_events,
+    step_events,
+)
+from reconciler.adapters.db.steploads import JobRows, job_rows
 from reconciler.core.hostblocks import block_size, host_sized
 from reconciler.core.jobspecs import host_ports_of
 from reconciler.core.scheduling import Candidate, Gpu
@@ -46,14 +58,17 @@ ACTIVE_ON_INSTANCE = (
     JobStatus.TERMINATING.value,
 )
 _PLACEABLE = (InstanceStatus.IDLE.value, InstanceStatus.BUSY.value)
-RELEASE_WAKES = 2
-"""Waiting jobs woken by blocks given back; each placed one wakes the next while room is left."""
+RELEASE_WAKES = 1
+"""Waiting jobs woken by blocks given back: the first in line (services first, then first
+come); each one placed wakes the next while room is left (a chain). One that does not fit
+the room wakes no other: it waits for the next room, or its back-off."""
 
 
 class StepResult(enum.Enum):
     """What `record_job_step` did."""
 
     WRITTEN = "written"
+    WRITTEN_RUN_DUE = "written_run_due"  # written; the run could not follow: made due instead
     LEASE_LOST = "lease_lost"  # the lease or the status read no longer holds: nothing written
     CAPACITY_TAKEN = "capacity_taken"  # an instance filled meanwhile: nothing written
 
@@ -85,6 +100,7 @@ class JobStep:
     event: tuple[str, str] | None = None  # (target name, message)
     release_lease: float | None = None  # set: the lease goes with the write, due again then
     wake_run: bool = True  # with the event: the run looks at its jobs again
+    follow: RunFollowing | None = None  # instead of waking the run: its values, if it can
 
 
 class JobStepsStore(StoreBase):
@@ -136,38 +152,61 @@ class JobStepsStore(StoreBase):
 
     def record_job_step(self, step: JobStep) -> StepResult:
         """The step's writes in one transaction (see the module docstring)."""
-        now = self.now()
         try:
             with self.writing() as session:
-                for take in step.take:
-                    if not session.execute(_take_capacity(take)).rowcount:  # type: ignore[attr-defined]
-                        raise _AbortError(StepResult.CAPACITY_TAKEN)
-                    if take.job_id is not None:
-                        session.execute(
-                            update(Job)
-                            .where(Job.id == take.job_id)
-                            .values(instance_id=take.instance_id, runtime=dict(take.runtime))
-                        )
-                values = dict(step.values)
-                if step.release_lease is not None:
-                    values.update(release_values(leased_table(Job), now, step.release_lease))
-                fenced = (
-                    update(Job)
-                    .where(
-                        Job.id == step.job_id,
-                        Job.lock_token == step.token,
-                        Job.status == step.read_status,
-                    )
-                    .values(**values)
-                )
-                if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
-                    raise _AbortError(StepResult.LEASE_LOST)
-                if step.take:  # room left on the instance: the next waiting job tries it
-                    session.execute(_wake_next_if_room(step.project_id, step.take[0].instance_id))
-                self._after_write(session, step, now)
+                return self._record(session, step, self.now())
         except _AbortError as abort:
             return abort.result
-        return StepResult.WRITTEN
+
+    def place_job(self, step: JobStep) -> JobRows | StepResult:
+        """**Place a job**: `record_job_step` (capacity taken with the fenced job write,
+        the lease kept), then the placed job read back with its instance, in the same
+        transaction — what the step goes on with (submitting it to its agent)."""
+        try:
+            with self.writing() as session:
+                result = self._record(session, step, self.now())
+                rows = job_rows(session, [(step.job_id, step.token)])
+        except _AbortError as abort:
+            return abort.result
+        return rows.get(step.token) or result
+
+    def _record(self, session: Session, step: JobStep, now: datetime) -> StepResult:
+        room = False  # whether the first instance taken on still has a free block
+        for i, take in enumerate(step.take):
+            taken = session.execute(_take_capacity(take)).first()
+            if taken is None:
+                raise _AbortError(StepResult.CAPACITY_TAKEN)
+            room = room or (i == 0 and taken.busy_blocks < taken.total_blocks)
+            if take.job_id is not None:
+                session.execute(
+                    update(Job)
+                    .where(Job.id == take.job_id)
+                    .values(instance_id=take.instance_id, runtime=dict(take.runtime))
+                )
+        values = dict(step.values)
+        if step.release_lease is not None:
+            values.update(release_values(leased_table(Job), now, step.release_lease))
+        fenced = (
+            update(Job)
+            .where(
+                Job.id == step.job_id,
+                Job.lock_token == step.token,
+                Job.status == step.read_status,
+            )
+            .values(**values)
+        )
+        if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
+            raise _AbortError(StepResult.LEASE_LOST)
+        if room:  # room left on the instance: the next waiting job tries it (a chain)
+            session.execute(wake_waiting_statement(step.project_id, 1))
+        self._after_write(session, step, now)
+        events = step_events(step.project_id, step.job_id, step.event, now)
+        followed = not following(step.follow) or follow_run(session, step.run_id, step.follow)
+        if followed and step.follow is not None:
+            events.extend(run_events(step.project_id, step.run_id, step.follow, now))
+        if events:  # every event of the step in one statement
+            session.execute(insert(Event), events)
+        return StepResult.WRITTEN if followed else StepResult.WRITTEN_RUN_DUE
 
     def _after_write(self, session: Session, step: JobStep, now: datetime) -> None:
         if step.release is not None:
@@ -176,20 +215,8 @@ class JobStepsStore(StoreBase):
             session.execute(wake_waiting_statement(step.project_id, RELEASE_WAKES))
         if step.wake_fleet is not None:
             session.execute(update(Fleet).where(Fleet.id == step.wake_fleet).values(due_at=None))
-        if step.event is not None:
-            target_name, message = step.event
-            session.add(
-                Event(
-                    project_id=step.project_id,
-                    target_type="job",
-                    target_id=step.job_id,
-                    target_name=target_name,
-                    message=message,
-                    created_at=now,
-                )
-            )
-            if step.wake_run:
-                session.execute(update(Run).where(Run.id == step.run_id).values(due_at=None))
+        if step.event is not None and step.wake_run and step.follow is None:
+            session.execute(update(Run).where(Run.id == step.run_id).values(due_at=None))
 
     def wake_waiting_jobs(self, project_id: str, count: int) -> None:
         """Make the `count` oldest jobs of the project waiting for room due now (an
@@ -260,8 +287,9 @@ def to_candidate(
     )
 
 
-def _take_capacity(take: Take) -> Update:
-    """Add the blocks to the instance's busy blocks if they still fit."""
+def _take_capacity(take: Take) -> ReturningUpdate[int, int]:
+    """Add the blocks to the instance's busy blocks if they still fit; returns the
+    instance's busy and total blocks after (no row: they did not fit)."""
     return (
         update(Instance)
         .where(
@@ -270,6 +298,7 @@ def _take_capacity(take: Take) -> Update:
             Instance.status.in_(_PLACEABLE),
         )
         .values(busy_blocks=Instance.busy_blocks + take.blocks, status=InstanceStatus.BUSY.value)
+        .returning(Instance.busy_blocks, Instance.total_blocks)
     )
 
 
@@ -286,16 +315,6 @@ def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> U
         .where(Instance.id == instance_id)
         .values(busy_blocks=remaining, status=status, last_job_processed_at=now)
     )
-
-
-def _wake_next_if_room(project_id: str, instance_id: str) -> Update:
-    """Wake the first waiting job if the instance still has a free block (the chain)."""
-    room = (
-        select(Instance.id)
-        .where(Instance.id == instance_id, Instance.busy_blocks < Instance.total_blocks)
-        .exists()
-    )
-    return wake_waiting_statement(project_id, 1).where(room)
 
 
 def wake_waiting_statement(project_id: str, count: int) -> Update:

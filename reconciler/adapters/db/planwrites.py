@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
+from reconciler.adapters.db.applybatch import flush_deferred, prefetch
 from reconciler.adapters.db.applying import (
     DELETING,
     FINISHED_RUNS,
@@ -77,8 +78,10 @@ class PlanWritesStore(StoreBase):
                 project_id=row.project_id,
                 now=self.now(),
                 commit=row.attempted_revision,
+                known=(known := prefetch(session, row.project_id, actions)),
             )
             results = [apply_action(ctx, action) for action in actions]
+            flush_deferred(session, known)
         return results, ctx.hints
 
     def apply_unmanaged_action(

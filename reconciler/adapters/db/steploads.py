@@ -1,20 +1,28 @@
-"""The workers' step reads, each one read transaction: a job step's rows, a run step's rows.
+"""The workers' step reads, each one read transaction: a batch of job steps' rows, a run
+step's rows.
 
-A jobs-worker step needs its job (by lease token), the job's run and project, and the
-instance it is placed on; a runs-worker step needs its run (by lease token) and the run's
-jobs. Read one by one they cost a transaction each (4 and 2); here they are one each
-(`load_job_rows`: one statement; `load_run_rows`: two). Called by
-`reconciler.engine.workers.jobs` and `reconciler.engine.workers.runs`.
+A jobs-worker step needs its job (by lease token), the job's run and project, the instance
+it is placed on, and whether its project has secrets (read only then); a runs-worker step
+needs its run (by lease token) and the run's jobs. `load_job_batch` reads them for every
+job of a claimed batch in one statement (the jobs worker's `prepare`: one thread hop per
+batch), `load_job_rows` for one job, `load_run_rows` a run and its jobs (two statements).
+Called by `reconciler.engine.workers.jobs` and `reconciler.engine.workers.runs`;
+`job_rows` also inside `Store.place_job`'s transaction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.models import Instance, Job, Project, Run
+from reconciler.adapters.db.models import Instance, Job, Project, Run, Secret
 from reconciler.adapters.db.sessions import StoreBase
+
+BATCH = 200
+"""Jobs read per statement (bounded IN list)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,26 +33,40 @@ class JobRows:
     run: Run
     project: Project
     instance: Instance | None
+    secrets: bool = True  # the project has secrets (False: rendering need not read them)
+
+
+def job_rows(session: Session, leases: Sequence[tuple[str, str]]) -> dict[str, JobRows]:
+    """The rows of each (job id, token) whose lease still holds, by token."""
+    found: dict[str, JobRows] = {}
+    has_secrets = select(Secret.id).where(Secret.project_id == Project.id).exists()
+    for start in range(0, len(leases), BATCH):
+        chunk = list(leases[start : start + BATCH])
+        query = (
+            select(Job, Run, Project, Instance, has_secrets)
+            .join(Run, Run.id == Job.run_id)
+            .join(Project, Project.id == Run.project_id)
+            .outerjoin(Instance, Instance.id == Job.instance_id)
+            .where(tuple_(Job.id, Job.lock_token).in_(chunk))
+        )
+        for job, run, project, instance, secrets in session.execute(query):
+            found[str(job.lock_token)] = JobRows(job, run, project, instance, bool(secrets))
+    return found
 
 
 class StepLoadsStore(StoreBase):
     """The `Store` part for the workers' step reads; see the module docstring."""
 
+    def load_job_batch(self, leases: Sequence[tuple[str, str]]) -> dict[str, JobRows]:
+        """Every job of a claimed batch [(job id, token)] still held, by token."""
+        if not leases:
+            return {}
+        with self.reading() as session:
+            return job_rows(session, leases)
+
     def load_job_rows(self, job_id: str, token: str) -> JobRows | None:
         """The job if this lease still holds it, with its run, project and instance."""
-        query = (
-            select(Job, Run, Project, Instance)
-            .join(Run, Run.id == Job.run_id)
-            .join(Project, Project.id == Run.project_id)
-            .outerjoin(Instance, Instance.id == Job.instance_id)
-            .where(Job.id == job_id, Job.lock_token == token)
-        )
-        with self.reading() as session:
-            found = session.execute(query).first()
-        if found is None:
-            return None
-        job, run, project, instance = found
-        return JobRows(job, run, project, instance)
+        return self.load_job_batch([(job_id, token)]).get(token)
 
     def load_run_rows(self, run_id: str, token: str) -> tuple[Run, list[Job]] | None:
         """The run if this lease still holds it, with its jobs (as `list_jobs` orders them)."""

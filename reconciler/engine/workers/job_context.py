@@ -50,12 +50,14 @@ class JobsConfig:
 
 @dataclass(frozen=True, slots=True)
 class JobContext:
-    """The rows one processing step needs, loaded once (one read: `Store.load_job_rows`)."""
+    """The rows one processing step needs, read once (with its claimed batch:
+    `Store.load_job_batch`)."""
 
     job: Job
     run: Run
     project: Project
     instance: Instance | None = None  # where the job is placed, as read with it
+    secrets: bool = True  # its project has secrets (False: rendering need not read them)
 
     @property
     def slot(self) -> JobSlot:

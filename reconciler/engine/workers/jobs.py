@@ -14,7 +14,9 @@ failure. Running and terminating jobs are handled in `job_running.py`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +28,12 @@ from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
 from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
+from reconciler.adapters.db.stepevents import RunFollowing
+from reconciler.adapters.db.steploads import JobRows
 from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import Growth, choose_growth, failure_message, hosts_coming
 from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job, requirements_of
+from reconciler.core.runfollow import follow_run, follows_its_job
 from reconciler.core.scheduling import (
     Candidate,
     NoFit,
@@ -40,7 +45,7 @@ from reconciler.core.scheduling import (
 from reconciler.core.transitions import moves_run
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
-from reconciler.engine.worker import RELEASED, Process, WorkerConfig
+from reconciler.engine.worker import RELEASED, Lease, Process, WorkerConfig
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
 from reconciler.engine.workers.growing import AWAITING_FLEET, NODES_NEEDED, elastic_fleets
 from reconciler.engine.workers.job_context import (
@@ -56,6 +61,7 @@ from reconciler.engine.workers.job_context import (
 )
 from reconciler.engine.workers.job_running import RunningJobs
 from reconciler.engine.workers.job_uploads import job_archives
+from reconciler.engine.workers.run_jobs import job_view, run_view
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
 
@@ -81,20 +87,36 @@ class JobsProcessor:
         self._secrets = secrets
         self._hint = hint
         self._placing = asyncio.Lock()
+        self._prepared: dict[str, JobContext] = {}  # by lease token, read with the claim
+        self._no_room: dict[tuple[str, str, int], tuple[str, float]] = {}
+        """(project, requirements, nodes) -> (why it waits, until when): what the last job
+        of a claimed batch that found no room learned, so the others like it need not read
+        the candidates again (`_place`). Dropped with each new batch and each release."""
         self._running = RunningJobs(store=store, agents=agents, config=config, release=self.release)
 
+    async def __call__(self, job_id: str, token: str) -> float | None:
+        """The worker callback (`Worker` also finds `prepare` on it)."""
+        return await self.process(job_id, token)
+
+    async def prepare(self, leases: Sequence[Lease]) -> None:
+        """Read every job of a claimed batch in one read (one thread hop for the batch)."""
+        pairs = [(lease.row_id, lease.token) for lease in leases]
+        batch = await asyncio.to_thread(self.store.load_job_batch, pairs)
+        self._no_room = {}
+        self._prepared.update((token, _context(rows)) for token, rows in batch.items())
+
     async def process(self, job_id: str, token: str) -> float | None:
-        ctx = await asyncio.to_thread(self._load, job_id, token)
+        ctx = self._prepared.pop(token, None)
+        batched = ctx is not None  # read with its claimed batch (`prepare`)
+        if ctx is None:
+            ctx = await asyncio.to_thread(self._load, job_id, token)
         if ctx is None:
             return None
         if JobStatus(ctx.job.status) is JobStatus.SUBMITTED:
-            update, due = await self._submitted(ctx, token)
-            if due != _PLACED:
+            update, due, placed = await self._submitted(ctx, token, batched=batched)
+            if placed is None:
                 return await self._finish_step(ctx, token, update, due)
             # Placed (and still leased): submit it to its agent in the same pass.
-            placed = await asyncio.to_thread(self._load, job_id, token)
-            if placed is None or JobStatus(placed.job.status) is JobStatus.SUBMITTED:
-                return None if placed is None else 0.0
             ctx = placed
         return await self._step(ctx, token)
 
@@ -126,9 +148,7 @@ class JobsProcessor:
 
     def _load(self, job_id: str, token: str) -> JobContext | None:
         rows = self.store.load_job_rows(job_id, token)  # one read transaction
-        if rows is None:
-            return None
-        return JobContext(rows.job, rows.run, rows.project, rows.instance)
+        return None if rows is None else _context(rows)
 
     def write(
         self, ctx: JobContext, token: str, update: Update, release_lease: float | None = None
@@ -138,6 +158,35 @@ class JobsProcessor:
         Capacity taken (`TAKE`) or given back (`RELEASE`), the status event, the run made
         due and (with `release_lease`: due again in that many seconds) the lease dropped
         commit in the same transaction (`Store.record_job_step`). True if written."""
+        step = self._step_of(ctx, token, update, release_lease)
+        return self._written(self.store.record_job_step(step), step, update)
+
+    def _write_placement(self, ctx: JobContext, token: str, update: Update) -> JobContext | None:
+        """`write` for a placement (`Store.place_job`): the placed job read back in the same
+        transaction, the lease kept; None if nothing was written."""
+        step = self._step_of(ctx, token, update, None)
+        placed = self.store.place_job(step)
+        if isinstance(placed, StepResult):
+            self._written(placed, step, update)
+            return None
+        self._written(StepResult.WRITTEN, step, update)
+        return replace(_context(placed), secrets=ctx.secrets)
+
+    def _written(self, result: StepResult, step: JobStep, update: Update) -> bool:
+        """Hint the workers whose rows the write made due; True if it was written."""
+        held = result in (StepResult.WRITTEN, StepResult.WRITTEN_RUN_DUE)
+        if held and RELEASE in update:  # the woken jobs run now, not at the next poll
+            self._no_room = {}
+            self._hint("jobs")
+        if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
+            self._hint("fleets")
+        if held and (step.wake_run or result is StepResult.WRITTEN_RUN_DUE):
+            self._hint("runs")  # the run reacts now
+        return held
+
+    def _step_of(
+        self, ctx: JobContext, token: str, update: Update, release_lease: float | None
+    ) -> JobStep:
         values = {k: v for k, v in update.items() if k not in MARKERS}
         changed = "status" in values and values["status"] != ctx.job.status
         event = None
@@ -147,7 +196,17 @@ class JobsProcessor:
                 f" ({reason})" if reason else ""
             )
             event = (f"{ctx.run.run_name}/{ctx.job.replica_num}/{ctx.job.job_num}", message)
-        step = JobStep(
+        wake_run = changed and moves_run(JobStatus(ctx.job.status), JobStatus(values["status"]))
+        follow = None
+        run = run_view(ctx.run)
+        if follows_its_job(run):  # the run's status goes with the job's write, no run pass
+            wake_run = False
+            if TAKE not in update:  # a placement's pass goes on: its next write carries it
+                change = follow_run(run, job_view(ctx.job, values), now=self.store.clock.now_ts())
+                wake_run = change is None
+                if change is not None:
+                    follow = RunFollowing(ctx.run.status, ctx.run.run_name, change)
+        return JobStep(
             job_id=ctx.job.id,
             token=token,
             read_status=ctx.job.status,
@@ -159,16 +218,9 @@ class JobsProcessor:
             wake_fleet=update.get(WAKE_FLEET),
             event=event,
             release_lease=release_lease,
-            wake_run=changed and moves_run(JobStatus(ctx.job.status), JobStatus(values["status"])),
+            wake_run=wake_run,
+            follow=follow,
         )
-        held = self.store.record_job_step(step) is StepResult.WRITTEN
-        if held and RELEASE in update:  # the woken jobs run now, not at the next poll
-            self._hint("jobs")
-        if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
-            self._hint("fleets")
-        if held and step.wake_run:  # the run reacts at once, not at its next poll
-            self._hint("runs")
-        return held
 
     def _note(self, ctx: JobContext, message: str) -> None:
         self.store.append_event(
@@ -181,26 +233,35 @@ class JobsProcessor:
 
     # -- submitted: choose an instance ------------------------------------------------------
 
-    async def _submitted(self, ctx: JobContext, token: str) -> tuple[Update, float | None]:
+    async def _submitted(
+        self, ctx: JobContext, token: str, *, batched: bool = False
+    ) -> tuple[Update, float | None, JobContext | None]:
+        """The update and due time of a job that stays unplaced, or the placed job."""
         if ctx.job.instance_id is not None:  # placed with its cluster's master
-            return {"status": JobStatus.PROVISIONING.value}, 0.0
+            return {"status": JobStatus.PROVISIONING.value}, 0.0, None
         slot = ctx.slot
         if slot.nodes > 1 and slot.job_num > 0:
-            return {
-                "status_message": "waiting for the master node to be placed"
-            }, self.config.wait_poll
+            message = "waiting for the master node to be placed"
+            return {"status_message": message}, self.config.wait_poll, None
         async with self._placing:
-            update, due = await asyncio.to_thread(self._place, ctx, slot)
+            update, due = await asyncio.to_thread(self._place, ctx, slot, batched)
             if TAKE not in update:
-                return update, due
+                return update, due, None
             # Capacity and the fenced job write in one transaction: an instance filled
             # meanwhile or a lost lease writes nothing (placed again at once or never).
-            if await asyncio.to_thread(self.write, ctx, token, update):
-                return {}, _PLACED
-            return {}, due
+            placed = await asyncio.to_thread(self._write_placement, ctx, token, update)
+            return {}, due, placed
 
-    def _place(self, ctx: JobContext, slot: JobSlot) -> tuple[Update, float | None]:
+    def _place(
+        self, ctx: JobContext, slot: JobSlot, batched: bool = False
+    ) -> tuple[Update, float | None]:
         req = requirements_of(slot.spec)
+        key = (ctx.project.id, repr(req), slot.nodes)
+        known = self._no_room.get(key) if batched else None
+        if known is not None and known[1] > time.monotonic():
+            # A job like it of this batch found no room just now. Safe to trust: a release
+            # meanwhile wakes the first waiting jobs, leased ones too (they run again).
+            return self._waiting(ctx, known[0]), self.config.wait_backoff
         candidates = self.store.placement_candidates(ctx.project.id, ports=bool(req.host_ports))
         if slot.nodes > 1:
             result = place_cluster(req, slot.nodes, candidates)
@@ -208,7 +269,10 @@ class JobsProcessor:
             single = place_job(req, candidates)
             result = single if isinstance(single, NoFit) else (single,)
         if isinstance(result, NoFit):
-            return self._no_fit(ctx, req, slot.nodes, result, candidates)
+            update, due, waits = self._no_fit(ctx, req, slot.nodes, result, candidates)
+            if waits is not None and batched:  # the batch's next jobs like it need not read
+                self._no_room[key] = (waits, time.monotonic() + NO_ROOM_FOR)
+            return update, due
         return self._placed(ctx, slot, result), 0.0
 
     def _placed(self, ctx: JobContext, slot: JobSlot, result: tuple[Placement, ...]) -> Update:
@@ -248,9 +312,10 @@ class JobsProcessor:
         nodes: int,
         no_fit: NoFit,
         candidates: list[Candidate],
-    ) -> tuple[Update, float | None]:
+    ) -> tuple[Update, float | None, str | None]:
         """No instance now: wait for a fleet to grow, wait for busy capacity, or fail
-        (dstack's `failed_to_start_due_to_no_capacity`, saying why no fleet can grow)."""
+        (dstack's `failed_to_start_due_to_no_capacity`, saying why no fleet can grow);
+        with the message when it waits for busy capacity."""
         fleets = elastic_fleets(self.store, ctx.project.id, candidates, job_id=ctx.job.id)
         growth = choose_growth(req, nodes, fleets, current=ctx.runtime.get(AWAITING_FLEET))
         if isinstance(growth, Growth):
@@ -259,15 +324,21 @@ class JobsProcessor:
             update: Update = {"status_message": growth.message, "runtime": runtime}
             if growth.grows or runtime != ctx.runtime:
                 update[WAKE_FLEET] = growth.fleet_id
-            return self._changed(ctx, update), self.config.wait_backoff
+            return self._changed(ctx, update), self.config.wait_backoff, None
         coming = None if no_fit.wait else hosts_coming(req, fleets)
         if no_fit.wait or coming is not None:
-            runtime = _not_awaiting(ctx.runtime)
-            update = {"status_message": coming or no_fit.message, "runtime": runtime}
-            return self._changed(ctx, update), self.config.wait_backoff
+            busy = coming is None  # only busy capacity is worth remembering for the batch
+            message = coming or no_fit.message
+            return self._waiting(ctx, message), self.config.wait_backoff, message if busy else None
         reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
         message = failure_message(no_fit.message, growth)
-        return finish(reason, self.store.now(), message, runtime=_not_awaiting(ctx.runtime)), None
+        ended = finish(reason, self.store.now(), message, runtime=_not_awaiting(ctx.runtime))
+        return ended, None, None
+
+    def _waiting(self, ctx: JobContext, message: str) -> Update:
+        """A job waiting for busy capacity (or hosts being set up) to make room."""
+        update = {"status_message": message, "runtime": _not_awaiting(ctx.runtime)}
+        return self._changed(ctx, update)
 
     @staticmethod
     def _changed(ctx: JobContext, update: Update) -> Update:
@@ -348,7 +419,7 @@ class JobsProcessor:
             slot=slot,
             gpus=gpus,
             cluster=ClusterInfo(ips, len(gpus)),
-            secrets=self._secrets(ctx.project.id),
+            secrets=self._secrets(ctx.project.id) if ctx.secrets else {},
             executor=executor,
             working_dir=None,
             labels={
@@ -391,8 +462,8 @@ class JobsProcessor:
         return update
 
 
-_PLACED = -2.0
-"""`_submitted`'s answer when it placed the job (still leased: the pass goes on)."""
+def _context(rows: JobRows) -> JobContext:
+    return JobContext(rows.job, rows.run, rows.project, rows.instance, secrets=rows.secrets)
 
 
 def _due_in(due: float | None) -> float:
@@ -405,6 +476,9 @@ def _not_awaiting(runtime: dict[str, Any]) -> dict[str, Any]:
     capacity instead)."""
     return {k: v for k, v in runtime.items() if k not in (AWAITING_FLEET, NODES_NEEDED)}
 
+
+NO_ROOM_FOR = 1.0
+"""Seconds a batch trusts that jobs like one that found no room find none either."""
 
 CONFIG = WorkerConfig(
     kind="jobs",
@@ -449,4 +523,4 @@ def make_process(deps: WorkerDeps) -> Process:
         hint=deps.hint,
         archives=deps.archives,
     )
-    return processor.process
+    return processor  # callable, with `prepare` for the worker

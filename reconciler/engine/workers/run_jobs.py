@@ -1,6 +1,8 @@
-"""Writing a run's jobs: submitting new ones and asking active ones to stop.
+"""Writing a run's jobs: submitting new ones and asking active ones to stop; the views of a
+run and its jobs the pure `runflow` decides on (runs worker, and the jobs worker when a
+run follows its only job).
 
-Used by the runs worker (and by nothing else), always as compare-and-set on the job's
+Writes are used by the runs worker (and by nothing else), always as compare-and-set on the job's
 status so it never races the jobs worker: a stop only lands on a job that is still active,
 and the jobs worker's own writes are conditional on the status it read.
 """
@@ -12,8 +14,14 @@ from typing import Any
 
 from reconciler.adapters.db.models import Job, Run
 from reconciler.adapters.db.store import Store
-from reconciler.core.jobspecs import JobSlot
-from reconciler.domain.statuses import JobStatus, JobTerminationReason, RunTerminationReason
+from reconciler.core.jobspecs import JobSlot, expand_jobs
+from reconciler.core.runflow import JobView, RunView
+from reconciler.domain.statuses import (
+    JobStatus,
+    JobTerminationReason,
+    RunStatus,
+    RunTerminationReason,
+)
 
 JOB_REASON_FOR_RUN = {
     RunTerminationReason.STOPPED_BY_USER: JobTerminationReason.TERMINATED_BY_USER,
@@ -65,3 +73,38 @@ def latest_by_slot(jobs: Iterable[Job]) -> dict[tuple[int, int], Job]:
 
 def runtime_of(job: Job) -> Mapping[str, Any]:
     return job.runtime if isinstance(job.runtime, Mapping) else {}
+
+
+def run_view(run: Run) -> RunView:
+    """The run as `core.runflow` sees it."""
+    nodes = len([s for s in expand_jobs(run.spec, replicas=1) if s.replica_num == 0])
+    return RunView(
+        run_type=run.run_type,
+        status=RunStatus(run.status),
+        reason=RunTerminationReason(run.termination_reason) if run.termination_reason else None,
+        deployment_num=run.deployment_num,
+        spec=run.spec,
+        submitted_at=run.submitted_at.timestamp(),
+        nodes=nodes,
+    )
+
+
+def job_view(job: Job, values: Mapping[str, Any] | None = None) -> JobView:
+    """The job as `core.runflow` sees it; `values`: a write about to change it."""
+    new = values or {}
+    runtime = new.get("runtime", runtime_of(job))
+    runtime = runtime if isinstance(runtime, Mapping) else {}
+    status = str(new.get("status", job.status))
+    reason = new.get("termination_reason", job.termination_reason)
+    started = runtime.get("started_at")
+    return JobView(
+        id=job.id,
+        replica_num=job.replica_num,
+        job_num=job.job_num,
+        submission_num=job.submission_num,
+        deployment_num=job.deployment_num,
+        status=JobStatus(status),
+        reason=JobTerminationReason(reason) if reason else None,
+        ready=bool(runtime.get("ready")) and status == JobStatus.RUNNING.value,
+        provisioned_at=float(started) if started is not None else job.submitted_at.timestamp(),
+    )

@@ -23,18 +23,23 @@ from reconciler.adapters.db.runsteps import RunWrite
 from reconciler.adapters.db.store import Store
 from reconciler.core.autoscaling import ScalingPolicy, desired_replicas
 from reconciler.core.jobspecs import expand_jobs
-from reconciler.core.runflow import JobView, RunStep, RunView, step_run
+from reconciler.core.runflow import RunStep, step_run
 from reconciler.core.transitions import run_status_for, stopped_run_reason
 from reconciler.domain.statuses import (
     JobStatus,
-    JobTerminationReason,
     RunStatus,
     RunTerminationReason,
 )
 from reconciler.engine.service_stats import RequestStats
 from reconciler.engine.worker import RELEASED, Process, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
-from reconciler.engine.workers.run_jobs import job_reason_for, runtime_of, stop_jobs, submit_job
+from reconciler.engine.workers.run_jobs import (
+    job_reason_for,
+    job_view,
+    run_view,
+    stop_jobs,
+    submit_job,
+)
 from reconciler.ports import WorkKind
 
 RR = RunTerminationReason
@@ -95,8 +100,8 @@ class RunsProcessor:
         if status is RunStatus.TERMINATING:
             return self._terminating(run, jobs, token)
         step = step_run(
-            _run_view(run),
-            [_job_view(j) for j in jobs],
+            run_view(run),
+            [job_view(j) for j in jobs],
             now=self._now(),
             desired=self._desired(run, jobs),
         )
@@ -287,35 +292,6 @@ def _seconds(value: Any, default: float) -> float:
 
 def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
-
-
-def _run_view(run: Run) -> RunView:
-    nodes = len([s for s in expand_jobs(run.spec, replicas=1) if s.replica_num == 0])
-    return RunView(
-        run_type=run.run_type,
-        status=RunStatus(run.status),
-        reason=RR(run.termination_reason) if run.termination_reason else None,
-        deployment_num=run.deployment_num,
-        spec=run.spec,
-        submitted_at=run.submitted_at.timestamp(),
-        nodes=nodes,
-    )
-
-
-def _job_view(job: Job) -> JobView:
-    runtime = runtime_of(job)
-    started = runtime.get("started_at")
-    return JobView(
-        id=job.id,
-        replica_num=job.replica_num,
-        job_num=job.job_num,
-        submission_num=job.submission_num,
-        deployment_num=job.deployment_num,
-        status=JobStatus(job.status),
-        reason=JobTerminationReason(job.termination_reason) if job.termination_reason else None,
-        ready=bool(runtime.get("ready")) and job.status == JobStatus.RUNNING.value,
-        provisioned_at=float(started) if started is not None else job.submitted_at.timestamp(),
-    )
 
 
 CONFIG = WorkerConfig(

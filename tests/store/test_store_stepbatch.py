@@ -1,0 +1,127 @@
+"""A claimed batch of jobs read in one statement, a placement read back in its own
+transaction, and a one-job run following its job in the job's write — on SQLite and
+PostgreSQL: a run held by a runs worker (or changed meanwhile) is made due instead, so the
+runs worker decides as before."""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
+from reconciler.adapters.db.models import Fleet, Instance, Job, Run
+from reconciler.adapters.db.stepevents import RunFollowing
+from reconciler.adapters.db.store import Store
+from reconciler.core.runfollow import RunFollow
+
+HOST = {"cpus": 8, "arch": "x86_64", "memory_mib": 16384, "disk_mib": 100000, "gpus": []}
+DONE = RunFollow(
+    {"status": "done", "termination_reason": "all_jobs_done"},
+    ("run status running -> terminating (all_jobs_done)", "run status terminating -> done"),
+)
+
+
+def _rig(store: Store, jobs: int = 1) -> tuple[Instance, list[Job], list[str]]:
+    project = store.get_or_create_project("main")
+    fleet = store.add(
+        Fleet(project_id=project.id, name="local", spec={}, status="active",
+              created_at=store.now())
+    )  # fmt: skip
+    instance = store.add(
+        Instance(
+            fleet_id=fleet.id, project_id=project.id, name="local-0", status="idle",
+            created_at=store.now(), host_info=HOST, total_blocks=4,
+        )
+    )  # fmt: skip
+    made = []
+    for i in range(jobs):
+        run = store.add(
+            Run(project_id=project.id, run_name=f"t{i}", run_type="task", spec={"type": "task"},
+                spec_hash="h", status="running", submitted_at=store.now())
+        )  # fmt: skip
+        made.append(
+            store.add(Job(run_id=run.id, status="running", job_spec={}, submitted_at=store.now()))
+        )
+    claimed = store.leases.claim_due(Job, owner="t", limit=jobs, lease_seconds=30)
+    tokens = {row_id: token for row_id, token in claimed}
+    return instance, made, [tokens[j.id] for j in made]
+
+
+def _ending(project_id: str, job: Job, token: str, follow: RunFollowing) -> JobStep:
+    return JobStep(
+        job_id=job.id,
+        token=token,
+        read_status="running",
+        project_id=project_id,
+        run_id=job.run_id,
+        values={"status": "done", "termination_reason": "done_by_runner"},
+        event=(f"{job.run_id}/0/0", "job status running -> done (done_by_runner)"),
+        release_lease=5.0,
+        follow=follow,
+    )
+
+
+def test_a_claimed_batch_is_read_in_one_statement(store: Store) -> None:
+    _, jobs, tokens = _rig(store, jobs=3)
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    pairs = [(j.id, t) for j, t in zip(jobs, tokens, strict=True)] + [(jobs[0].id, "stolen")]
+    batch = store.load_job_batch(pairs)
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 1  # the whole batch, with runs, projects and instances
+    assert set(batch) == set(tokens)  # a lease no longer held reads nothing
+    assert {rows.job.id for rows in batch.values()} == {j.id for j in jobs}
+    assert all(not rows.secrets for rows in batch.values())
+    store.put_secret(batch[tokens[0]].project.id, "TOKEN", "ciphertext")
+    again = store.load_job_rows(jobs[0].id, tokens[0])
+    assert again is not None and again.secrets  # rendering reads secrets only then
+
+
+def test_a_placement_is_read_back_in_its_own_transaction(store: Store) -> None:
+    instance, (job,), (token,) = _rig(store)
+    store.update(Job, job.id, status="submitted")
+    step = JobStep(
+        job_id=job.id, token=token, read_status="submitted", project_id=instance.project_id,
+        run_id=job.run_id, values={"status": "provisioning", "instance_id": instance.id},
+        take=(Take(instance.id, 1),),
+    )  # fmt: skip
+    placed = store.place_job(step)
+    assert not isinstance(placed, StepResult) and placed.instance is not None
+    assert (placed.job.status, placed.instance.busy_blocks) == ("provisioning", 1)
+    assert placed.job.lock_token == token  # still leased: the pass goes on
+    assert store.place_job(step) is StepResult.LEASE_LOST  # read in another status now
+
+
+def test_a_one_job_run_follows_its_job_in_the_same_write(store: Store) -> None:
+    instance, (job,), (token,) = _rig(store)
+    follow = RunFollowing("running", "t0", DONE)
+    step = _ending(instance.project_id, job, token, follow)
+    assert store.record_job_step(step) is StepResult.WRITTEN
+    run = store.get(Run, job.run_id)
+    assert run is not None and (run.status, run.termination_reason) == ("done", "all_jobs_done")
+    events = store.list_events(project_id=run.project_id)  # newest first
+    assert [e.message for e in reversed(events)] == [
+        "job status running -> done (done_by_runner)",
+        "run status running -> terminating (all_jobs_done)",
+        "run status terminating -> done",
+    ]
+
+
+def test_a_run_held_by_its_worker_is_made_due_instead(store: Store) -> None:
+    instance, (job, other), (token, other_token) = _rig(store, jobs=2)
+    held = store.leases.claim_due(Run, owner="runs", limit=2, lease_seconds=30)
+    assert {row_id for row_id, _ in held} == {job.run_id, other.run_id}
+    follow = RunFollowing("running", "t0", DONE)
+    step = _ending(instance.project_id, job, token, follow)
+    assert store.record_job_step(step) is StepResult.WRITTEN_RUN_DUE
+    run = store.get(Run, job.run_id)
+    assert run is not None and (run.status, run.due_at) == ("running", None)  # its worker's
+    events = store.list_events(project_id=run.project_id)
+    assert [e.message for e in events] == ["job status running -> done (done_by_runner)"]
+    # read in another status (a stop from the API meanwhile): made due, nothing written
+    for row_id, run_token in held:
+        store.leases.release(Run, row_id, run_token, due_in=600)
+    store.update(Run, other.run_id, status="terminating")
+    step = _ending(instance.project_id, other, other_token, follow)
+    assert store.record_job_step(step) is StepResult.WRITTEN_RUN_DUE
+    stopped = store.get(Run, other.run_id)
+    assert stopped is not None and (stopped.status, stopped.due_at) == ("terminating", None)
