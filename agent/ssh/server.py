@@ -103,11 +103,36 @@ def key_projects(environment: object) -> frozenset[str] | None:
     return None if raw is None else frozenset(p for p in str(raw).split(",") if p)
 
 
+class KeyFile:
+    """``authorized_keys``, read at every use and parsed again only when its bytes changed
+    (parsing costs about 57 µs a line; the server's connections share one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._raw: bytes | None = None
+        self._parsed = asyncssh.SSHAuthorizedKeys()
+
+    def current(self) -> asyncssh.SSHAuthorizedKeys:
+        try:
+            raw = self.path.read_bytes()
+            if raw != self._raw:
+                self._parsed = asyncssh.SSHAuthorizedKeys(raw.decode())
+                self._raw = raw
+        except (OSError, ValueError, asyncssh.KeyImportError) as exc:
+            log.warning("cannot read authorized keys %s: %s", self.path, exc)
+            self._raw, self._parsed = None, asyncssh.SSHAuthorizedKeys()
+        return self._parsed
+
+
 class _LoginKeys(asyncssh.SSHAuthorizedKeys):
     """The key file as read when a connection authenticates, remembering the key it let in
-    (the last one validated: a successful signature check ends the authentication)."""
+    (the last one validated: a successful signature check ends the authentication). Plain
+    OpenSSH keys only (what Dockyard writes): X.509 entries are not honoured."""
 
-    matched: asyncssh.SSHKey | None = None
+    def __init__(self, keys: asyncssh.SSHAuthorizedKeys | None = None) -> None:
+        super().__init__()
+        self._keys = keys or asyncssh.SSHAuthorizedKeys()
+        self.matched: asyncssh.SSHKey | None = None
 
     def validate(
         self,
@@ -117,18 +142,10 @@ class _LoginKeys(asyncssh.SSHAuthorizedKeys):
         cert_principals: Sequence[str] | None = None,
         ca: bool = False,
     ) -> Mapping[str, object] | None:
-        options = super().validate(key, client_host, client_addr, cert_principals, ca)
+        options = self._keys.validate(key, client_host, client_addr, cert_principals, ca)
         if options is not None and not ca:
             self.matched = key
         return options
-
-
-def _read_keys(path: Path) -> _LoginKeys:
-    try:
-        return _LoginKeys(path.read_text())
-    except (OSError, ValueError, asyncssh.KeyImportError) as exc:
-        log.warning("cannot read authorized keys %s: %s", path, exc)
-        return _LoginKeys()
 
 
 def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> SessionResolver:
@@ -159,7 +176,7 @@ def is_forward_allowed(
 class _AgentSSHServer(asyncssh.SSHServer):
     def __init__(
         self,
-        authorized_keys: Path,
+        authorized_keys: KeyFile,
         policy: ForwardPolicy,
         watch: ActivityWatch | None = None,
         port_project: PortProject | None = None,
@@ -185,7 +202,7 @@ class _AgentSSHServer(asyncssh.SSHServer):
         assert self._conn is not None
         if self._jobs is not None and self.link is None:
             self.link = self._jobs[1].claim(self._conn.get_extra_info("peername"))
-        self._keys = _read_keys(self._authorized_keys)
+        self._keys = _LoginKeys(self._authorized_keys.current())
         self._conn.set_authorized_keys(self._keys)
         return True
 
@@ -203,7 +220,8 @@ class _AgentSSHServer(asyncssh.SSHServer):
             return False
         peer = self._conn.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        options = _read_keys(self._authorized_keys).validate(self._keys.matched, address, address)
+        current = self._authorized_keys.current()
+        options = current.validate(self._keys.matched, address, address)
         return options is not None and options.get("environment") == self._conn.get_key_option(
             "environment"
         )
@@ -314,6 +332,7 @@ async def start_ssh_server(
     With `access`, users can reach jobs as dstack's attach does (`agent.ssh.jump`)."""
     jobs = None if access is None else (access, JumpLinks(options.host, options.port))
     ensure_host_key(options.host_key)
+    keys = KeyFile(options.authorized_keys)
     if not options.authorized_keys.exists():
         options.authorized_keys.parent.mkdir(parents=True, exist_ok=True)
         options.authorized_keys.touch(mode=0o600)
@@ -347,9 +366,7 @@ async def start_ssh_server(
     acceptor: asyncssh.SSHAcceptor = await asyncssh.listen(
         options.host,
         options.port,
-        server_factory=lambda: _AgentSSHServer(
-            options.authorized_keys, policy, watch, port_project, jobs
-        ),
+        server_factory=lambda: _AgentSSHServer(keys, policy, watch, port_project, jobs),
         server_host_keys=[str(options.host_key)],
         process_factory=handle,
         encoding=None,

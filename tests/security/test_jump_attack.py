@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed
 
 from agent.client import AgentClient
 from agent.protocol import JobSpec, JobStatus, PortRequest
-from agent.ssh.server import user_key_line
+from agent.ssh.server import KeyFile, user_key_line
 from agent.tunnel import TunnelPool
 from tests.tunnel.conftest import (  # noqa: F401 - fixtures
     AgentOverSSH,
@@ -268,3 +268,21 @@ async def test_a_removed_key_opens_nothing_new_on_its_open_connection(field: Fie
         assert "no longer authorized" in await _refused(outer, "127.0.0.1", field.alpha_port)
     async with _connect(field, field.alpha) as again:  # a new connection gets the new options
         assert (await _session(again)).exit_status == 0
+
+
+def test_the_key_file_is_parsed_again_only_when_its_bytes_change(tmp_path: Path) -> None:
+    path = tmp_path / "authorized_keys"
+    first, second = (
+        asyncssh.generate_private_key("ssh-ed25519").convert_to_public() for _ in range(2)
+    )
+    path.write_text(user_key_line(first.export_public_key().decode(), ["alpha"]) + "\n")
+    key_file = KeyFile(path)
+    parsed = key_file.current()
+    assert key_file.current() is parsed  # same bytes: the same parse
+    assert parsed.validate(first, "127.0.0.1", "127.0.0.1") is not None
+    path.write_text(user_key_line(second.export_public_key().decode(), ["alpha"]) + "\n")
+    changed = key_file.current()
+    assert changed.validate(first, "127.0.0.1", "127.0.0.1") is None
+    assert changed.validate(second, "127.0.0.1", "127.0.0.1") is not None
+    path.unlink()  # unreadable: nobody is let in
+    assert key_file.current().validate(second, "127.0.0.1", "127.0.0.1") is None
