@@ -14,12 +14,14 @@ import json
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from agent.protocol import JobReason, JobSpec, JobState, JobStatus
+from agent.protocol import ExecutorKind, JobReason, JobSpec, JobState, JobStatus
 from agent.server.executors import proctable
 from agent.server.executors.process import ProcessExecutor
+from agent.server.executors.procscans import SharedScans
 from agent.server.jobaccount import agent_tag
 from agent.server.serving import AgentConfig, start_agent
 from agent.server.store import JobStore, StoredJob
@@ -143,8 +145,8 @@ async def test_a_process_that_cannot_be_killed_keeps_its_job_unfinished(
         leftover = int(await wait_for(_read_pid(pid_file), "the leftover's pid"))
         waiting = asyncio.create_task(executor.wait(spec, files))
 
-        async def refused_many() -> bool:  # more than the 20 passes it used to give up after
-            return len(refused) > 25
+        async def refused_many() -> bool:  # more than the 20 tries it used to give up after
+            return len(refused) > 20
 
         await wait_for(refused_many, "the kill to be refused again and again")
         assert not waiting.done() and pid_alive(leftover)
@@ -236,3 +238,51 @@ async def test_the_agent_sweeps_strays_of_its_own_jobs_only(agent_config: AgentC
             process.kill()
             process.wait()
         _kill_marked("kept")
+
+
+async def test_kills_of_many_jobs_share_their_reads_of_proc(agent_config: AgentConfig) -> None:
+    """30 jobs force-stopped at once: each kill reads a table read after it asked, and the
+    kills waiting together share one read (they each read /proc twice or more before)."""
+    ids = [f"many-{i}" for i in range(30)]
+    try:
+        async with start_agent(agent_config) as context, _client(context.http_port) as http:
+            api = AgentApi(http, agent_config.data_dir)
+            for job_id in ids:
+                await api.submit(id=job_id, commands=["sleep 1000"])
+            for job_id in ids:
+                await api.wait_status(job_id, JobStatus.RUNNING)
+            executor = context.executors[ExecutorKind.PROCESS]
+            assert isinstance(executor, ProcessExecutor)
+            before = executor.scans.reads
+            stops = [http.post(f"/jobs/{job_id}/stop", json={"force": True}) for job_id in ids]
+            await asyncio.gather(*stops)
+            for job_id in ids:
+                await api.wait_finished(job_id)
+            assert all(not _processes(job_id) for job_id in ids)
+            assert executor.scans.reads - before < 2 * len(ids)
+    finally:
+        for job_id in ids:
+            _kill_marked(job_id)
+
+
+async def test_a_shared_read_starts_after_every_caller_asked() -> None:
+    started: list[int] = []
+    gate = threading.Event()
+
+    def scan() -> proctable.ProcTable:
+        started.append(len(started))
+        gate.wait(30)
+        return proctable.ProcTable(())
+
+    scans = SharedScans(scan)
+    first = asyncio.create_task(scans.fresh())
+
+    async def reading() -> bool:
+        return bool(started)
+
+    await wait_for(reading, "the first read to start")
+    # asked while the first read runs: they share the second one, none is served the first
+    late = [asyncio.create_task(scans.fresh()) for _ in range(5)]
+    gate.set()
+    await asyncio.wait_for(asyncio.gather(first, *late), 30)
+    assert scans.reads == 2 and len(started) == 2

@@ -1,6 +1,7 @@
 """The instances worker and the local fleet's agent: a slow agent is not replaced for one
 failed healthcheck; one that fails several in a row, or whose process is gone, is, and its
-running job carries on under the new agent (re-adopted, same processes).
+running job carries on under the new agent (re-adopted, same processes). An agent back
+after being unreachable stops the jobs the store ended meanwhile.
 
 Real local agent (embedded SSH server, `ensure_local_agent`), real tunnel, the real
 instances worker on SQLite. "Slow" is an agent stopped with SIGSTOP: alive, answering
@@ -31,7 +32,7 @@ from agent.local import (
 from agent.protocol import JobSpec, JobStatus
 from agent.tunnel import TunnelPool
 from reconciler.adapters.db import Store
-from reconciler.adapters.db.models import Fleet, Instance
+from reconciler.adapters.db.models import Fleet, Instance, Job, Run
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.workers import LocalAgent, WorkerDeps
 from reconciler.engine.workers.instances import LOCAL_RESTART_AFTER, InstancesProcessor
@@ -72,7 +73,7 @@ class Rig:
         now = self.store.now()
         fleet = self.store.add(Fleet(project_id=project.id, name="local", created_at=now,
                                      spec={"type": "fleet"}, status="active"))  # fmt: skip
-        self.store.add(Instance(fleet_id=fleet.id, project_id=project.id, name="local-0",
+        instance = self.store.add(Instance(fleet_id=fleet.id, project_id=project.id, name="local-0",
                                 status="busy", created_at=now, busy_blocks=1, backend="local",
                                 hostname=agent.target.hostname, ssh_port=agent.ssh_port,
                                 ssh_user=agent.target.user, agent_port=agent.agent_port,
@@ -81,6 +82,7 @@ class Rig:
                           agents=AgentDirectory(self.pool, identity_file=str(self.key)),
                           data_dir=self.server_dir, local_agent=self.starter)  # fmt: skip
         self.worker = InstancesProcessor(deps)
+        self.project_id, self.instance_id = project.id, instance.id
 
     async def check(self) -> None:
         """One pass of the instances worker over the instance."""
@@ -164,5 +166,53 @@ async def test_a_local_agent_whose_process_is_gone_is_replaced_at_the_first_fail
         assert rig.agent_pid() != first.pid
         assert await _job_on_current_agent(rig, job_id) == (JobStatus.RUNNING, wrapper)
         await _stop(rig, job_id)
+    finally:
+        await rig.close()
+
+
+async def test_jobs_the_store_ended_without_their_agent_are_stopped_when_it_answers(
+    server_dir: Path,
+) -> None:
+    """Failed `instance_unreachable` (the agent did not answer in time) while the agent
+    still runs them: stopped there at the next check it answers; the others run on."""
+    rig = Rig(server_dir)
+    agent = await rig.start()
+    rig.add_instance(agent)
+    early, _ = await _running_job(rig, agent)
+    late, _ = await _running_job(rig, agent)
+    kept, _ = await _running_job(rig, agent)
+    store, now = rig.store, rig.store.now()
+    run = store.add(Run(project_id=rig.project_id, run_name="kept", run_type="task", spec={},
+                        spec_hash="h", status="running", submitted_at=now))  # fmt: skip
+    rows = {}
+    for job_id in (early, late, kept):
+        rows[job_id] = store.add(Job(run_id=run.id, status="running", job_spec={},
+                                     submitted_at=now, instance_id=rig.instance_id,
+                                     agent_job_id=job_id))  # fmt: skip
+
+    def lost(job_id: str) -> None:
+        with store.writing() as session:
+            row = session.get(Job, rows[job_id].id)
+            assert row is not None
+            row.status, row.termination_reason = "failed", "instance_unreachable"
+            row.finished_at = store.now()
+
+    async def status(job_id: str, *, ended: bool = False) -> JobStatus:
+        async with AgentClient.over_tunnel(rig.pool, agent.target, agent.agent_port) as client:
+            if ended:  # the stop was sent: its kill takes a moment
+                return (await wait_job(client, job_id, lambda s: s.status.is_finished())).status
+            return (await client.job(job_id)).status
+
+    try:
+        lost(early)  # before this server process looked: its first check looks
+        await rig.check()
+        assert await status(early, ended=True) == JobStatus.TERMINATED
+        lost(late)  # later: looked for again because a job was lost since
+        await rig.check()
+        assert await status(late, ended=True) == JobStatus.TERMINATED
+        assert await status(kept) == JobStatus.RUNNING
+        stopped = [e.message for e in store.list_events() if "stopped 1 job(s)" in e.message]
+        assert len(stopped) == 2
+        await _stop(rig, kept)
     finally:
         await rig.close()

@@ -43,6 +43,7 @@ from agent.server.archives import place_archives, resolve_path_env
 from agent.server.executors import proctable
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
 from agent.server.executors.containers import amd_device_groups
+from agent.server.executors.procscans import SharedScans
 from agent.server.jobaccount import JobAccount
 from agent.server.store import JobFiles, write_atomically
 
@@ -111,6 +112,7 @@ class ProcessExecutor:
         self.account = account or JobAccount()  # who jobs without a `user` run as
         self.agent_tag = agent_tag  # DOCKYARD_JOB_AGENT of our jobs ("": none, no sweep)
         self._kill = kill
+        self.scans = SharedScans()  # kills and sweeps of all jobs share each /proc read
 
     async def is_available(self) -> bool:
         return True
@@ -188,7 +190,7 @@ class ProcessExecutor:
         if kill:
             await self.kill_all(spec.id, identity)
         else:
-            await asyncio.to_thread(self._send, spec.id, identity, signal.SIGTERM)
+            await self._send(spec.id, identity, signal.SIGTERM)
 
     async def kill_all(self, job_id: str, identity: tuple[int, int] | None) -> None:
         """SIGKILL every process of the job; return once none is left.
@@ -197,7 +199,7 @@ class ProcessExecutor:
         again, with growing pauses: the job stays unfinished while it lives. A failure to
         read /proc raises (the caller retries), never reads as "none left"."""
         for attempt in itertools.count():
-            survivors = await asyncio.to_thread(self._send, job_id, identity, signal.SIGKILL)
+            survivors = await self._send(job_id, identity, signal.SIGKILL)
             if not survivors:
                 return
             if attempt in (0, 10) or attempt % 100 == 0:
@@ -216,7 +218,7 @@ class ProcessExecutor:
         the scan, so that a job submitted meanwhile is known); {job id: processes}."""
         if not self.agent_tag:
             return {}
-        found = await asyncio.to_thread(proctable.marked_processes, self.agent_tag)
+        found = (await self.scans.fresh()).marked(self.agent_tag)
         if only is not None:
             found = {only: found[only]} if only in found else {}
         active = known()
@@ -225,13 +227,14 @@ class ProcessExecutor:
             await self.kill_all(job_id, None)
         return strays
 
-    def _send(self, job_id: str, identity: tuple[int, int] | None, number: int) -> list[int]:
+    async def _send(self, job_id: str, identity: tuple[int, int] | None, number: int) -> list[int]:
         """Send ``number`` to every process of the job; for SIGKILL, the pids still alive
-        after a few passes (the caller tries again)."""
+        after a few passes (the caller tries again). Each pass reads a table read after
+        the previous pass's signals (shared with other jobs' kills)."""
         session, start_ticks = identity or (-1, 0)
         processes: list[proctable.ProcStat] = []
-        for _ in range(20):
-            processes = proctable.job_processes(session, job_id, start_ticks)
+        for _ in range(5):
+            processes = (await self.scans.fresh()).job_processes(session, job_id, start_ticks)
             for process in processes:
                 try:
                     self._kill(process.pid, number)

@@ -77,27 +77,72 @@ def _has_marker(pid: int, marker: bytes) -> bool:
 
 
 def _variable(environ: bytes, name: bytes) -> str | None:
-    for entry in environ.split(b"\0"):
-        if entry.startswith(name + b"="):
-            return entry[len(name) + 1 :].decode(errors="replace")
-    return None
+    key = name + b"="
+    if environ.startswith(key):
+        start = len(key)
+    else:
+        found = environ.find(b"\0" + key)
+        if found < 0:
+            return None
+        start = found + 1 + len(key)
+    end = environ.find(b"\0", start)
+    return environ[start : end if end >= 0 else None].decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A live process and the job markers in its environment (None: not a job's)."""
+
+    stat: ProcStat
+    job_id: str | None
+    agent: str | None
+
+
+@dataclass(frozen=True)
+class ProcTable:
+    """One read of the whole process table, markers included: what ``job_processes``
+    answers for one job, answered for any job from memory (``procscans`` shares it)."""
+
+    processes: tuple[Marked, ...]
+
+    def job_processes(self, session: int, job_id: str, since_ticks: int = 0) -> list[ProcStat]:
+        """As ``job_processes`` below, from this table."""
+        leader = next((m.stat for m in self.processes if m.stat.pid == session), None)
+        ours = session > 0 and (leader is None or leader.start_ticks == since_ticks)
+        return [
+            m.stat
+            for m in self.processes
+            if m.stat.start_ticks >= since_ticks
+            and ((ours and m.stat.session == session) or m.job_id == job_id)
+        ]
+
+    def marked(self, agent_tag: str) -> dict[str, list[ProcStat]]:
+        """Processes carrying ``DOCKYARD_JOB_AGENT=<agent_tag>``, by their job id."""
+        found: dict[str, list[ProcStat]] = {}
+        for m in self.processes:
+            if m.job_id and m.agent == agent_tag:
+                found.setdefault(m.job_id, []).append(m.stat)
+        return found
+
+
+def snapshot() -> ProcTable:
+    """Every live process of the host (but this one) with its job markers."""
+    me, job_key, agent_key = os.getpid(), MARKER_ENV.encode(), AGENT_MARKER_ENV.encode()
+    found = []
+    for pid in _pids():
+        stat = read_stat(pid) if pid != me else None
+        if stat is None or stat.state in "ZX":
+            continue
+        environ = _environ(pid)
+        job_id = _variable(environ, job_key) if job_key in environ else None
+        agent = _variable(environ, agent_key) if job_id and agent_key in environ else None
+        found.append(Marked(stat, job_id, agent))
+    return ProcTable(tuple(found))
 
 
 def marked_processes(agent_tag: str) -> dict[str, list[ProcStat]]:
     """Live processes carrying ``DOCKYARD_JOB_AGENT=<agent_tag>``, by their job id."""
-    agent = f"{AGENT_MARKER_ENV}={agent_tag}".encode()
-    found: dict[str, list[ProcStat]] = {}
-    for pid in _pids():
-        if pid == os.getpid():
-            continue
-        environ = _environ(pid)
-        if agent not in environ or _variable(environ, AGENT_MARKER_ENV.encode()) != agent_tag:
-            continue
-        job_id = _variable(environ, MARKER_ENV.encode())
-        stat = read_stat(pid)
-        if job_id and stat is not None and stat.state not in "ZX":
-            found.setdefault(job_id, []).append(stat)
-    return found
+    return snapshot().marked(agent_tag)
 
 
 def job_processes(session: int, job_id: str, since_ticks: int = 0) -> list[ProcStat]:

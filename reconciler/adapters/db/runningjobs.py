@@ -1,17 +1,25 @@
 """Where a run's job runs now: the store's read for callers that talk to that job's agent.
 
 `RunningJobsStore.running_job` is one short read transaction; the metrics route
-(`reconciler.engine.jobsampling`) asks it which agent to sample.
+(`reconciler.engine.jobsampling`) asks it which agent to sample. `lost_since` and
+`ended_on_instance` tell the instances worker when and which jobs an agent still runs the
+store has ended without the agent (failed `instance_unreachable` while it did not answer),
+so it stops them there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from reconciler.adapters.db.models import Instance, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.statuses import JobStatus
+
+_ENDED = [status.value for status in JobStatus if status.is_finished()]
+_ENDED_WITHOUT_AGENT = ("instance_unreachable", "interrupted_by_no_capacity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +57,29 @@ class RunningJobsStore(StoreBase):
                 return None
             session.expunge(instance)
             return RunningJob(agent_job_id=job.agent_job_id or job.id, instance=instance)
+
+    def lost_since(self, instance_id: str, since: datetime) -> bool:
+        """Whether a job of this instance was ended without its agent at or after `since`."""
+        with self.reading() as session:
+            found = session.scalar(
+                select(Job.id)
+                .where(Job.instance_id == instance_id, Job.finished_at >= since)
+                .where(Job.termination_reason.in_(_ENDED_WITHOUT_AGENT))
+                .limit(1)
+            )
+        return found is not None
+
+    def ended_on_instance(self, instance_id: str, agent_job_ids: list[str]) -> list[str]:
+        """Which of these agent job ids are jobs of this instance the store has ended."""
+        ended: set[str] = set()
+        with self.reading() as session:
+            for start in range(0, len(agent_job_ids), 500):
+                chunk = agent_job_ids[start : start + 500]
+                rows = session.execute(
+                    select(Job.agent_job_id, Job.id)
+                    .where(Job.instance_id == instance_id, Job.status.in_(_ENDED))
+                    .where(or_(Job.agent_job_id.in_(chunk), Job.id.in_(chunk)))
+                )
+                # a job without agent_job_id has its own id on the agent
+                ended.update(agent_id or job_id for agent_id, job_id in rows)
+        return sorted(ended.intersection(agent_job_ids))

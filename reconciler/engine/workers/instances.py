@@ -19,7 +19,11 @@
   The local fleet's agent is restarted when its process is gone, or after
   `LOCAL_RESTART_AFTER` healthchecks in a row failed (one slow answer under load is no
   reason: replacing it mid-work costs more); the old one is stopped with SIGTERM and its
-  jobs are re-adopted by the new one. An answer clears the state.
+  jobs are re-adopted by the new one. An answer clears the state. Jobs the agent still
+  runs that the store ended without it (`instance_unreachable`: it did not answer within
+  the grace) are stopped there (forced) at the next check it answers: looked for once per
+  instance and server process, then whenever such a job ended since the last look. So a
+  job the store records ended keeps no process once its agent answers again.
 - `terminating`: nothing runs there any more (the runs were stopped first); the instance
   becomes `terminated` and the fleets worker is hinted. Except an idle instance an active
   cloud fleet shrinks away: the fleets worker marks it `terminated` once its node is out
@@ -34,7 +38,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.client import AgentError, AgentUnreachable
+from agent.client import AgentClient, AgentError, AgentUnreachable
 from agent.deploy import DeployError
 from agent.local import LocalAgentError, local_agent_alive
 from reconciler.adapters.db.models import Fleet, Instance
@@ -95,6 +99,7 @@ class InstancesProcessor:
         self._settled: set[str] = set()  # SSH instances whose agent options were checked
         self._options_failed = ""  # the first host whose agent failed with the new options
         self._local_misses: dict[str, int] = {}  # local instance -> failed checks in a row
+        self._swept: dict[str, datetime] = {}  # instance -> when its ended jobs were stopped
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)
@@ -121,9 +126,30 @@ class InstancesProcessor:
             facts = None
             if row.host_info is None or row.status in ("pending", "provisioning"):
                 facts = (await client.host_info()).model_dump(mode="json")
+            await self._stop_ended(row, client)
         except (AgentUnreachable, AgentError) as exc:
             return await self._unreachable(row, token, str(exc))
         return await self._reachable(row, token, facts)
+
+    async def _stop_ended(self, row: Instance, client: AgentClient) -> None:
+        """Stop the agent's unfinished jobs that the store ended without it (it failed
+        them while the agent did not answer): none may run on. Asked of the agent once
+        per server process, then only after such a job ended (a cheap store read)."""
+        now, since = self._now(), self._swept.get(row.id)
+        store = self.deps.store
+        if since is not None and not await asyncio.to_thread(store.lost_since, row.id, since):
+            return
+        running = [state.id for state in await client.jobs() if not state.status.is_finished()]
+        ended = await asyncio.to_thread(store.ended_on_instance, row.id, running)
+        for job_id in ended:
+            await client.stop(job_id, grace=0, force=True)
+        self._swept[row.id] = now
+        if ended:
+            await self._event(
+                row,
+                f"instance {row.name}: stopped {len(ended)} job(s) the server had ended "
+                "while the agent was unreachable",
+            )
 
     async def _reachable(
         self, row: Instance, token: str, facts: dict[str, Any] | None

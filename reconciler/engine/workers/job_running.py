@@ -128,6 +128,9 @@ class RunningJobs:
         except AgentError as exc:
             if exc.code != ErrorCode.NOT_FOUND.value:
                 raise
+            # a stop of a job it does not know makes the agent kill what carries its marker
+            with contextlib.suppress(AgentError, AgentUnreachable):
+                await client.stop(job_id, grace=0, force=True)
             return self._release(
                 ctx, finish(JR.EXECUTOR_ERROR, self.store.now(), "the agent lost the job")
             ), None
@@ -294,11 +297,13 @@ class RunningJobs:
     async def terminating(self, ctx: JobContext) -> tuple[Update, float | None]:
         reason = JR(ctx.job.termination_reason or JR.TERMINATED_BY_SERVER.value)
         instance = await asyncio.to_thread(self._instance, ctx)
-        if ctx.job.agent_job_id is None or instance is None:
+        if instance is None:
             return self._release(ctx, finish(reason, self.store.now())), None
         client = self.agents.client(instance)
         runtime = ctx.runtime
-        job_id = ctx.job.agent_job_id
+        # no agent_job_id yet: a submit whose answer was lost may still have started it
+        # (the agent's id is the job's); a `not_found` below says nothing runs
+        job_id = ctx.job.agent_job_id or ctx.job.id
         try:
             if not runtime.get("stop_sent"):
                 abort = reason is JR.ABORTED_BY_USER
