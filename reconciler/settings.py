@@ -205,6 +205,7 @@ class Settings(BaseModel):
         default=".dockyard/agent",
         min_length=1,
         max_length=512,
+        pattern=r"^[^\s\-][^\x00-\x1f]*$",  # shell-quoted where used; no option, no control
         description="SSH hosts' agent directory, relative to the login user's home",
     )
     ssh_agent_port: int = Field(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import asyncssh
+import pytest
 
 from agent.deploy import session_port_for
 from agent.ssh.server import key_projects, user_key_line
@@ -16,6 +17,7 @@ from reconciler.adapters.db.models import Fleet
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.user_keys import UserKeys
 from reconciler.engine.hostkeys import host_keys_text, keys_text
+from reconciler.errors import UsageError
 from reconciler.settings import Settings
 
 
@@ -78,3 +80,8 @@ def test_the_agent_dir_and_port_are_server_settings() -> None:
     env = {"DOCKYARD_SSH_AGENT_DIR": "/srv/dockyard-agent", "DOCKYARD_SSH_AGENT_PORT": "20100"}
     settings = Settings.from_env(env)
     assert (settings.ssh_agent_dir, settings.ssh_agent_port) == ("/srv/dockyard-agent", 20100)
+    for hostile in ("-rf", " x", "a\nb"):  # it lands (quoted) in remote shell commands
+        with pytest.raises(UsageError, match="ssh_agent_dir"):
+            Settings.from_env({"DOCKYARD_SSH_AGENT_DIR": hostile})
+    with pytest.raises(UsageError, match="ssh_agent_port"):
+        Settings.from_env({"DOCKYARD_SSH_AGENT_PORT": "80"})
