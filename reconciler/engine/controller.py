@@ -111,7 +111,9 @@ class EngineController:
         self.timers = Timers(self._timer_request, fetch_interval=runtime.fetch_interval)
         self._started = False
         # Agents' job events wake their jobs (no quick polls): `engine/jobevents.py`.
-        self.events = JobEventFollower(StoreLeasing(self.store.leases, make_lease=Lease), self.hint)
+        self.events = JobEventFollower(
+            StoreLeasing(self.store.leases, make_lease=Lease), self.hint, states=self.store
+        )
         self.agents.on_client = self.events.follow
         self.agents.following = self.events.following
 

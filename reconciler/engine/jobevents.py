@@ -8,6 +8,11 @@ running jobs need no quick polls. When the events cannot say what was missed (th
 page, another agent process, too far behind) or the agent cannot be reached, every
 unfinished job on that instance is woken and looks for itself.
 
+An agent that says a job started (a `state` event, status `running`) also has it recorded
+`running` at once (`AgentStates.record_agent_running`, one transaction: a job still stored
+`pulling` and in no worker's hands), so the store does not wait for the job's pass to learn
+it; the pass still follows (ports, probes, logs).
+
 `JobEventFollower.follow(instance_id, client)` is idempotent and cheap: the
 `AgentDirectory` calls it whenever a worker asks for an agent's client, so a host is
 followed from the first time the server speaks to it. `following(instance_id)` tells the
@@ -24,8 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from agent.client import AgentClient, AgentError
-from agent.jobevents import MAX_WAIT_SECONDS
+from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind, JobEventsPage
 from agent.protocol import ErrorCode
+from agent.protocol import JobStatus as AgentStatus
 from agent.tunnel import AgentUnreachable
 from reconciler.ports import WorkKind
 
@@ -42,6 +48,14 @@ class JobWakes(Protocol):
     async def wake_jobs_on_instance(self, instance_id: str) -> int: ...
 
 
+class AgentStates(Protocol):
+    """The store's record of an agent's job states (`Store` implements it)."""
+
+    def record_agent_running(
+        self, instance_id: str, agent_job_ids: Sequence[str]
+    ) -> Sequence[str]: ...
+
+
 class JobEventFollower:
     """See the module docstring."""
 
@@ -52,8 +66,10 @@ class JobEventFollower:
         *,
         wait: float = 25.0,
         retry: Sequence[float] = RETRY_SECONDS,
+        states: AgentStates | None = None,
     ) -> None:
         self._wakes = wakes
+        self._states = states
         self._hint = hint
         self._wait = min(wait, MAX_WAIT_SECONDS)
         self._retry = tuple(retry)
@@ -115,6 +131,7 @@ class JobEventFollower:
                 if page.reset:
                     woken = await self._wakes.wake_jobs_on_instance(instance_id)
                 else:
+                    await self._record_running(instance_id, page)
                     ids = list(dict.fromkeys(event.job_id for event in page.events))
                     woken = await self._wakes.wake("jobs", ids)
             except Exception:  # a store hiccup: the jobs' own passes cover it
@@ -123,6 +140,20 @@ class JobEventFollower:
             if woken:
                 self._hint("jobs")
             since, epoch = page.seq, page.epoch
+
+    async def _record_running(self, instance_id: str, page: JobEventsPage) -> None:
+        """Jobs the page says started: recorded `running` now (their runs hinted)."""
+        started = [
+            event.job_id
+            for event in page.events
+            if event.kind is JobEventKind.STATE and event.status == AgentStatus.RUNNING.value
+        ]
+        if self._states is None or not started:
+            return
+        states = self._states
+        recorded = await asyncio.to_thread(states.record_agent_running, instance_id, started)
+        if recorded:
+            self._hint("runs")
 
     async def _lost(self, instance_id: str, failures: int) -> None:
         """The feed broke: the jobs there poll for themselves until it is back."""

@@ -40,7 +40,7 @@ async def main(args: argparse.Namespace) -> None:
         store=store, clock=store.clock, hint=hint, agents=agents, data_dir=Path(args.data_dir)
     )
     leasing: StoreLeasing[Lease] = StoreLeasing(store.leases, make_lease=Lease)
-    events = JobEventFollower(leasing, hint)
+    events = JobEventFollower(leasing, hint, states=store)
     agents.on_client = events.follow
     agents.following = events.following
     lease = {"lease_seconds": args.lease_seconds}

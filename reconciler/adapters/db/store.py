@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from reconciler.adapters.db.agentstates import AgentStatesStore
 from reconciler.adapters.db.approvals import ApprovalsStore
 from reconciler.adapters.db.capacity import CapacityStore
 from reconciler.adapters.db.connecting import create_db_engine
@@ -43,6 +44,7 @@ class Store(
     StepLoadsStore,
     RunStepsStore,
     RunningJobsStore,
+    AgentStatesStore,
     CapacityStore,
     PlanWritesStore,
     DeadLeasesStore,
