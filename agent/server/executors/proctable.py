@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -105,16 +106,34 @@ class ProcTable:
 
     processes: tuple[Marked, ...]
 
+    @cached_property
+    def _by_pid(self) -> dict[int, ProcStat]:
+        return {m.stat.pid: m.stat for m in self.processes}
+
+    @cached_property
+    def _by_session(self) -> dict[int, list[ProcStat]]:
+        found: dict[int, list[ProcStat]] = {}
+        for m in self.processes:
+            found.setdefault(m.stat.session, []).append(m.stat)
+        return found
+
+    @cached_property
+    def _by_job(self) -> dict[str, list[ProcStat]]:
+        found: dict[str, list[ProcStat]] = {}
+        for m in self.processes:
+            if m.job_id:
+                found.setdefault(m.job_id, []).append(m.stat)
+        return found
+
     def job_processes(self, session: int, job_id: str, since_ticks: int = 0) -> list[ProcStat]:
-        """As ``job_processes`` below, from this table."""
-        leader = next((m.stat for m in self.processes if m.stat.pid == session), None)
+        """As ``job_processes`` below, from this table (indexed: a thousand jobs' kills
+        answered from one read cost the event loop little)."""
+        leader = self._by_pid.get(session) if session > 0 else None
         ours = session > 0 and (leader is None or leader.start_ticks == since_ticks)
-        return [
-            m.stat
-            for m in self.processes
-            if m.stat.start_ticks >= since_ticks
-            and ((ours and m.stat.session == session) or m.job_id == job_id)
-        ]
+        found = {stat.pid: stat for stat in self._by_job.get(job_id, ())}
+        if ours:
+            found.update((stat.pid, stat) for stat in self._by_session.get(session, ()))
+        return [stat for stat in found.values() if stat.start_ticks >= since_ticks]
 
     def marked(self, agent_tag: str) -> dict[str, list[ProcStat]]:
         """Processes carrying ``DOCKYARD_JOB_AGENT=<agent_tag>``, by their job id."""
