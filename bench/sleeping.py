@@ -12,11 +12,13 @@ docs/fleets.md), waits until the store records all N `running`, then measures:
   dev VM is shared: the CPU share is what the server used, not wall time).
 
 Then stops the runs through the API and waits until no job of them is left running.
-``left_running`` is what the store says; ``left_processes`` counts, in /proc, the processes
-that still carry the bench agent's job marker (``DOCKYARD_JOB_AGENT``) once the store says
-every job ended (goal 0). Should any survive, ``survivors`` says what the store, the
-agent's ``job.json`` and both logs say of their jobs (all of it also written to
-``--survivors-file``), and the bench kills them by pid.
+``left_running`` is what the store says; ``processes_when_ended`` counts, in /proc, the
+processes that still carry the bench agent's job marker (``DOCKYARD_JOB_AGENT``) when the
+store says every job ended, and ``left_processes`` those still there up to 60 s later
+(``seconds_to_no_process``: a job the server failed `instance_unreachable` is stopped at
+the agent's next answered check, every 14 s). Goal 0. Should any survive,
+``survivors`` says what the store, the agent's ``job.json`` and both logs say of their
+jobs (all of it also written to ``--survivors-file``), and the bench kills them by pid.
 With `--postgres`, `--replicas` servers (default 2) share a private PostgreSQL cluster
 (`tests/services/postgres.py`) and one data dir (one local agent); each server's CPU and
 healthcheck are given.
@@ -348,7 +350,13 @@ def measure(root: Path, url: str, tasks: int, replicas: int, args: Any) -> dict[
         finally:
             result["left_running"] = count("running")
             marked = _marked(data)  # the store says every job ended: nothing may live on
+            result["processes_when_ended"] = sum(len(pids) for pids in marked.values())
+            ended = time.monotonic()
+            _wait(lambda: not _marked(data), within=60, interval=1.0)
+            marked = _marked(data)
             result["left_processes"] = sum(len(pids) for pids in marked.values())
+            if not marked:
+                result["seconds_to_no_process"] = round(time.monotonic() - ended, 1)
             if marked:
                 survivors = _survivors(root, url, marked)
                 Path(args.survivors_file).write_text(json.dumps(survivors, indent=1))
