@@ -1,6 +1,7 @@
-"""What the service proxy's route source reads about a service: its spec and the running
-replicas with their instances (`Store.service_replicas`, for `engine.routes.StoreRoutes`).
-Pure: no I/O.
+"""Where a run's jobs run now, as the callers that talk to their agents read it: the service
+proxy's route source (a service's spec and its running replicas with their instances,
+`Store.service_replicas`, for `engine.routes.StoreRoutes`) and metrics sampling (one running
+job and its instance, `Store.running_job`, for `engine.jobsampling`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ class RunningReplica:
 
     job_id: str
     runtime: Mapping[str, Any]
+    instance: InstanceRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A running job (its agent-side id) and the instance it runs on."""
+
+    agent_job_id: str
     instance: InstanceRecord
 
 

@@ -9,25 +9,18 @@ so it stops them there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import or_, select
 
 from reconciler.adapters.db.models import Instance, Job, Run
+from reconciler.adapters.db.records import instance_record
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.serving import RunningJob
 from reconciler.domain.statuses import JobStatus
 
 _ENDED = [status.value for status in JobStatus if status.is_finished()]
 _ENDED_WITHOUT_AGENT = ("instance_unreachable", "interrupted_by_no_capacity")
-
-
-@dataclass(frozen=True, slots=True)
-class RunningJob:
-    """A running job (its agent-side id and the GPUs it holds) and its instance row."""
-
-    agent_job_id: str
-    instance: Instance
 
 
 class RunningJobsStore(StoreBase):
@@ -55,8 +48,7 @@ class RunningJobsStore(StoreBase):
             instance = session.get(Instance, job.instance_id)
             if instance is None:
                 return None
-            session.expunge(instance)
-            return RunningJob(agent_job_id=job.agent_job_id or job.id, instance=instance)
+            return RunningJob(job.agent_job_id or job.id, instance_record(instance))
 
     def lost_since(self, instance_id: str, since: datetime) -> bool:
         """Whether a job of this instance was ended without its agent at or after `since`."""
