@@ -58,12 +58,15 @@ class KeptLogs:
         while len(self._kept) > self._limit:
             self._drop(min(self._kept.values(), key=lambda k: k.since).link.job_id)
 
-    def find(self, name: str) -> JobLink | None:
-        """A kept job by id, else the most recently kept job of run `name`."""
+    def find(self, name: str, projects: frozenset[str] | None = None) -> JobLink | None:
+        """A kept job by id, else the most recently kept job of run `name` (with
+        `projects`, only jobs of those projects)."""
         self.prune()
-        if name in self._kept:
-            return self._kept[name].link
-        runs = [k for k in self._kept.values() if k.run_name == name]
+        mine = [k for k in self._kept.values() if projects is None or k.link.project in projects]
+        for kept in mine:
+            if kept.link.job_id == name:
+                return kept.link
+        runs = [k for k in mine if k.run_name == name]
         return max(runs, key=lambda k: k.since).link if runs else None
 
     def read(self, job_id: str, offset: int, limit: int) -> bytes | None:

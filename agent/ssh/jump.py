@@ -35,7 +35,8 @@ class JobLink:
     project: str | None
 
 
-JobFinder = Callable[[str], JobLink | None]  # an outer user name -> the job it names
+Projects = frozenset[str] | None  # the projects a user key is limited to (None: any)
+JobFinder = Callable[[str, Projects], JobLink | None]  # outer user name -> the job it names
 
 
 class JumpLinks:
@@ -107,7 +108,9 @@ class _ChannelSide(SSHForwarder):
 @dataclass(frozen=True)
 class JobAccess:
     """What dstack's attach needs from the job manager: the job an outer user name names
-    (any status: a finished job's log is still read), and a reader of a job's log."""
+    among the jobs of the key's projects (any status: a finished job's log is still read;
+    a job of another project is never looked at, nor its log kept), and a reader of a
+    job's log."""
 
     find: JobFinder
     log: Callable[[str], LogReader]

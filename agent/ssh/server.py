@@ -272,7 +272,7 @@ class _AgentSSHServer(asyncssh.SSHServer):
         assert self._conn is not None
         if port == links.target[1]:
             name = str(self._conn.get_extra_info("username") or "")
-            link = access.find(name)
+            link = access.find(name, projects)
             if link is None or (projects is not None and link.project not in projects):
                 raise asyncssh.ChannelOpenError(
                     asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, f"no job named {name!r} here"

@@ -125,16 +125,20 @@ def session_resolver(context: AgentContext) -> SessionResolver:
 
 
 def job_access(context: AgentContext, kept: KeptLogs) -> JobAccess:
-    """dstack's attach through the agent: jobs by outer user name (live ones, else those
-    whose logs are kept after removal), and their logs."""
+    """dstack's attach through the agent: jobs of the key's projects by outer user name
+    (live ones, else those whose logs are kept after removal), and their logs."""
     manager = context.manager
 
-    def find(name: str) -> JobLink | None:
-        states = manager.list()
+    def find(name: str, projects: frozenset[str] | None) -> JobLink | None:
+        states = [
+            state
+            for state in manager.list()
+            if projects is None or _project(context, state.id) in projects
+        ]
         run_names = {state.id: manager.spec(state.id).run_name for state in states}
         state = find_job(states, run_names, name, finished=True)
         if state is None:
-            return kept.find(name)
+            return kept.find(name, projects)
         _keep(context, kept, state.id)  # attached: its log outlives the job's removal
         return kept.find(state.id) or JobLink(state.id, _project(context, state.id))
 

@@ -29,6 +29,8 @@ from websockets.exceptions import ConnectionClosed
 
 from agent.client import AgentClient
 from agent.protocol import JobSpec, JobStatus, PortRequest
+from agent.ssh.joblogs import KeptLogs
+from agent.ssh.jump import JobLink
 from agent.ssh.server import KeyFile, user_key_line
 from agent.tunnel import TunnelPool
 from tests.tunnel.conftest import (  # noqa: F401 - fixtures
@@ -286,3 +288,39 @@ def test_the_key_file_is_parsed_again_only_when_its_bytes_change(tmp_path: Path)
     assert changed.validate(second, "127.0.0.1", "127.0.0.1") is not None
     path.unlink()  # unreadable: nobody is let in
     assert key_file.current().validate(second, "127.0.0.1", "127.0.0.1") is None
+
+
+async def test_a_run_name_shared_with_another_project_finds_the_keys_own_job(
+    field: Field,
+) -> None:
+    """`bravo` starts a newer run of the same name as the attacker's: the attacker's hop by
+    that run name still reaches their own job (another project's job is never looked at)."""
+    pool = TunnelPool()
+    client = AgentClient.over_tunnel(pool, field.agent.target(), field.agent.http_port)
+    twin = _spec("bravo", "alpha-web", ["echo bravo-twin-secret", "exec sleep 600"])
+    await client.submit(twin)
+    try:
+        await wait_job(client, twin.id, lambda s: s.status == JobStatus.RUNNING)
+        async with _connect(field, "alpha-web") as outer, _connect(field, "root", outer) as inner:
+            result = await _session(inner)
+            assert result.exit_status == 0, result.stderr
+            assert field.alpha in str(result.stdout) and twin.id not in str(result.stdout)
+            log = await _log(inner, b"alpha-secret")
+            assert b"alpha-secret" in log and b"bravo" not in log
+    finally:
+        await client.stop(twin.id, force=True)
+        await client.aclose()
+        await pool.close()
+
+
+def test_kept_logs_are_found_within_the_keys_projects(tmp_path: Path) -> None:
+    kept = KeptLogs(clock=lambda: 0.0)
+    for job_id, project in (("job-a", "alpha"), ("job-b", "bravo")):
+        log = tmp_path / f"{job_id}.log"
+        log.write_bytes(b"x")
+        kept.keep(JobLink(job_id, project), "same-run", log)
+    alpha = frozenset({"alpha"})
+    assert kept.find("same-run", alpha) == JobLink("job-a", "alpha")
+    assert kept.find("job-b", alpha) is None and kept.find("job-a", alpha) is not None
+    assert kept.find("job-b", None) == JobLink("job-b", "bravo")
+    kept.close()
