@@ -6,7 +6,8 @@ server's key and the keys of the users who may reach the fleet's jobs. dstack's 
 to the server's loopback listener to that SSH server (through the server's SSH connection
 to the host) and from there to the same SSH server again, which ties the inner connection
 to the job: its port is forwarded, `ssh <run>` runs in the job, its log streams. A user
-outside the run's project is refused by the host's agent. Attached `dstack apply` streams a
+outside the run's project is refused by the host's agent; the Python API's `Run.attach()`
+forwards the port too. Attached `dstack apply` streams a
 job on the SSH fleet until it ends.
 """
 
@@ -112,6 +113,27 @@ def _outsider_is_refused(fleet: SSHFleet, job_id: str, hop: tuple[str, int]) -> 
     assert public.split()[1] not in keys  # the host's agent never had it
 
 
+RUN_ATTACH = """
+import json, urllib.request
+from dstack.api import Client
+from dstack._internal.core.models.configurations import PortMapping
+
+run = Client.from_config().runs.get("sshatt")
+assert run.attach(ports_overrides=[PortMapping(local_port={local}, container_port={port})])
+try:
+    status = 0
+    for _ in range(30):
+        try:
+            status = urllib.request.urlopen("http://127.0.0.1:{local}/", timeout=5).status
+            break
+        except OSError:
+            run.refresh()
+finally:
+    run.detach()
+print(json.dumps(status))
+"""
+
+
 def _validates_as_dstacks_run(fleet: SSHFleet, listener: int) -> None:
     """dstack's own client reads the run: its models validate what the server presents."""
     from dstack.api.server import APIClient
@@ -170,6 +192,9 @@ def test_attach_ssh_alias_and_logs_on_an_ssh_fleet(ssh_fleet: SSHFleet) -> None:
             what="`dstack attach --logs` to print the job's output",
         )
         assert "first-line-of-sshatt" in logs.text, logs.text
+        logs.stop()
+        code = RUN_ATTACH.format(local=free_port(), port=port)
+        assert dstack.python(code, timeout=180) == 200  # dstack's Python API: Run.attach()
     finally:
         logs.stop()
         dstack.ok("stop", "sshatt", "-x", "-y")
