@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -26,6 +27,24 @@ from agent.server.jobaccount import agent_tag
 from agent.server.serving import AgentConfig, start_agent
 from agent.server.store import JobStore, StoredJob
 from tests.agent.conftest import AgentApi, AgentProcess, _client, pid_alive, wait_for
+
+
+def _unique(prefix: str) -> str:
+    """A job id no other test run on this machine uses (the helpers below find processes
+    by the job marker alone)."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+NOPID = _unique("nopid")
+EXITS = _unique("exits")
+BROKEN = _unique("broken")
+STUCK = _unique("stuck")
+FORGOTTEN = _unique("forgotten")
+GHOST = _unique("ghost")
+KEPT = _unique("kept")
+ELSEWHERE = _unique("elsewhere")
+MANY = _unique("many")
+STRAY = _unique("stray")
 
 
 def _processes(job_id: str) -> list[int]:
@@ -63,19 +82,19 @@ async def test_a_job_whose_pid_file_is_unreadable_is_found_by_its_marker(
     agent_process: AgentProcess,
 ) -> None:
     try:
-        await _running_then_killed(agent_process, "nopid")
-        (agent_process.data_dir / "jobs" / "nopid" / "pid.json").write_text("{not json")
+        await _running_then_killed(agent_process, NOPID)
+        (agent_process.data_dir / "jobs" / NOPID / "pid.json").write_text("{not json")
         api = await agent_process.start()
         try:
             # still running: the wrapper is found by the marker and waited for
-            await api.http.post("/jobs/nopid/stop", json={"force": True})
-            state = await api.wait_finished("nopid")
+            await api.http.post(f"/jobs/{NOPID}/stop", json={"force": True})
+            state = await api.wait_finished(NOPID)
             assert (state.status, state.reason) == (JobStatus.TERMINATED, JobReason.KILLED)
-            assert not _processes("nopid")  # ended only once nothing of it lives
+            assert not _processes(NOPID)  # ended only once nothing of it lives
         finally:
             await api.http.aclose()
     finally:
-        _kill_marked("nopid")
+        _kill_marked(NOPID)
 
 
 async def test_a_job_without_pid_file_that_exits_gives_its_status(
@@ -84,41 +103,41 @@ async def test_a_job_without_pid_file_that_exits_gives_its_status(
     go = tmp_path / "go"
     api = await agent_process.start()
     try:
-        await api.submit(id="exits", commands=[f"while [ ! -e {go} ]; do sleep 0.05; done; exit 4"])
-        await api.wait_status("exits", JobStatus.RUNNING)
+        await api.submit(id=EXITS, commands=[f"while [ ! -e {go} ]; do sleep 0.05; done; exit 4"])
+        await api.wait_status(EXITS, JobStatus.RUNNING)
         await api.http.aclose()
         agent_process.kill()
-        identity = agent_process.data_dir / "jobs" / "exits" / "pid.json"
+        identity = agent_process.data_dir / "jobs" / EXITS / "pid.json"
         record = json.loads(identity.read_text())
         identity.write_text(json.dumps({**record, "boot_id": ""}))  # boot unknown
         api = await agent_process.start()
-        assert (await api.state("exits")).status == JobStatus.RUNNING
+        assert (await api.state(EXITS)).status == JobStatus.RUNNING
         go.touch()
-        state = await api.wait_finished("exits")
+        state = await api.wait_finished(EXITS)
         assert (state.status, state.exit_status) == (JobStatus.EXITED, 4)
-        assert not _processes("exits")
+        assert not _processes(EXITS)
     finally:
         await api.http.aclose()
-        _kill_marked("exits")
+        _kill_marked(EXITS)
 
 
 async def test_an_agent_error_while_waiting_kills_the_job_before_failing_it(
     agent_process: AgentProcess,
 ) -> None:
     try:
-        await _running_then_killed(agent_process, "broken")
-        identity = agent_process.data_dir / "jobs" / "broken" / "pid.json"
+        await _running_then_killed(agent_process, BROKEN)
+        identity = agent_process.data_dir / "jobs" / BROKEN / "pid.json"
         record = json.loads(identity.read_text())
         identity.write_text(json.dumps({**record, "pid": 0}))  # waiting for it raises
         api = await agent_process.start()
         try:
-            state = await api.wait_finished("broken")
+            state = await api.wait_finished(BROKEN)
             assert (state.status, state.reason) == (JobStatus.FAILED, JobReason.EXECUTOR_ERROR)
-            assert not _processes("broken")  # killed before it was reported failed
+            assert not _processes(BROKEN)  # killed before it was reported failed
         finally:
             await api.http.aclose()
     finally:
-        _kill_marked("broken")
+        _kill_marked(BROKEN)
 
 
 async def test_a_process_that_cannot_be_killed_keeps_its_job_unfinished(
@@ -135,9 +154,9 @@ async def test_a_process_that_cannot_be_killed_keeps_its_job_unfinished(
         os.kill(pid, number)
 
     pid_file = tmp_path / "leftover"
-    spec = JobSpec(id="stuck", run_name="run", commands=[f"sleep 1000 & echo $! > {pid_file}"])
+    spec = JobSpec(id=STUCK, run_name="run", commands=[f"sleep 1000 & echo $! > {pid_file}"])
     store = JobStore(tmp_path / "data")
-    files = store.create(StoredJob(spec=spec, state=JobState(id="stuck", status="pending")))
+    files = store.create(StoredJob(spec=spec, state=JobState(id=STUCK, status="pending")))
     executor = ProcessExecutor(kill=kill)
     leftover = -1
     try:
@@ -154,7 +173,7 @@ async def test_a_process_that_cannot_be_killed_keeps_its_job_unfinished(
         assert await asyncio.wait_for(waiting, 30) == 0
         assert not pid_alive(leftover)
     finally:
-        _kill_marked("stuck")
+        _kill_marked(STUCK)
 
 
 def _read_pid(path: Path) -> Callable[[], Awaitable[str | None]]:
@@ -173,16 +192,16 @@ async def test_a_restarted_agent_kills_the_processes_of_jobs_it_does_not_know(
     agent_process: AgentProcess,
 ) -> None:
     try:
-        await _running_then_killed(agent_process, "forgotten")
-        (agent_process.data_dir / "jobs" / "forgotten" / "job.json").unlink()  # record lost
+        await _running_then_killed(agent_process, FORGOTTEN)
+        (agent_process.data_dir / "jobs" / FORGOTTEN / "job.json").unlink()  # record lost
         api = await agent_process.start()
         try:
-            assert not _processes("forgotten")  # gone before the agent serves
-            assert (await api.http.get("/jobs/forgotten")).status_code == 404
+            assert not _processes(FORGOTTEN)  # gone before the agent serves
+            assert (await api.http.get(f"/jobs/{FORGOTTEN}")).status_code == 404
         finally:
             await api.http.aclose()
     finally:
-        _kill_marked("forgotten")
+        _kill_marked(FORGOTTEN)
 
 
 def _marked(job_id: str, tag: str) -> subprocess.Popen[bytes]:
@@ -194,9 +213,9 @@ async def test_a_stop_of_an_unknown_job_kills_its_processes_first(
     agent_config: AgentConfig,
 ) -> None:
     async with start_agent(agent_config) as context, _client(context.http_port) as http:
-        ghost = _marked("ghost", agent_tag(agent_config.data_dir))
+        ghost = _marked(GHOST, agent_tag(agent_config.data_dir))
         try:
-            response = await http.post("/jobs/ghost/stop", json={"force": True})
+            response = await http.post(f"/jobs/{GHOST}/stop", json={"force": True})
             assert response.status_code == 404
             assert ghost.wait(timeout=10) == -signal.SIGKILL  # killed before the answer
         finally:
@@ -213,14 +232,14 @@ async def test_the_agent_sweeps_strays_of_its_own_jobs_only(agent_config: AgentC
         sweep_seconds=0.05,
     )
     tag = agent_tag(config.data_dir)
-    other = _marked("elsewhere", "another-agent")
+    other = _marked(ELSEWHERE, "another-agent")
     strays: list[subprocess.Popen[bytes]] = []
     try:
         async with start_agent(config) as context, _client(context.http_port) as http:
             api = AgentApi(http, config.data_dir)
-            await api.submit(id="kept", commands=["echo up; sleep 1000"])
-            await api.wait_log("kept", b"up\n")
-            for name in ("stray-1", "stray-2"):  # the second: one more whole pass after
+            await api.submit(id=KEPT, commands=["echo up; sleep 1000"])
+            await api.wait_log(KEPT, b"up\n")
+            for name in (f"{STRAY}-1", f"{STRAY}-2"):  # the second: one more whole pass after
                 strays.append(_marked(name, tag))
 
                 async def reaped(process: subprocess.Popen[bytes] = strays[-1]) -> bool:
@@ -228,22 +247,22 @@ async def test_the_agent_sweeps_strays_of_its_own_jobs_only(agent_config: AgentC
 
                 await wait_for(reaped, f"{name} to be killed by a sweep")
             assert other.poll() is None  # another agent's job: left alone
-            assert (await api.state("kept")).status == JobStatus.RUNNING
-            assert len(_processes("kept")) == 3
-            await http.post("/jobs/kept/stop", json={"force": True})
-            await api.wait_finished("kept")
-            assert not _processes("kept")
+            assert (await api.state(KEPT)).status == JobStatus.RUNNING
+            assert len(_processes(KEPT)) == 3
+            await http.post(f"/jobs/{KEPT}/stop", json={"force": True})
+            await api.wait_finished(KEPT)
+            assert not _processes(KEPT)
     finally:
         for process in (other, *strays):
             process.kill()
             process.wait()
-        _kill_marked("kept")
+        _kill_marked(KEPT)
 
 
 async def test_kills_of_many_jobs_share_their_reads_of_proc(agent_config: AgentConfig) -> None:
     """30 jobs force-stopped at once: each kill reads a table read after it asked, and the
     kills waiting together share one read (they each read /proc twice or more before)."""
-    ids = [f"many-{i}" for i in range(30)]
+    ids = [f"{MANY}-{i}" for i in range(30)]
     try:
         async with start_agent(agent_config) as context, _client(context.http_port) as http:
             api = AgentApi(http, agent_config.data_dir)

@@ -27,9 +27,12 @@ from agent.local import (
     ensure_client_key,
     ensure_local_agent,
     local_agent_alive,
+    local_paths,
     stop_local_agent,
 )
 from agent.protocol import JobSpec, JobStatus
+from agent.server.executors import proctable
+from agent.server.jobaccount import agent_tag
 from agent.tunnel import TunnelPool
 from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
@@ -97,8 +100,15 @@ class Rig:
         return int(state["pid"])
 
     async def close(self) -> None:
+        """Also kills what its agent's jobs left running (a failed test must not leave
+        `sleep 1000` behind: jobs outlive their agent by design)."""
         self.store.close()
         await self.pool.close()
+        tag = agent_tag(local_paths(self.server_dir).data_dir)
+        for stats in proctable.marked_processes(tag).values():
+            for stat in stats:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(stat.pid, signal.SIGKILL)
 
 
 async def _running_job(rig: Rig, agent: StartedAgent) -> tuple[str, int]:
