@@ -27,6 +27,7 @@ class _Kept:
     run_name: str
     fd: int
     since: float
+    ended_at: float | None = None  # the job's end (unix seconds), if it had ended
 
 
 class KeptLogs:
@@ -44,17 +45,19 @@ class KeptLogs:
         self._clock = clock
         self._kept: dict[str, _Kept] = {}
 
-    def keep(self, link: JobLink, run_name: str, log: Path) -> None:
-        """Hold `log` open for the job of `link` (once; missing files are skipped)."""
+    def keep(self, link: JobLink, run_name: str, log: Path, ended_at: float | None = None) -> None:
+        """Hold `log` open for the job of `link` (once; missing files are skipped), with
+        the job's end time if it has ended."""
         self.prune()
         if link.job_id in self._kept:
-            self._kept[link.job_id].since = self._clock()
+            kept = self._kept[link.job_id]
+            kept.since, kept.ended_at = self._clock(), ended_at or kept.ended_at
             return
         try:
             fd = os.open(log, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return
-        self._kept[link.job_id] = _Kept(link, run_name, fd, self._clock())
+        self._kept[link.job_id] = _Kept(link, run_name, fd, self._clock(), ended_at)
         while len(self._kept) > self._limit:
             self._drop(min(self._kept.values(), key=lambda k: k.since).link.job_id)
 
@@ -68,6 +71,11 @@ class KeptLogs:
                 return kept.link
         runs = [k for k in mine if k.run_name == name]
         return max(runs, key=lambda k: k.since).link if runs else None
+
+    def ended_at(self, job_id: str) -> float | None:
+        """The end time of a kept job (None: not kept, or kept while it ran)."""
+        kept = self._kept.get(job_id)
+        return kept.ended_at if kept is not None else None
 
     def read(self, job_id: str, offset: int, limit: int) -> bytes | None:
         """Up to `limit` bytes of a kept log from `offset` (None: not kept)."""

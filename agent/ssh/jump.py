@@ -110,7 +110,8 @@ class JobAccess:
     """What dstack's attach needs from the job manager: the job an outer user name names
     among the jobs of the key's projects (any status: a finished job's log is still read;
     a job of another project is never looked at, nor its log kept), and a reader of a
-    job's log."""
+    job's log and its end time."""
 
     find: JobFinder
     log: Callable[[str], LogReader]
+    ended_at: Callable[[str], float | None]  # a job's end, unix seconds (None: runs, unknown)

@@ -8,8 +8,9 @@ sent. The agent has no runner: `agent.ssh.server` answers a forward of port 1099
 connection tied to one job (`agent.ssh.jump`) with `serve_logs_ws`, which speaks that
 protocol over the SSH channel itself (websockets' sans-I/O protocol, no listening socket).
 
-Differences from dstack-runner: ``start_time`` is ignored (the agent's log has no
-timestamps: the stream starts at the job's first byte); a log prefix that the agent already
+Differences from dstack-runner: the agent's log has no timestamps, so ``start_time`` can
+only drop a whole job: a job that ended before it streams nothing, any other job streams
+from its first byte; a log prefix that the agent already
 gave back to the disk (`agent.server.logs.release_log`, after the server copied it) reads
 as NUL bytes and is skipped. Any other path is answered 404.
 """
@@ -20,7 +21,8 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlsplit
 
 import asyncssh
 from websockets.frames import CloseCode
@@ -92,6 +94,23 @@ def logs_path(request_path: str) -> bool:
     return urlsplit(request_path).path == LOGS_PATH
 
 
+def start_time(request_path: str) -> float | None:
+    """Pure: dstack's ``start_time`` query parameter in unix seconds (None: absent or not a
+    time; a time without an offset is UTC)."""
+    values = parse_qs(urlsplit(request_path).query).get("start_time")
+    try:
+        moment = datetime.fromisoformat(values[0]) if values else None
+    except ValueError:
+        return None
+    if moment is None:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _nothing(offset: int) -> LogPiece:
+    return LogPiece(b"", offset, True)
+
+
 def without_released_prefix(data: bytes) -> bytes:
     """Pure: the stream's first bytes without the NULs a given-back log prefix reads as."""
     return data.lstrip(b"\0")
@@ -103,8 +122,10 @@ async def serve_logs_ws(
     read: LogReader,
     *,
     poll_seconds: float = 0.2,
+    ended_at: Callable[[], float | None] = lambda: None,
 ) -> None:
-    """Answer one forwarded connection to port 10999 as dstack-runner's ``/logs_ws``."""
+    """Answer one forwarded connection to port 10999 as dstack-runner's ``/logs_ws``
+    (`ended_at`: when the job ended, unix seconds, None while it runs or if unknown)."""
     channel = _Channel(reader, writer)
     try:
         request = await channel.request()
@@ -119,6 +140,9 @@ async def serve_logs_ws(
         channel.flush()
         if channel.protocol.handshake_exc is not None:
             return
+        since, ended = start_time(request.path), ended_at()
+        if since is not None and ended is not None and ended < since:
+            read = _nothing  # it ended before the time asked for: none of its lines are after
         listener = asyncio.create_task(channel.incoming())
         try:
             await _stream(channel, read, listener, poll_seconds)

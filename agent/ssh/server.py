@@ -283,8 +283,10 @@ class _AgentSSHServer(asyncssh.SSHServer):
             return None
         if projects is not None and link.project not in projects:
             return None  # refused below, as any port of a job outside the key's projects
-        read = access.log(link.job_id)
-        return lambda reader, writer: serve_logs_ws(reader, writer, read)
+        read, job_id = access.log(link.job_id), link.job_id
+        return lambda reader, writer: serve_logs_ws(
+            reader, writer, read, ended_at=lambda: access.ended_at(job_id)
+        )
 
     def server_requested(self, listen_host: str, listen_port: int) -> bool:
         return False

@@ -159,7 +159,13 @@ def job_access(context: AgentContext, kept: KeptLogs) -> JobAccess:
 
         return read
 
-    return JobAccess(find, log)
+    def ended_at(job_id: str) -> float | None:
+        try:
+            return manager.get(job_id).finished_at
+        except AgentError:  # removed: as it was kept
+            return kept.ended_at(job_id)
+
+    return JobAccess(find, log, ended_at)
 
 
 def _project(context: AgentContext, job_id: str) -> str | None:
@@ -170,9 +176,10 @@ def _keep(context: AgentContext, kept: KeptLogs, job_id: str) -> None:
     manager = context.manager
     try:
         spec, log = manager.spec(job_id), manager.files(job_id).log
+        ended_at = manager.get(job_id).finished_at
     except AgentError:
         return
-    kept.keep(JobLink(job_id, spec.labels.get(PROJECT_LABEL)), spec.run_name, log)
+    kept.keep(JobLink(job_id, spec.labels.get(PROJECT_LABEL)), spec.run_name, log, ended_at)
 
 
 async def keep_ended_logs(

@@ -146,6 +146,7 @@ class LogsRequest(Body):
     limit: int = Field(default=1024 * 1024, ge=0, le=16 * 1024 * 1024)
     job_submission_id: str | None = Field(default=None, max_length=64)
     next_token: str | None = Field(default=None, pattern=r"^[0-9]{1,18}$")
+    start_time: datetime | None = None  # dstack's: a submission that ended before: no logs
 
 
 class EventsRequest(Body):

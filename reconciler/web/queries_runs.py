@@ -13,6 +13,7 @@ from reconciler.adapters.db.readmodels.runs import (
     find_run_ref,
     get_run,
     get_run_by_id,
+    job_finished_at,
     list_runs,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "find_run_ref",
     "get_run",
     "get_run_by_id",
+    "job_finished_at",
     "list_runs",
 ]

@@ -4,8 +4,10 @@ The jobs worker copies each job's raw output (its head and tail, `engine.joblogs
 `<data-dir>/projects/<project>/logs/<run>/`; offsets are byte offsets into the job's whole
 output, so a client that reconnects with its last `next_offset` loses and repeats nothing.
 `logs/poll` answers one base64 chunk (or, asked dstack's way with a `job_submission_id`,
-dstack's `JobSubmissionLogs` with the offset as `next_token`); `logs/stream` sends raw bytes
-as they are written and ends once the job (or its run) has finished and every byte was sent.
+dstack's `JobSubmissionLogs` with the offset as `next_token`; dstack's `start_time` can
+only drop a whole submission, one that ended before it: lines carry no timestamps);
+`logs/stream` sends raw bytes as they are written and ends once the job (or its run) has
+finished and every byte was sent.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from reconciler.engine.joblogs import LogSlice, dropped_notice, job_log_path, re
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError
-from reconciler.web.queries_runs import FINISHED_JOB, FINISHED_RUN, find_job, find_run_ref
+from reconciler.web.queries_runs import (
+    FINISHED_JOB,
+    FINISHED_RUN,
+    find_job,
+    find_run_ref,
+    job_finished_at,
+)
 
 STREAM_POLL_SECONDS = 0.25
 DSTACK_CHUNK = 256 * 1024
@@ -72,6 +80,10 @@ async def _poll_submission(
     if not _JOB_ID.match(job_id):
         raise InvalidError("job_submission_id: expected a job submission id")
     run = await context.db.read(find_run_ref, access.project_id, body.run_name)
+    if body.start_time is not None:  # lines carry no time: a job that ended before has none
+        ended = await context.db.read(job_finished_at, access.project_id, job_id)
+        if ended is not None and ended < _aware(body.start_time):
+            return wire.JobSubmissionLogs(logs=[], next_token=None)
     path = job_log_path(context.settings.data_dir, access.project_name, run.run_name, job_id)
     offset = int(body.next_token or 0)
     piece = await _read(path, offset, DSTACK_CHUNK)
@@ -81,6 +93,10 @@ async def _poll_submission(
         logs=log_events(base64.b64encode(data).decode(), stamp),
         next_token=str(piece.next_offset) if len(piece.data) == DSTACK_CHUNK else None,
     )
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 async def _read(path: Path | None, offset: int, limit: int) -> LogSlice:

@@ -57,6 +57,10 @@ def test_apply_detached_ps_and_logs_from_a_plain_directory(dstack: Dstack) -> No
     dstack.wait_status("hello", "done")
     assert dstack.ok("logs", "hello").splitlines() == ["hello from hello", "second line"]
     assert "hello from hello" in dstack.ok("logs", "hello", "--diagnose")  # no runner logs
+    # `--since` (dstack's start_time): lines carry no time, a submission that ended before
+    # it has none, one that ended after shows all
+    assert dstack.ok("logs", "hello", "--since", "2100-01-01T00:00:00+00:00") == ""
+    assert "second line" in dstack.ok("logs", "hello", "--since", "1d")
     table = dstack.ok("ps", "-a")
     assert "hello" in table and "done" in table
     verbose = dstack.ok("ps", "-a", "-v")

@@ -31,6 +31,7 @@ from agent.client import AgentClient
 from agent.protocol import JobSpec, JobStatus, PortRequest
 from agent.ssh.joblogs import KeptLogs
 from agent.ssh.jump import JobLink
+from agent.ssh.runner_api import start_time
 from agent.ssh.server import KeyFile, user_key_line
 from agent.tunnel import TunnelPool
 from tests.tunnel.conftest import (  # noqa: F401 - fixtures
@@ -149,14 +150,15 @@ async def _session(conn: asyncssh.SSHClientConnection) -> asyncssh.SSHCompletedP
         return await conn.run("pwd; echo $DOCKYARD_RUN_NAME")
 
 
-async def _log(conn: asyncssh.SSHClientConnection, until: bytes) -> bytes:
-    """dstack-runner's log stream through a forward of port 10999, read until `until`."""
+async def _log(conn: asyncssh.SSHClientConnection, until: bytes, query: str = "") -> bytes:
+    """dstack-runner's log stream through a forward of port 10999, read until `until` (or
+    until the agent closes it)."""
     listener = await conn.forward_local_port("127.0.0.1", 0, "localhost", 10999)
     got = b""
     try:
         async with (
             asyncio.timeout(30),
-            ws_connect(f"ws://127.0.0.1:{listener.get_port()}/logs_ws") as socket,
+            ws_connect(f"ws://127.0.0.1:{listener.get_port()}/logs_ws{query}") as socket,
         ):
             while until not in got:
                 message = await socket.recv()
@@ -197,6 +199,10 @@ async def test_a_hop_through_the_attackers_own_job_reaches_only_that_job(field: 
                     assert "no job named" in await _refused(inner, name, ssh_port)
                 log = await _log(inner, b"alpha-secret")
                 assert b"alpha-secret" in log and b"bravo" not in log
+        # a running job has no end yet: a start_time after its lines still streams them
+        async with _connect(field, "root", tunnel=outer) as inner:
+            log = await _log(inner, b"alpha-secret", "?start_time=2100-01-01T00:00:00Z")
+            assert b"alpha-secret" in log
         # the attacker's own job's port stays reachable (the refusals above are not vacuous)
         _, writer = await outer.open_connection("127.0.0.1", field.alpha_port)
         writer.close()
@@ -216,6 +222,11 @@ async def test_a_finished_job_of_the_attackers_project_gives_its_log_not_a_shell
         result = await _session(inner)
         assert result.exit_status != 0 and "no job named" in str(result.stderr)
         assert b"alpha-finished" in await _log(inner, b"alpha-finished")
+        # dstack's start_time: the job ended before it -> nothing; after it -> everything
+        later, earlier = "2100-01-01T00:00:00%2B00:00", "2000-01-01T00:00:00%2B00:00"
+        assert await _log(inner, b"alpha-finished", f"?start_time={later}") == b""
+        got = await _log(inner, b"alpha-finished", f"?start_time={earlier}")
+        assert b"alpha-finished" in got
 
 
 def _openssh(field: Field, home: Path, job_id: str) -> subprocess.CompletedProcess[str]:
@@ -323,4 +334,19 @@ def test_kept_logs_are_found_within_the_keys_projects(tmp_path: Path) -> None:
     assert kept.find("same-run", alpha) == JobLink("job-a", "alpha")
     assert kept.find("job-b", alpha) is None and kept.find("job-a", alpha) is not None
     assert kept.find("job-b", None) == JobLink("job-b", "bravo")
+    kept.close()
+
+
+def test_start_time_and_the_end_time_of_kept_logs(tmp_path: Path) -> None:
+    assert start_time("/logs_ws?start_time=2026-01-01T00%3A00%3A00%2B00%3A00") == 1767225600.0
+    assert start_time("/logs_ws?start_time=2026-01-01T00:00:00") == 1767225600.0  # UTC
+    assert start_time("/logs_ws") is None and start_time("/logs_ws?start_time=soon") is None
+    kept = KeptLogs(clock=lambda: 0.0)
+    log = tmp_path / "out.log"
+    log.write_bytes(b"x")
+    kept.keep(JobLink("job-1", "alpha"), "run", log)  # attached while it ran
+    assert kept.ended_at("job-1") is None
+    kept.keep(JobLink("job-1", "alpha"), "run", log, ended_at=42.0)  # then it ended
+    kept.keep(JobLink("job-1", "alpha"), "run", log)  # attached again: the end stays
+    assert kept.ended_at("job-1") == 42.0 and kept.ended_at("job-2") is None
     kept.close()

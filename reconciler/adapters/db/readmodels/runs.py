@@ -229,6 +229,16 @@ def find_job(
     return JobRef(run.run_name, run.status, job.id, job.status)
 
 
+def job_finished_at(session: Session, project_id: str, job_id: str) -> datetime | None:
+    """When the job submission `job_id` of a run of the project ended (None: it has not,
+    or it is no job of the project)."""
+    return session.scalar(
+        select(Job.finished_at)
+        .join(Run, Run.id == Job.run_id)
+        .where(Job.id == job_id, Run.project_id == project_id)
+    )
+
+
 def referenced_archives(session: Session) -> set[str]:
     """Every archive id a run's spec names (runs of any status: a finished run's
     archives are kept until the run itself is deleted or re-applied)."""
