@@ -9,9 +9,12 @@ from sqlalchemy import event
 
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
+from reconciler.adapters.db.runsteps import NewJob
 from reconciler.adapters.db.stepevents import RunFollowing
 from reconciler.adapters.db.store import Store
 from reconciler.core.runfollow import RunFollow
+from reconciler.domain.inventory import InstanceRecord
+from reconciler.domain.workloads import JobRecord, ProjectRef, RunRecord
 
 HOST = {"cpus": 8, "arch": "x86_64", "memory_mib": 16384, "disk_mib": 100000, "gpus": []}
 DONE = RunFollow(
@@ -87,7 +90,8 @@ def test_a_placement_is_read_back_in_its_own_transaction(store: Store) -> None:
     placed = store.place_job(step)
     assert not isinstance(placed, StepResult) and placed.instance is not None
     assert (placed.job.status, placed.instance.busy_blocks) == ("provisioning", 1)
-    assert placed.job.lock_token == token  # still leased: the pass goes on
+    row = store.get(Job, job.id)
+    assert row is not None and row.lock_token == token  # still leased: the pass goes on
     assert store.place_job(step) is StepResult.LEASE_LOST  # read in another status now
 
 
@@ -125,3 +129,24 @@ def test_a_run_held_by_its_worker_is_made_due_instead(store: Store) -> None:
     assert store.record_job_step(step) is StepResult.WRITTEN_RUN_DUE
     stopped = store.get(Run, other.run_id)
     assert stopped is not None and (stopped.status, stopped.due_at) == ("terminating", None)
+
+
+def test_the_workers_get_frozen_values_not_rows(store: Store) -> None:
+    instance, (job,), (token,) = _rig(store)
+    store.update(Job, job.id, instance_id=instance.id)
+    rows = store.load_job_rows(job.id, token)
+    assert rows is not None
+    assert isinstance(rows.job, JobRecord) and isinstance(rows.run, RunRecord)
+    assert isinstance(rows.project, ProjectRef) and isinstance(rows.instance, InstanceRecord)
+    ((run_id, run_token),) = store.leases.claim_due(Run, owner="t", limit=1, lease_seconds=30)
+    new = NewJob(
+        run_id=run_id, nodes=1, spec={"type": "task"}, replica_num=0, job_num=0,
+        group_name=None, submission_num=1, deployment_num=0,
+    )  # fmt: skip
+    added = store.submit_job(new)
+    loaded = store.load_run_rows(run_id, run_token)
+    assert loaded is not None and isinstance(loaded[0], RunRecord)
+    assert [(j.id, j.status) for j in loaded[1]][-1] == (added, "submitted")
+    assert all(isinstance(j, JobRecord) for j in loaded[1])
+    assert store.run_job_records(run_id) == loaded[1]
+    assert store.project_name(instance.project_id) == "main"

@@ -5,7 +5,7 @@ it was read in (a stop from the API always wins), the status-change event, and, 
 `release_lease`, drops the lease and sets when the run is due again — one transaction, where
 it used to be three (the fenced update, the event, the release). Called by
 `reconciler.engine.workers.runs`. A run whose last job ended goes `terminating` and to its
-end in one write (two events).
+end in one write (two events). `submit_job` inserts a job the runs worker submits.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from typing import Any
 from sqlalchemy import update
 
 from reconciler.adapters.db.leasing import leased_table, release_values
-from reconciler.adapters.db.models import Event, Run
+from reconciler.adapters.db.models import Event, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.statuses import JobStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,20 @@ class RunWrite:
     values: Mapping[str, Any]
     events: tuple[tuple[str, str], ...] = ()  # (target name, message), in order
     release_lease: float | None = None  # set: the lease goes with the write, due again then
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job the runs worker submits for a run's slot (`submit_job`)."""
+
+    run_id: str
+    nodes: int
+    spec: Mapping[str, Any]
+    replica_num: int
+    job_num: int
+    group_name: str | None
+    submission_num: int
+    deployment_num: int
 
 
 class RunStepsStore(StoreBase):
@@ -68,3 +83,20 @@ class RunStepsStore(StoreBase):
                     )
                 )
         return True
+
+    def submit_job(self, new: NewJob) -> str:
+        """Insert a `submitted` job for a run's slot; its id."""
+        job = Job(
+            run_id=new.run_id,
+            status=JobStatus.SUBMITTED.value,
+            job_spec={"slot": {"nodes": new.nodes}, "spec": dict(new.spec)},
+            submitted_at=self.now(),
+            replica_num=new.replica_num,
+            job_num=new.job_num,
+            group_name=new.group_name,
+            submission_num=new.submission_num,
+            deployment_num=new.deployment_num,
+        )
+        with self.writing() as session:
+            session.add(job)
+        return job.id

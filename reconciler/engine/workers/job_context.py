@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.diskspace import DiskWatch
-from reconciler.adapters.db.models import Instance, Job, Project, Run
 from reconciler.core.jobspecs import JobSlot
 from reconciler.core.transitions import job_status_for
+from reconciler.domain.inventory import InstanceRecord
 from reconciler.domain.statuses import JobTerminationReason
+from reconciler.domain.workloads import JobRecord, ProjectRef, RunRecord
 from reconciler.engine.joblogs import LogCap
 
 Update = dict[str, Any]
@@ -53,10 +54,10 @@ class JobContext:
     """The rows one processing step needs, read once (with its claimed batch:
     `Store.load_job_batch`)."""
 
-    job: Job
-    run: Run
-    project: Project
-    instance: Instance | None = None  # where the job is placed, as read with it
+    job: JobRecord
+    run: RunRecord
+    project: ProjectRef
+    instance: InstanceRecord | None = None  # where the job is placed, as read with it
     secrets: bool = True  # its project has secrets (False: rendering need not read them)
 
     @property

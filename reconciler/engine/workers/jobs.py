@@ -26,7 +26,6 @@ from agent.protocol import JobStatus as AgentStatus
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.blobs import BlobStore
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
-from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.stepevents import RunFollowing
 from reconciler.adapters.db.steploads import JobRows
@@ -43,6 +42,7 @@ from reconciler.core.scheduling import (
     place_job,
 )
 from reconciler.core.transitions import moves_run
+from reconciler.domain.inventory import InstanceRecord
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import RELEASED, Lease, Process, WorkerConfig
@@ -280,7 +280,7 @@ class JobsProcessor:
         takes = [Take(result[0].instance_id, result[0].blocks)]
         if slot.nodes <= 1:  # no siblings to read
             return self._placing_update(ctx, result[0], takes)
-        siblings = [j for j in self.store.list_jobs(ctx.run.id) if j.status == "submitted"]
+        siblings = [j for j in self.store.run_job_records(ctx.run.id) if j.status == "submitted"]
         for placement, rank in zip(result[1:], range(1, slot.nodes), strict=False):
             sibling = next(
                 (
@@ -396,7 +396,7 @@ class JobsProcessor:
             "status_message": note,
         }, due
 
-    def _render(self, ctx: JobContext, instance: Instance) -> tuple[dict[str, Any], str]:
+    def _render(self, ctx: JobContext, instance: InstanceRecord) -> tuple[dict[str, Any], str]:
         """The agent's job body, and a note on what it could not bring (`repos`/`files`)."""
         slot = ctx.slot
         info = instance.host_info if isinstance(instance.host_info, Mapping) else {}
@@ -440,12 +440,12 @@ class JobsProcessor:
             return ()
         jobs = [
             j
-            for j in self.store.list_jobs(ctx.run.id)
+            for j in self.store.run_job_records(ctx.run.id)
             if j.replica_num == ctx.job.replica_num and j.submission_num == ctx.job.submission_num
         ]
         by_rank: dict[int, str] = {}
         for job in jobs:
-            instance = self.store.get(Instance, job.instance_id or "")
+            instance = self.store.instance_record(job.instance_id) if job.instance_id else None
             if instance is not None:
                 info = instance.host_info if isinstance(instance.host_info, Mapping) else {}
                 addresses = info.get("addresses") or []

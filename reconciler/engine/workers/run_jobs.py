@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.adapters.db.models import Job, Run
+from reconciler.adapters.db.runsteps import NewJob
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import JobSlot, expand_jobs
 from reconciler.core.runflow import JobView, RunView
@@ -22,6 +22,7 @@ from reconciler.domain.statuses import (
     RunStatus,
     RunTerminationReason,
 )
+from reconciler.domain.workloads import JobRecord, RunRecord
 
 JOB_REASON_FOR_RUN = {
     RunTerminationReason.STOPPED_BY_USER: JobTerminationReason.TERMINATED_BY_USER,
@@ -34,15 +35,14 @@ def job_reason_for(run_reason: RunTerminationReason) -> JobTerminationReason:
 
 
 def submit_job(
-    store: Store, run: Run, slot: JobSlot, *, submission_num: int, deployment_num: int
-) -> Job:
-    """Insert a new submitted job for `slot`."""
-    return store.add(
-        Job(
+    store: Store, run: RunRecord, slot: JobSlot, *, submission_num: int, deployment_num: int
+) -> str:
+    """Insert a new submitted job for `slot`; its id."""
+    return store.submit_job(
+        NewJob(
             run_id=run.id,
-            status=JobStatus.SUBMITTED.value,
-            job_spec={"slot": {"nodes": slot.nodes}, "spec": dict(slot.spec)},
-            submitted_at=store.now(),
+            nodes=slot.nodes,
+            spec=slot.spec,
             replica_num=slot.replica_num,
             job_num=slot.job_num,
             group_name=slot.group_name,
@@ -52,14 +52,14 @@ def submit_job(
     )
 
 
-def stop_jobs(store: Store, jobs: Iterable[Job], reason: JobTerminationReason) -> int:
+def stop_jobs(store: Store, jobs: Iterable[JobRecord], reason: JobTerminationReason) -> int:
     """Ask active jobs to stop; jobs never placed end at once. Returns how many changed."""
     return store.stop_jobs(((job.id, job.status) for job in jobs), reason)
 
 
-def latest_by_slot(jobs: Iterable[Job]) -> dict[tuple[int, int], Job]:
+def latest_by_slot(jobs: Iterable[JobRecord]) -> dict[tuple[int, int], JobRecord]:
     """The newest submission of each (replica, job number)."""
-    latest: dict[tuple[int, int], Job] = {}
+    latest: dict[tuple[int, int], JobRecord] = {}
     for job in jobs:
         key = (job.replica_num, job.job_num)
         current = latest.get(key)
@@ -71,11 +71,11 @@ def latest_by_slot(jobs: Iterable[Job]) -> dict[tuple[int, int], Job]:
     return latest
 
 
-def runtime_of(job: Job) -> Mapping[str, Any]:
+def runtime_of(job: JobRecord) -> Mapping[str, Any]:
     return job.runtime if isinstance(job.runtime, Mapping) else {}
 
 
-def run_view(run: Run) -> RunView:
+def run_view(run: RunRecord) -> RunView:
     """The run as `core.runflow` sees it."""
     nodes = len([s for s in expand_jobs(run.spec, replicas=1) if s.replica_num == 0])
     return RunView(
@@ -89,7 +89,7 @@ def run_view(run: Run) -> RunView:
     )
 
 
-def job_view(job: Job, values: Mapping[str, Any] | None = None) -> JobView:
+def job_view(job: JobRecord, values: Mapping[str, Any] | None = None) -> JobView:
     """The job as `core.runflow` sees it; `values`: a write about to change it."""
     new = values or {}
     runtime = new.get("runtime", runtime_of(job))

@@ -18,7 +18,6 @@ from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 
-from reconciler.adapters.db.models import Job, Project, Run
 from reconciler.adapters.db.runsteps import RunWrite
 from reconciler.adapters.db.store import Store
 from reconciler.core.autoscaling import ScalingPolicy, desired_replicas
@@ -30,6 +29,7 @@ from reconciler.domain.statuses import (
     RunStatus,
     RunTerminationReason,
 )
+from reconciler.domain.workloads import JobRecord, RunRecord
 from reconciler.engine.service_stats import RequestStats
 from reconciler.engine.worker import RELEASED, Process, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
@@ -109,7 +109,9 @@ class RunsProcessor:
 
     # -- pending ----------------------------------------------------------------------------
 
-    def _pending(self, run: Run, jobs: list[Job], token: str) -> tuple[float | None, bool]:
+    def _pending(
+        self, run: RunRecord, jobs: list[JobRecord], token: str
+    ) -> tuple[float | None, bool]:
         now = self._now()
         due_at = run.next_triggered_at.timestamp() if run.next_triggered_at else None
         if due_at is None and not jobs:
@@ -128,7 +130,9 @@ class RunsProcessor:
 
     # -- terminating ------------------------------------------------------------------------
 
-    def _terminating(self, run: Run, jobs: list[Job], token: str) -> tuple[float | None, bool]:
+    def _terminating(
+        self, run: RunRecord, jobs: list[JobRecord], token: str
+    ) -> tuple[float | None, bool]:
         reason = RR(run.termination_reason or RR.STOPPED_BY_USER.value)
         active = [j for j in jobs if not JobStatus(j.status).is_finished()]
         if active:
@@ -137,7 +141,7 @@ class RunsProcessor:
         values = self._ended(run, reason, jobs)
         return self._write_run(run, token, values, CONFIG.min_interval), False
 
-    def _ended(self, run: Run, reason: RR, jobs: list[Job]) -> dict[str, Any]:
+    def _ended(self, run: RunRecord, reason: RR, jobs: list[JobRecord]) -> dict[str, Any]:
         """The values that end a terminating run whose jobs have all finished (a scheduled
         run waits for its next start instead)."""
         ended = stopped_run_reason(reason, _latest_statuses(jobs))
@@ -158,7 +162,7 @@ class RunsProcessor:
     # -- active -----------------------------------------------------------------------------
 
     def _apply(
-        self, run: Run, jobs: list[Job], token: str, step: RunStep
+        self, run: RunRecord, jobs: list[JobRecord], token: str, step: RunStep
     ) -> tuple[float | None, bool]:
         touched = False
         if step.stop:
@@ -189,7 +193,7 @@ class RunsProcessor:
             return self._write_run(run, token, values, due), touched
         return due, touched
 
-    def _next_pass(self, run: Run, wait_until: float | None) -> float:
+    def _next_pass(self, run: RunRecord, wait_until: float | None) -> float:
         """An active run is woken by its jobs' status changes (`make_due` with the job's
         write); it is looked at on its own only for what time decides: autoscaling, a retry
         delay, and at `idle` as a safety net."""
@@ -199,7 +203,7 @@ class RunsProcessor:
             due = min(due, max(0.0, wait_until - self._now()))
         return due
 
-    def _submit_replica(self, run: Run, replica: int, submission: int) -> None:
+    def _submit_replica(self, run: RunRecord, replica: int, submission: int) -> None:
         slots = [s for s in expand_jobs(run.spec, replicas=replica + 1) if s.replica_num == replica]
         if not slots:
             template = expand_jobs(run.spec, replicas=1)[0]
@@ -209,7 +213,7 @@ class RunsProcessor:
                 self.store, run, slot, submission_num=submission, deployment_num=run.deployment_num
             )
 
-    def _desired(self, run: Run, jobs: list[Job]) -> int | None:
+    def _desired(self, run: RunRecord, jobs: list[JobRecord]) -> int | None:
         spec = run.spec
         if spec.get("type") != "service":
             return None
@@ -229,16 +233,16 @@ class RunsProcessor:
         )
         now = self._now()
         current, since = self._scaled.get(run.id, (base, now))
-        project = self.store.get(Project, run.project_id)
+        project = self.store.project_name(run.project_id) or ""
         window = float(scaling.get("window") or 60)
-        rps = self._stats.rps(project.name if project else "", run.run_name, window=window)
+        rps = self._stats.rps(project, run.run_name, window=window)
         wanted = desired_replicas(policy, current=current, rps=rps, now=now, last_scaled_at=since)
         self._scaled[run.id] = (wanted, now if wanted != current else since)
         return wanted
 
     def _write_run(
         self,
-        run: Run,
+        run: RunRecord,
         token: str,
         values: Mapping[str, Any],
         due: float,
@@ -271,13 +275,13 @@ class RunsProcessor:
         return RELEASED if self.store.record_run_write(write) else due
 
 
-def _all_finished(jobs: list[Job]) -> bool:
+def _all_finished(jobs: list[JobRecord]) -> bool:
     return all(JobStatus(j.status).is_finished() for j in jobs)
 
 
-def _latest_statuses(jobs: list[Job]) -> list[JobStatus]:
+def _latest_statuses(jobs: list[JobRecord]) -> list[JobStatus]:
     """The status of each job slot's latest submission."""
-    latest: dict[tuple[int, int], Job] = {}
+    latest: dict[tuple[int, int], JobRecord] = {}
     for job in jobs:
         key = (job.replica_num, job.job_num)
         if key not in latest or job.submission_num > latest[key].submission_num:
