@@ -80,9 +80,7 @@ class StepLoadsStore(StoreBase):
         """The job if this lease still holds it, with its run, project and instance."""
         return self.load_job_batch([(job_id, token)]).get(token)
 
-    def load_run_rows(
-        self, run_id: str, token: str
-    ) -> tuple[RunRecord, list[JobRecord]] | None:
+    def load_run_rows(self, run_id: str, token: str) -> tuple[RunRecord, list[JobRecord]] | None:
         """The run if this lease still holds it, with its jobs (as `list_jobs` orders them)."""
         with self.reading() as session:
             run = session.scalars(select(Run).where(Run.id == run_id, Run.lock_token == token))
