@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 LISTEN_HOST = "127.0.0.1"
 CHUNK = 65536
+CLOSE_WAIT = 5.0  # seconds `close` waits for each listener (never holds up a shutdown)
 
 
 class _Reader(Protocol):
@@ -100,7 +101,7 @@ class SessionForwards:
             task.cancel()
         for server in servers:
             with contextlib.suppress(Exception):
-                await server.wait_closed()
+                await asyncio.wait_for(server.wait_closed(), CLOSE_WAIT)
 
 
 async def _copy(reader: _Reader, writer: _Writer) -> None:

@@ -30,6 +30,9 @@ from tests.web.serving import wait_until
 
 pytestmark = [
     pytest.mark.slow,
+    # the first test also sets up sshd, the server and the agent's deploy, then runs five
+    # dstack processes: ~100 s at load 8, past the default 300 s once at load ~20
+    pytest.mark.timeout(600),
     pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
 ]
 
