@@ -1,7 +1,7 @@
-"""A claimed batch of jobs read in one statement, a placement read back in its own
-transaction, and a one-job run following its job in the job's write — on SQLite and
-PostgreSQL: a run held by a runs worker (or changed meanwhile) is made due instead, so the
-runs worker decides as before."""
+"""A claimed batch of jobs read in one statement, a placement answering its instance as
+the take left it (no read after), and a one-job run following its job in the job's write —
+on SQLite and PostgreSQL: a run held by a runs worker (or changed meanwhile) is made due
+instead, so the runs worker decides as before."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_a_claimed_batch_is_read_in_one_statement(store: Store) -> None:
     assert again is not None and again.secrets  # rendering reads secrets only then
 
 
-def test_a_placement_is_read_back_in_its_own_transaction(store: Store) -> None:
+def test_a_placement_answers_its_instance_as_the_take_left_it(store: Store) -> None:
     instance, (job,), (token,) = _rig(store)
     store.update(Job, job.id, status="submitted")
     step = JobStep(
@@ -88,10 +88,11 @@ def test_a_placement_is_read_back_in_its_own_transaction(store: Store) -> None:
         take=(Take(instance.id, 1),),
     )  # fmt: skip
     placed = store.place_job(step)
-    assert not isinstance(placed, StepResult) and placed.instance is not None
-    assert (placed.job.status, placed.instance.busy_blocks) == ("provisioning", 1)
+    assert isinstance(placed, InstanceRecord)  # no read after the write: RETURNING
+    assert (placed.id, placed.busy_blocks, placed.status) == (instance.id, 1, "busy")
+    assert placed.host_info == HOST and placed.created_at == instance.created_at
     row = store.get(Job, job.id)
-    assert row is not None and row.lock_token == token  # still leased: the pass goes on
+    assert row is not None and (row.lock_token, row.status) == (token, "provisioning")
     assert store.place_job(step) is StepResult.LEASE_LOST  # read in another status now
 
 

@@ -17,8 +17,8 @@ Each method is one transaction:
   Waking is a chain, so its cost does not grow with the queue or the blocks: blocks given
   back wake the first waiting job, and a placement that leaves room on its instance wakes
   the next one.
-- `place_job(step)` is `record_job_step` for a placement, with the placed job read back in
-  the same transaction (the step goes on to submit it).
+- `place_job(step)` is `record_job_step` for a placement, answering the instance as the
+  take left it (`UPDATE … RETURNING`; the step goes on to submit the job there).
 - `wake_waiting_jobs(project_id, count)` makes the first jobs waiting for room due now
   (services and dev environments ahead of tasks).
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -45,10 +45,10 @@ from reconciler.adapters.db.stepevents import (
     run_events,
     step_events,
 )
-from reconciler.adapters.db.steploads import JobRows, job_rows
 from reconciler.core.hostblocks import block_size, host_sized
 from reconciler.core.jobspecs import host_ports_of
 from reconciler.core.scheduling import Candidate, Gpu
+from reconciler.domain.inventory import InstanceRecord
 from reconciler.domain.statuses import InstanceStatus, JobStatus
 
 ACTIVE_ON_INSTANCE = (
@@ -154,29 +154,31 @@ class JobStepsStore(StoreBase):
         """The step's writes in one transaction (see the module docstring)."""
         try:
             with self.writing() as session:
-                return self._record(session, step, self.now())
+                return self._record(session, step, self.now(), [])
         except _AbortError as abort:
             return abort.result
 
-    def place_job(self, step: JobStep) -> JobRows | StepResult:
+    def place_job(self, step: JobStep) -> InstanceRecord | StepResult:
         """**Place a job**: `record_job_step` (capacity taken with the fenced job write,
-        the lease kept), then the placed job read back with its instance, in the same
-        transaction — what the step goes on with (submitting it to its agent)."""
+        the lease kept); the instance it is placed on as the take left it (`RETURNING`):
+        what the step goes on with (submitting the job to its agent)."""
+        taken: list[InstanceRecord] = []
         try:
             with self.writing() as session:
-                result = self._record(session, step, self.now())
-                rows = job_rows(session, [(step.job_id, step.token)])
+                result = self._record(session, step, self.now(), taken)
         except _AbortError as abort:
             return abort.result
-        return rows.get(step.token) or result
+        return taken[0] if taken else result
 
-    def _record(self, session: Session, step: JobStep, now: datetime) -> StepResult:
-        room = False  # whether the first instance taken on still has a free block
-        for i, take in enumerate(step.take):
-            taken = session.execute(_take_capacity(take)).first()
-            if taken is None:
+    def _record(
+        self, session: Session, step: JobStep, now: datetime, taken: list[InstanceRecord]
+    ) -> StepResult:
+        """The step's statements; `taken` gets the instances taken on, as left."""
+        for take in step.take:
+            row = session.execute(_take_capacity(take)).first()
+            if row is None:
                 raise _AbortError(StepResult.CAPACITY_TAKEN)
-            room = room or (i == 0 and taken.busy_blocks < taken.total_blocks)
+            taken.append(_as_record(row._mapping))
             if take.job_id is not None:
                 session.execute(
                     update(Job)
@@ -197,7 +199,7 @@ class JobStepsStore(StoreBase):
         )
         if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
             raise _AbortError(StepResult.LEASE_LOST)
-        if room:  # room left on the instance: the next waiting job tries it (a chain)
+        if taken and taken[0].busy_blocks < taken[0].total_blocks:  # room left: the chain
             session.execute(wake_waiting_statement(step.project_id, 1))
         self._after_write(session, step, now)
         events = step_events(step.project_id, step.job_id, step.event, now)
@@ -287,9 +289,9 @@ def to_candidate(
     )
 
 
-def _take_capacity(take: Take) -> ReturningUpdate[int, int]:
+def _take_capacity(take: Take) -> ReturningUpdate[Any]:
     """Add the blocks to the instance's busy blocks if they still fit; returns the
-    instance's busy and total blocks after (no row: they did not fit)."""
+    instance's columns after (no row: they did not fit)."""
     return (
         update(Instance)
         .where(
@@ -298,8 +300,16 @@ def _take_capacity(take: Take) -> ReturningUpdate[int, int]:
             Instance.status.in_(_PLACEABLE),
         )
         .values(busy_blocks=Instance.busy_blocks + take.blocks, status=InstanceStatus.BUSY.value)
-        .returning(Instance.busy_blocks, Instance.total_blocks)
+        .returning(*_INSTANCE_COLUMNS)
     )
+
+
+_RECORD_FIELDS = frozenset(f.name for f in fields(InstanceRecord))
+_INSTANCE_COLUMNS = [c for c in Instance.__table__.columns if c.name in _RECORD_FIELDS]
+
+
+def _as_record(row: Mapping[Any, Any]) -> InstanceRecord:
+    return InstanceRecord(**{name: row[name] for name in _RECORD_FIELDS})
 
 
 def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> Update:

@@ -8,8 +8,9 @@ dstack's pipeline locking (reference §4), for any model with the `Leased` colum
   pick is `SELECT … FOR UPDATE SKIP LOCKED`, so replicas claiming at once get disjoint rows;
   on SQLite the claim holds an in-process lock and runs in a `BEGIN IMMEDIATE` transaction,
   which also serializes claimers in other processes.
-- `renew` extends leases still held; `fenced_update` writes `UPDATE … WHERE id=? AND
-  lock_token=?` and says whether the fence held; `release` drops the lease, stamps
+- `renew` extends leases still held (one `UPDATE … RETURNING` for up to 200 of them);
+  `fenced_update` writes `UPDATE … WHERE id=? AND lock_token=?` and says whether the fence
+  held; `release` drops the lease, stamps
   `last_processed_at` and sets when the row is due again.
 
 Everything is synchronous and short; async callers run it in a thread (see
@@ -36,6 +37,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.orm import Session
@@ -47,6 +49,8 @@ from reconciler.ports import Clock
 RowT = TypeVar("RowT", bound=Base)
 
 _LEASE_COLUMNS = frozenset({"lock_token", "lock_expires_at", "lock_owner"})
+_RENEW_CHUNK = 200
+"""Leases renewed per statement."""
 
 
 def leased_table(model: type[Base]) -> Table:
@@ -157,15 +161,17 @@ class Leases:
         table = leased_table(model)
         expires = (now or self.now()) + timedelta(seconds=lease_seconds)
         kept: set[str] = set()
+        pairs = list(held)
         with self._writer.begin() as connection:
-            for row_id, token in held:
-                result = connection.execute(
+            for start in range(0, len(pairs), _RENEW_CHUNK):  # one statement per chunk
+                chunk = pairs[start : start + _RENEW_CHUNK]
+                renewed = connection.execute(
                     update(table)
-                    .where(table.c.id == row_id, table.c.lock_token == token)
+                    .where(tuple_(table.c.id, table.c.lock_token).in_(chunk))
                     .values(lock_expires_at=expires)
+                    .returning(table.c.lock_token)
                 )
-                if result.rowcount:
-                    kept.add(token)
+                kept.update(str(token) for token in renewed.scalars())
         return kept
 
     def fenced_update(

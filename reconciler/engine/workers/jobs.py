@@ -162,15 +162,15 @@ class JobsProcessor:
         return self._written(self.store.record_job_step(step), step, update)
 
     def _write_placement(self, ctx: JobContext, token: str, update: Update) -> JobContext | None:
-        """`write` for a placement (`Store.place_job`): the placed job read back in the same
-        transaction, the lease kept; None if nothing was written."""
+        """`write` for a placement (`Store.place_job`, the lease kept): the placed job as
+        written, on its instance as the placement left it; None if nothing was written."""
         step = self._step_of(ctx, token, update, None)
         placed = self.store.place_job(step)
         if isinstance(placed, StepResult):
             self._written(placed, step, update)
             return None
         self._written(StepResult.WRITTEN, step, update)
-        return replace(_context(placed), secrets=ctx.secrets)
+        return replace(ctx, job=replace(ctx.job, **step.values), instance=placed)
 
     def _written(self, result: StepResult, step: JobStep, update: Update) -> bool:
         """Hint the workers whose rows the write made due; True if it was written."""
