@@ -56,8 +56,6 @@ def test_a_capacity_row_loads_with_project_and_path_and_writes_fenced(store: Sto
     assert again is not None and (again.status, again.outputs) == ("active", {"x": 1})
     with pytest.raises(ValueError, match="lock_token"):
         store.write_capacity("volume", row_id, token, {"lock_token": None})
-    assert store.stack_source(volume.project_id, volume.resource_id) == ("main", "vols/data.yml")
-    assert store.stack_source("gone", None) == ("gone", None)
 
 
 def test_resource_source_and_project_ids(store: Store) -> None:

@@ -40,15 +40,6 @@ class StackRowsStore(StoreBase):
             assert isinstance(row, Fleet | Volume | Gateway)
             return capacity_record(kind, row, project=project or row.project_id, path=path)
 
-    def stack_source(self, project_id: str, resource_id: str | None) -> tuple[str, str | None]:
-        """(project name, or its id when gone; the resource's config path or None)."""
-        with self.reading() as session:
-            project = session.scalar(select(Project.name).where(Project.id == project_id))
-            path = None
-            if resource_id is not None:
-                path = session.scalar(select(Resource.path).where(Resource.id == resource_id))
-            return project or project_id, path
-
     def write_capacity(
         self, kind: CapacityKind, row_id: str, token: str, values: Mapping[str, Any]
     ) -> bool:

@@ -41,7 +41,6 @@ from agent.deploy import DeployError
 from agent.local import LocalAgentError
 from agent.tunnel import SSHTarget
 from reconciler.adapters.db.capacity import HostRecord
-from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.core.elastic import (
     IdleView,
     fleet_kind,
@@ -51,6 +50,7 @@ from reconciler.core.elastic import (
     provision_nodes,
     stack_nodes,
 )
+from reconciler.domain.inventory import CapacityRecord, InstanceRecord
 from reconciler.domain.statuses import InstanceStatus
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
@@ -99,11 +99,11 @@ def blocks_of(spec: Mapping[str, Any], backend: str) -> int:
 class FleetsProcessor:
     def __init__(self, deps: WorkerDeps) -> None:
         self.deps = deps
-        self.rows = StackRows(deps, Fleet, "fleet")
+        self.rows = StackRows(deps, "fleet")
 
     async def process(self, fleet_id: str, token: str) -> ProcessResult:
         row = await self.rows.load(fleet_id, token)
-        if not isinstance(row, Fleet):
+        if row is None:
             return None
         if row.status == "terminating":
             return await self._terminate(row, token)
@@ -113,7 +113,7 @@ class FleetsProcessor:
             return await self._maintain(row, token)
         return None
 
-    async def _provision(self, fleet: Fleet, token: str) -> ProcessResult:
+    async def _provision(self, fleet: CapacityRecord, token: str) -> ProcessResult:
         nodes = None
         if fleet_kind(fleet.spec or {}) == "cloud":
             state = await asyncio.to_thread(fleet_state, self.deps.store, fleet)
@@ -134,7 +134,7 @@ class FleetsProcessor:
             self.deps.hint("instances")
         return self.deps.timings.fleet_check_interval
 
-    async def _hosts(self, fleet: Fleet, outputs: StackOutputs) -> list[Host]:
+    async def _hosts(self, fleet: CapacityRecord, outputs: StackOutputs) -> list[Host]:
         spec = dict(fleet.spec or {})
         entries = [e for e in outputs.get("instances") or [] if isinstance(e, Mapping)]
         if spec.get("ssh_config") is not None:
@@ -177,7 +177,7 @@ class FleetsProcessor:
             target.identity_file,
         )
 
-    async def _maintain(self, fleet: Fleet, token: str) -> ProcessResult:
+    async def _maintain(self, fleet: CapacityRecord, token: str) -> ProcessResult:
         spec = dict(fleet.spec or {})
         cloud = fleet_kind(spec) == "cloud"
         state = await asyncio.to_thread(fleet_state, self.deps.store, fleet)
@@ -197,13 +197,13 @@ class FleetsProcessor:
             self.deps.hint("instances")
         return self.deps.timings.fleet_check_interval
 
-    async def _follow_keys(self, fleet: Fleet) -> None:
+    async def _follow_keys(self, fleet: CapacityRecord) -> None:
         """Each pass: the hosts' key files follow who may reach the fleet's jobs (written
         only when they changed; a host not reachable now is tried again next pass)."""
         if self.deps.ssh_keys is None:
             return
         live = await asyncio.to_thread(
-            self.deps.store.list_instances, fleet_id=fleet.id, statuses=_LIVE
+            self.deps.store.instance_records, fleet_id=fleet.id, statuses=_LIVE
         )
         for instance in live:
             target = self.deps.agents.address(instance).target
@@ -213,7 +213,7 @@ class FleetsProcessor:
                 log.warning("keys of instance %s not written: %s", instance.name, exc)
 
     async def _grow(
-        self, fleet: Fleet, token: str, state: FleetState, target: int
+        self, fleet: CapacityRecord, token: str, state: FleetState, target: int
     ) -> ProcessResult:
         """Bring the stack up with `target` nodes and record the new instances."""
         nodes = max(target, stack_nodes(i.instance_num for i in state.staying))
@@ -233,7 +233,9 @@ class FleetsProcessor:
             await self.rows.write(fleet, token, status_message="")
         return self.deps.timings.fleet_check_interval
 
-    async def _shrink_stack(self, fleet: Fleet, token: str, state: FleetState) -> ProcessResult:
+    async def _shrink_stack(
+        self, fleet: CapacityRecord, token: str, state: FleetState
+    ) -> ProcessResult:
         """Bring a cloud stack down to the instances that stay, then mark the leaving
         ones terminated (only now: until then a retry knows the stack still holds them)."""
         staying = [i.instance_num for i in state.staying]
@@ -255,9 +257,9 @@ class FleetsProcessor:
             )
         return self.deps.timings.fleet_check_interval
 
-    async def _terminate(self, fleet: Fleet, token: str) -> ProcessResult:
+    async def _terminate(self, fleet: CapacityRecord, token: str) -> ProcessResult:
         live = await asyncio.to_thread(
-            self.deps.store.list_instances, fleet_id=fleet.id, statuses=_LIVE
+            self.deps.store.instance_records, fleet_id=fleet.id, statuses=_LIVE
         )
         if live:
             await asyncio.to_thread(terminate_instances, self.deps, live, "terminated_by_user")
@@ -278,7 +280,7 @@ def _cloud_host(entry: Mapping[str, Any]) -> Host:
     )
 
 
-def sync_instances(deps: WorkerDeps, fleet: Fleet, hosts: Sequence[Host]) -> int:
+def sync_instances(deps: WorkerDeps, fleet: CapacityRecord, hosts: Sequence[Host]) -> int:
     """Upsert one instance per host (by name); terminate those no longer listed.
 
     Returns how many rows were added or re-pointed (the instances worker is hinted then).
@@ -299,7 +301,7 @@ def sync_instances(deps: WorkerDeps, fleet: Fleet, hosts: Sequence[Host]) -> int
     return deps.store.sync_fleet_instances(fleet.id, fleet.project_id, records)
 
 
-def idle_victims(deps: WorkerDeps, fleet: Fleet) -> list[Instance]:
+def idle_victims(deps: WorkerDeps, fleet: CapacityRecord) -> list[InstanceRecord]:
     """Idle instances above `nodes.min` idle longer than the fleet's `idle_duration`
     (`elastic.pick_victims`; on a cloud fleet only the top run of idle instances)."""
     spec = dict(fleet.spec or {})
@@ -309,7 +311,7 @@ def idle_victims(deps: WorkerDeps, fleet: Fleet) -> list[Instance]:
         return []
     live = [
         i
-        for i in deps.store.list_instances(fleet_id=fleet.id, statuses=_LIVE)
+        for i in deps.store.instance_records(fleet_id=fleet.id, statuses=_LIVE)
         if i.status != InstanceStatus.TERMINATING.value
     ]
     now = deps.store.now()
@@ -329,19 +331,19 @@ def idle_victims(deps: WorkerDeps, fleet: Fleet) -> list[Instance]:
     return [i for i in live if i.id in chosen]
 
 
-def keep_leaving(deps: WorkerDeps, instances: Sequence[Instance]) -> None:
+def keep_leaving(deps: WorkerDeps, instances: Sequence[InstanceRecord]) -> None:
     """Take back the termination of instances the stack keeps (compare-and-set)."""
     deps.store.keep_leaving_instances((i.id for i in instances), LEAVING_REASON)
 
 
-def finish_leaving(deps: WorkerDeps, leaving: Sequence[Instance]) -> list[Instance]:
+def finish_leaving(deps: WorkerDeps, leaving: Sequence[InstanceRecord]) -> list[InstanceRecord]:
     """Mark instances whose node left the stack `terminated` (compare-and-set on
     `terminating`); the ones this call changed, each with an event."""
     done = deps.store.finish_leaving_instances(i.id for i in leaving)
     return [i for i in leaving if i.id in done]
 
 
-def terminate_instances(deps: WorkerDeps, instances: Sequence[Instance], reason: str) -> None:
+def terminate_instances(deps: WorkerDeps, instances: Sequence[InstanceRecord], reason: str) -> None:
     """Mark instances `terminating`: one conditional UPDATE per instance, so one a job
     took meanwhile (`Store.record_job_step` sets it busy) is never taken away; busy ones
     wait."""

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import ElasticFleet, elastic_fleet, fleet_kind
 from reconciler.core.scheduling import Candidate
-from reconciler.domain.inventory import InstanceRecord
+from reconciler.domain.inventory import CapacityRecord, InstanceRecord
 from reconciler.domain.statuses import InstanceStatus
 
 AWAITING_FLEET = "awaiting_fleet"
@@ -33,21 +32,11 @@ _SPARE = frozenset(
 _GONE = frozenset({InstanceStatus.TERMINATING.value, InstanceStatus.TERMINATED.value})
 
 
-class Node(Protocol):
-    """What growth reads of an instance (an `InstanceRecord`, or the fleets worker's row)."""
-
-    @property
-    def status(self) -> str: ...
-
-
-N = TypeVar("N", bound=Node)
-
-
-def _staying(instances: Iterable[N]) -> list[N]:
+def _staying(instances: Iterable[InstanceRecord]) -> list[InstanceRecord]:
     return [i for i in instances if i.status not in _GONE]
 
 
-def _spare(instances: Iterable[Node]) -> int:
+def _spare(instances: Iterable[InstanceRecord]) -> int:
     return sum(1 for i in _staying(instances) if i.status in _SPARE)
 
 
@@ -65,15 +54,15 @@ class Demand:
 class FleetState:
     """A fleet's instances (terminated ones excluded) and the jobs waiting for it."""
 
-    instances: tuple[Instance, ...]
+    instances: tuple[InstanceRecord, ...]
     demands: tuple[Demand, ...]
 
     @property
-    def staying(self) -> list[Instance]:
+    def staying(self) -> list[InstanceRecord]:
         return _staying(self.instances)
 
     @property
-    def leaving(self) -> list[Instance]:
+    def leaving(self) -> list[InstanceRecord]:
         """Instances terminated for idleness whose node the stack may still hold."""
         return [
             i
@@ -120,12 +109,10 @@ def waiting_jobs(store: Store, project_id: str) -> list[Demand]:
 _NOT_TERMINATED = tuple(s.value for s in InstanceStatus if s is not InstanceStatus.TERMINATED)
 
 
-def fleet_state(store: Store, fleet: Fleet) -> FleetState:
-    """The fleet's non-terminated instances and the demand recorded on it.
-
-    Its instances are ORM rows while the fleets worker (its one caller) works on rows."""
+def fleet_state(store: Store, fleet: CapacityRecord) -> FleetState:
+    """The fleet's non-terminated instances and the demand recorded on it."""
     demands = [d for d in waiting_jobs(store, fleet.project_id) if d.fleet_id == fleet.id]
-    instances = store.list_instances(statuses=_NOT_TERMINATED, fleet_id=fleet.id)
+    instances = store.instance_records(statuses=_NOT_TERMINATED, fleet_id=fleet.id)
     return FleetState(tuple(instances), tuple(demands))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, cast, get_args
+from typing import Any, cast, get_args
 
 from reconciler.domain.inventory import CapacityKind, CapacityRecord
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
@@ -27,32 +27,6 @@ from reconciler.engine.workers import WorkerDeps
 from stacks.protocol import Engine, StackError, StackOutputs, StackResource
 
 DELETING = "deleting"
-
-
-class CapacityRow(Protocol):
-    """What the stack steps read of a row: a `CapacityRecord` (or, until the fleets worker
-    loads records, its ORM row)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def project_id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def spec(self) -> Any: ...
-
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def status_message(self) -> str: ...
-
-    @property
-    def resource_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,46 +40,31 @@ class Stacked:
 
 class StackRows:
     """Stack operations and fenced writes for rows of one kind (`"fleet"`, `"volume"`,
-    `"gateway"`): `StackRows(deps, kind)` loads `CapacityRecord`s.
+    `"gateway"`), loaded as `CapacityRecord`s."""
 
-    The older form `StackRows(deps, Model, kind)` (the fleets worker's, until it takes
-    records) loads that model's rows instead; the writes are the same named operations."""
-
-    def __init__(self, deps: WorkerDeps, kind_or_model: object, kind: str | None = None) -> None:
+    def __init__(self, deps: WorkerDeps, kind: str) -> None:
+        if kind not in get_args(CapacityKind):
+            raise ValueError(f"not a capacity kind: {kind!r}")
         self.deps = deps
-        self._rows_of: object = None if isinstance(kind_or_model, str) else kind_or_model
-        name = kind_or_model if isinstance(kind_or_model, str) else kind
-        if name not in get_args(CapacityKind):
-            raise ValueError(f"not a capacity kind: {name!r}")
-        self.kind = cast(CapacityKind, name)
+        self.kind = cast(CapacityKind, kind)
 
-    async def load(self, row_id: str, token: str) -> CapacityRow | None:
-        store = self.deps.store
-        if self._rows_of is None:
-            return await asyncio.to_thread(store.load_capacity, self.kind, row_id, token)
-        row: CapacityRow | None = await asyncio.to_thread(
-            store.leases.load, cast("type[Any]", self._rows_of), row_id, token
-        )
-        return row
+    async def load(self, row_id: str, token: str) -> CapacityRecord | None:
+        """The row with its project's name and config path, if this lease still holds it."""
+        return await asyncio.to_thread(self.deps.store.load_capacity, self.kind, row_id, token)
 
-    async def stacked(self, row: CapacityRow) -> Stacked:
-        if isinstance(row, CapacityRecord):
-            project, path = row.project, row.path
-        else:
-            source = self.deps.store.stack_source
-            project, path = await asyncio.to_thread(source, row.project_id, row.resource_id)
+    async def stacked(self, row: CapacityRecord) -> Stacked:
         spec = dict(row.spec or {})
-        resource = to_stack_resource(project, self.kind, row.name, path, spec)
+        resource = to_stack_resource(row.project, self.kind, row.name, row.path, spec)
         engine, why = engine_for(self.deps.engines, self.kind, spec)
         return Stacked(engine, resource, why)
 
-    async def write(self, row: CapacityRow, token: str, **values: Any) -> bool:
+    async def write(self, row: CapacityRecord, token: str, **values: Any) -> bool:
         """Fenced write of the row; False when the lease was lost (nothing written)."""
         return await asyncio.to_thread(
             self.deps.store.write_capacity, self.kind, row.id, token, values
         )
 
-    async def event(self, row: CapacityRow, message: str) -> None:
+    async def event(self, row: CapacityRecord, message: str) -> None:
         await asyncio.to_thread(
             self.deps.store.append_event,
             project_id=row.project_id,
@@ -115,14 +74,14 @@ class StackRows:
             message=message,
         )
 
-    async def set_resource(self, row: CapacityRow, status: str, message: str = "") -> None:
+    async def set_resource(self, row: CapacityRecord, status: str, message: str = "") -> None:
         if row.resource_id is not None:
             await asyncio.to_thread(
                 self.deps.store.set_resource_status, row.resource_id, status, message
             )
 
     async def up(
-        self, row: CapacityRow, token: str, *, nodes: int | None = None
+        self, row: CapacityRecord, token: str, *, nodes: int | None = None
     ) -> StackOutputs | Outcome:
         """Bring the row's stack up; outputs, or the classified failure (already written).
 
@@ -136,7 +95,7 @@ class StackRows:
         except StackError as exc:
             return await self.record_failure(row, token, _classified(exc))
 
-    async def destroy(self, row: CapacityRow, token: str) -> Outcome | None:
+    async def destroy(self, row: CapacityRecord, token: str) -> Outcome | None:
         """Destroy the row's stack and confirm the deletion; the failure if it failed."""
         stacked = await self.stacked(row)
         if stacked.engine is not None:
@@ -149,13 +108,13 @@ class StackRows:
             await asyncio.to_thread(confirm_deleted, self.deps, row.resource_id)
         return None
 
-    async def fail(self, row: CapacityRow, token: str, message: str) -> Outcome:
+    async def fail(self, row: CapacityRecord, token: str, message: str) -> Outcome:
         if await self.write(row, token, status="failed", status_message=message):
             await self.event(row, f"{self.kind} {row.name} failed: {message}")
             await self.set_resource(row, "failed", message)
         return Outcome(Verdict.FAILED, message)
 
-    async def record_failure(self, row: CapacityRow, token: str, outcome: Outcome) -> Outcome:
+    async def record_failure(self, row: CapacityRecord, token: str, outcome: Outcome) -> Outcome:
         if not outcome.retries:
             return await self.fail(row, token, outcome.event)
         if row.status_message != outcome.event:
