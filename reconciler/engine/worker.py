@@ -21,7 +21,9 @@ A `Worker` is dstack's pipeline (fetcher + workers + heartbeater) in one small o
 When nothing is due the loop sleeps until the earliest row becomes due (`next_due`) or a
 `hint()` wakes it — an API write, a webhook, an agent's job event, a row of another kind
 that changed — so no row waits for a poll. The sleep is capped (`idle_cap`) because writes
-by other replicas are not hinted here; with every slot busy it waits for a row to finish.
+by other replicas are not hinted here; after a sleep that ran to the cap the loop claims
+only if `next_due` says a row is due (an idle worker costs one query per cap); with every
+slot busy it waits for a row to finish.
 `process_once()` and `heartbeat_once()` are the steps the loop repeats; tests drive those,
 not the loop.
 
@@ -235,29 +237,46 @@ class Worker:
         self._loops = []
 
     async def _fetch_loop(self) -> None:
+        quiet = False  # the last sleep ran to the idle cap, no hint: look before claiming
         while not self._stopping:
             self._wake.clear()
             try:
-                full = await self._spawn_due()
-                # A claim that got fewer rows than it asked for took every due one: no
-                # second claim to find none (a write that makes rows due hints the loop).
-                delay = None if full else await self._idle_delay()
+                full, delay = await self._fetch(quiet)
             except Exception:  # the outermost loop: a failed fetch must not end the worker
                 log.exception("%s: claiming due rows failed", self.kind)
                 full, delay = False, self.config.idle_cap
+            quiet = False
             if full:
                 continue
             if delay is None:  # every slot busy: a row that finishes sets the wake
                 await self._wake.wait()
                 continue
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            except TimeoutError:
+                quiet = delay >= self.config.idle_cap
+
+    async def _fetch(self, quiet: bool) -> tuple[bool, float | None]:
+        """Claim and start the due rows: (whether the claim was full, how long to sleep).
+
+        A claim that got fewer rows than it asked for took every due one: no second claim
+        to find none (a write that makes rows due hints the loop). After a sleep that ran
+        to the idle cap unhinted, it claims only once a row is due (`next_due`): a worker
+        with nothing to do costs one query per cap, not a claim and a query."""
+        if quiet and len(self._in_flight) < self.config.concurrency:
+            due = await self._leasing.next_due(self.kind)
+            if due is None or due > 0:
+                return False, self._sleep_for(due)
+        full = await self._spawn_due()
+        return full, None if full else await self._idle_delay()
 
     async def _idle_delay(self) -> float | None:
         """How long to sleep when the claim found nothing (None: until a row finishes)."""
         if len(self._in_flight) >= self.config.concurrency:
             return None
-        due = await self._leasing.next_due(self.kind)
+        return self._sleep_for(await self._leasing.next_due(self.kind))
+
+    def _sleep_for(self, due: float | None) -> float:
         if due is None:
             return self.config.idle_cap
         return min(max(due, self.config.idle_floor), self.config.idle_cap)
