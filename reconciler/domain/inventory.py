@@ -90,3 +90,12 @@ class CapacityRecord:
     """The project's name (where the store read it with the row)."""
     path: str | None = None
     """The config path of its resource (where the store read it with the row)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedInstance:
+    """An instance the instances worker holds the lease of, with its fleet (None when it
+    has none or the fleet row is gone)."""
+
+    instance: InstanceRecord
+    fleet: CapacityRecord | None

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import event
 
 from reconciler.adapters.db import Store
-from reconciler.adapters.db.models import Instance, Job, Reconcile, Run, Volume
+from reconciler.adapters.db.models import Fleet, Instance, Job, Reconcile, Run, Volume
 from reconciler.adapters.db.retention import RetentionStore
 from reconciler.domain.history import ReconcileRecord
-from reconciler.domain.inventory import CapacityRecord, InstanceRecord
+from reconciler.domain.inventory import CapacityRecord, InstanceRecord, LeasedInstance
 from reconciler.domain.observed import ResourceSource
 
 
@@ -56,6 +56,43 @@ def test_a_capacity_row_loads_with_project_and_path_and_writes_fenced(store: Sto
     assert again is not None and (again.status, again.outputs) == ("active", {"x": 1})
     with pytest.raises(ValueError, match="lock_token"):
         store.write_capacity("volume", row_id, token, {"lock_token": None})
+
+
+def test_a_leased_instance_comes_with_its_fleet_in_one_statement(store: Store) -> None:
+    project = store.get_or_create_project("main")
+    fleet = store.add(
+        Fleet(project_id=project.id, name="gpu", spec={"blocks": "auto"}, status="active",
+              created_at=store.now())
+    )  # fmt: skip
+    member, alone = (
+        store.add(Instance(project_id=project.id, fleet_id=fleet_id, name=name, status="idle",
+                           created_at=store.now(), hostname="127.0.0.1", agent_port=10999))
+        for fleet_id, name in ((fleet.id, "gpu-0"), (None, "local-0"))
+    )  # fmt: skip
+    leases = dict(store.leases.claim_due(Instance, owner="a", limit=2, lease_seconds=30))
+    statements: list[str] = []
+    listener = lambda *a: statements.append(a[2])  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        found = store.load_instance(member.id, leases[member.id])
+    finally:
+        event.remove(store.engine, "before_cursor_execute", listener)
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 1  # the instance joined with its fleet
+    assert isinstance(found, LeasedInstance) and isinstance(found.instance, InstanceRecord)
+    assert (found.instance.name, found.instance.agent_port) == ("gpu-0", 10999)
+    assert found.fleet is not None and (found.fleet.id, found.fleet.spec) == (
+        fleet.id, {"blocks": "auto"},
+    )  # fmt: skip
+    lone = store.load_instance(alone.id, leases[alone.id])
+    assert lone is not None and lone.fleet is None
+    assert store.load_instance(member.id, "lost") is None
+    assert not store.write_instance(member.id, "lost", {"status": "busy"})
+    assert store.write_instance(member.id, leases[member.id], {"status": "busy"})
+    again = store.load_instance(member.id, leases[member.id])
+    assert again is not None and again.instance.status == "busy"
+    with pytest.raises(ValueError, match="lock_token"):
+        store.write_instance(member.id, leases[member.id], {"lock_token": None})
 
 
 def test_resource_source_and_project_ids(store: Store) -> None:

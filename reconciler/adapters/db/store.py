@@ -21,6 +21,7 @@ from reconciler.adapters.db.capacity import CapacityStore
 from reconciler.adapters.db.connecting import create_db_engine
 from reconciler.adapters.db.deadleases import DeadLeasesStore
 from reconciler.adapters.db.history import HistoryStore
+from reconciler.adapters.db.instancerows import InstanceRowsStore
 from reconciler.adapters.db.inventory import InventoryStore
 from reconciler.adapters.db.jobsteps import JobStepsStore
 from reconciler.adapters.db.leasing import Leases
@@ -51,6 +52,7 @@ class Store(
     ApprovalsStore,
     ServingStore,
     StackRowsStore,
+    InstanceRowsStore,
 ):
     """Projects, accounts, inventory, history, workloads and approvals; see docs/store.md."""
 

@@ -41,10 +41,10 @@ from typing import Any
 from agent.client import AgentClient, AgentError, AgentUnreachable
 from agent.deploy import DeployError
 from agent.local import LocalAgentError, local_agent_alive
-from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.core import hostblocks
 from reconciler.core.elastic import fleet_kind
 from reconciler.core.hostblocks import host_sized
+from reconciler.domain.inventory import CapacityRecord, InstanceRecord
 from reconciler.domain.statuses import InstanceStatus
 from reconciler.engine.outcomes import AGENT_RETRY_DELAY
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
@@ -105,11 +105,12 @@ class InstancesProcessor:
         return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)
 
     async def process(self, instance_id: str, token: str) -> ProcessResult:
-        row = await asyncio.to_thread(self.deps.store.leases.load, Instance, instance_id, token)
-        if row is None:
+        leased = await asyncio.to_thread(self.deps.store.load_instance, instance_id, token)
+        if leased is None:
             return None
+        row, fleet = leased.instance, leased.fleet
         if row.status == InstanceStatus.TERMINATING.value:
-            if await asyncio.to_thread(self._left_to_fleet, row):
+            if _left_to_fleet(row, fleet):
                 self.deps.hint("fleets")
                 return None
             await self._write(row, token, status=InstanceStatus.TERMINATED.value)
@@ -129,9 +130,9 @@ class InstancesProcessor:
             await self._stop_ended(row, client)
         except (AgentUnreachable, AgentError) as exc:
             return await self._unreachable(row, token, str(exc))
-        return await self._reachable(row, token, facts)
+        return await self._reachable(row, fleet, token, facts)
 
-    async def _stop_ended(self, row: Instance, client: AgentClient) -> None:
+    async def _stop_ended(self, row: InstanceRecord, client: AgentClient) -> None:
         """Stop the agent's unfinished jobs that the store ended without it (it failed
         them while the agent did not answer): none may run on. Asked of the agent once
         per server process, then only after such a job ended (a cheap store read)."""
@@ -152,7 +153,11 @@ class InstancesProcessor:
             )
 
     async def _reachable(
-        self, row: Instance, token: str, facts: dict[str, Any] | None
+        self,
+        row: InstanceRecord,
+        fleet: CapacityRecord | None,
+        token: str,
+        facts: dict[str, Any] | None,
     ) -> ProcessResult:
         self._local_misses.pop(row.id, None)
         values: dict[str, Any] = {}
@@ -163,7 +168,7 @@ class InstancesProcessor:
             known = row.resources if isinstance(row.resources, dict) else {}
             values.update(host_info=facts, resources={**known, **resources_of(facts)})
         if facts is not None or row.backend == "local":
-            fleet_blocks = await asyncio.to_thread(self._fleet_blocks, row)
+            fleet_blocks = fleet.spec.get("blocks") if fleet is not None else None
             total = sized_blocks(row.backend or "", fleet_blocks, facts or row.host_info)
             if total is not None and total != row.total_blocks:
                 values["total_blocks"] = total
@@ -179,7 +184,7 @@ class InstancesProcessor:
             self.deps.hint("jobs")
         return self.deps.timings.instance_check_interval
 
-    def _outdated(self, row: Instance, build: str) -> bool:
+    def _outdated(self, row: InstanceRecord, build: str) -> bool:
         return bool(
             row.backend == "ssh"
             and self.deps.agent_build
@@ -188,7 +193,7 @@ class InstancesProcessor:
             and row.status not in ("pending", "provisioning")
         )
 
-    def _unsettled(self, row: Instance) -> bool:
+    def _unsettled(self, row: InstanceRecord) -> bool:
         return bool(
             row.backend == "ssh"
             and self.deps.ssh_refresher is not None
@@ -196,7 +201,7 @@ class InstancesProcessor:
             and row.status not in ("pending", "provisioning")
         )
 
-    async def _refresh(self, row: Instance, token: str) -> ProcessResult:
+    async def _refresh(self, row: InstanceRecord, token: str) -> ProcessResult:
         """The host's agent runs with the server's SSH agent options, else it is replaced
         (its jobs survive and are re-adopted); checked once per server process."""
         assert self.deps.ssh_refresher is not None
@@ -224,7 +229,7 @@ class InstancesProcessor:
             )
         return 0.0
 
-    async def _upgrade(self, row: Instance, token: str, build: str) -> ProcessResult:
+    async def _upgrade(self, row: InstanceRecord, token: str, build: str) -> ProcessResult:
         """Deploy this server's agent to the host (its jobs survive and are re-adopted)."""
         assert self.deps.ssh_deployer is not None
         target = self.deps.agents.address(row).target
@@ -242,22 +247,7 @@ class InstancesProcessor:
         )
         return 0.0
 
-    def _left_to_fleet(self, row: Instance) -> bool:
-        """A cloud fleet shrinking: its worker ends the instance after the stack's `up`."""
-        if row.termination_reason != LEAVING_REASON or row.fleet_id is None:
-            return False
-        fleet = self.deps.store.get(Fleet, row.fleet_id)
-        return (
-            fleet is not None
-            and fleet.status == "active"
-            and fleet_kind(fleet.spec if isinstance(fleet.spec, dict) else {}) == "cloud"
-        )
-
-    def _fleet_blocks(self, row: Instance) -> object:
-        fleet = self.deps.store.get(Fleet, row.fleet_id) if row.fleet_id else None
-        return (fleet.spec or {}).get("blocks") if fleet is not None else None
-
-    async def _unreachable(self, row: Instance, token: str, detail: str) -> ProcessResult:
+    async def _unreachable(self, row: InstanceRecord, token: str, detail: str) -> ProcessResult:
         now = self._now()
         since = row.unreachable_since or now
         waited = (now - since).total_seconds()
@@ -275,7 +265,7 @@ class InstancesProcessor:
             await self._restart_local(row, token)
         return min(AGENT_RETRY_DELAY, max(0.5, grace - waited) if waited < grace else 5.0)
 
-    async def _restart_local(self, row: Instance, token: str) -> None:
+    async def _restart_local(self, row: InstanceRecord, token: str) -> None:
         """The local agent died (or moved), or failed `LOCAL_RESTART_AFTER` checks in a
         row: start it again (`ensure_local_agent` keeps one that answers now) and re-point
         the instance. A slow agent whose process runs is given more checks first."""
@@ -303,14 +293,10 @@ class InstancesProcessor:
                 agent_port=agent_port,
             )
 
-    async def _write(self, row: Instance, token: str, **values: Any) -> bool:
-        return bool(
-            await asyncio.to_thread(
-                self.deps.store.leases.fenced_update, Instance, row.id, token, values
-            )
-        )
+    async def _write(self, row: InstanceRecord, token: str, **values: Any) -> bool:
+        return bool(await asyncio.to_thread(self.deps.store.write_instance, row.id, token, values))
 
-    async def _event(self, row: Instance, message: str) -> None:
+    async def _event(self, row: InstanceRecord, message: str) -> None:
         await asyncio.to_thread(
             self.deps.store.append_event,
             project_id=row.project_id,
@@ -319,3 +305,10 @@ class InstancesProcessor:
             target_name=row.name,
             message=message,
         )
+
+
+def _left_to_fleet(row: InstanceRecord, fleet: CapacityRecord | None) -> bool:
+    """A cloud fleet shrinking: its worker ends the instance after the stack's `up`."""
+    if row.termination_reason != LEAVING_REASON or row.fleet_id is None:
+        return False
+    return fleet is not None and fleet.status == "active" and fleet_kind(fleet.spec) == "cloud"
