@@ -28,7 +28,6 @@ from agent.diskspace import DiskWatch
 from agent.local import ensure_client_key
 from agent.protocol import agent_build
 from agent.tunnel import AgentUnreachable, TunnelPool
-from reconciler.adapters.db.models import Instance, Project
 from reconciler.adapters.db.replicas import this_server
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
@@ -174,8 +173,8 @@ class EngineController:
         first need (`engine.sessionforwards`). None: not an SSH instance, or no pool."""
         if self.forwards is None:
             return None
-        row = await asyncio.to_thread(self.store.get, Instance, instance_id)
-        if not isinstance(row, Instance) or row.backend != "ssh":
+        row = await asyncio.to_thread(self.store.instance_record, instance_id)
+        if row is None or row.backend != "ssh":
             return None
         address = self.agents.address(row)
         remote = session_port_for(address.agent_port)
@@ -187,7 +186,7 @@ class EngineController:
         many hosts were written; a host that cannot be reached now is skipped (logged)."""
         if self.setup is None:
             return 0
-        rows = await asyncio.to_thread(self.store.list_instances, fleet_id=fleet_id)
+        rows = await asyncio.to_thread(self.store.instance_records, fleet_id=fleet_id)
         written = 0
         for row in rows:
             if row.backend != "ssh" or row.fleet_id is None or row.status == "terminated":
@@ -244,8 +243,8 @@ class EngineController:
         which `dockyard apply` and the dstack API enforce as the reconcile does; the last
         policy a reconcile saw when that cannot be read."""
         source = self.source
-        row = self.store.get_project(project)
-        revision = self.store.last_applied_revision(row.id) if row is not None else None
+        project_id = self.store.project_id_of(project)
+        revision = self.store.last_applied_revision(project_id) if project_id is not None else None
         if source is not None and revision is not None:
             try:
                 _, policy = source.load(revision)
@@ -256,9 +255,9 @@ class EngineController:
 
     def retry_later(self, project_id: str, delay: float) -> None:
         """The reconciler's retry hook: queue the branch head again after `delay`."""
-        project = self.store.get(Project, project_id)
-        if project is not None:
-            self.timers.retry_later(project.name, delay)
+        name = self.store.project_name(project_id)
+        if name is not None:
+            self.timers.retry_later(name, delay)
 
     # -- unmanaged (CLI) -------------------------------------------------------------------
 
