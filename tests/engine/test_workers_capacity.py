@@ -191,8 +191,7 @@ def test_idle_instances_above_the_minimum_shrink_after_idle_duration(
     deps: WorkerDeps, clock: Clock
 ) -> None:
     instance_id = _instance(deps)
-    fleet = deps.store.get(Fleet, deps.store.get(Instance, instance_id).fleet_id)  # type: ignore[union-attr,arg-type]
-    assert fleet is not None
+    (fleet,) = deps.store.fleet_records(deps.store.get_or_create_project("main").id)
     assert fleets.idle_victims(deps, fleet) == []  # idle for 0 s
     clock.now += 61
     victims = fleets.idle_victims(deps, fleet)

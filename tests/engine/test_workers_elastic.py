@@ -284,8 +284,7 @@ async def test_a_shrink_interrupted_before_the_stacks_up_is_finished_next_pass(
     rig.finish(one)
     rig.clock.now += 61
     # The crash: the victim is marked, the stack was not brought down yet.
-    fleet = rig.store.get(Fleet, rig.fleet_id)
-    assert fleet is not None
+    (fleet,) = (f for f in rig.store.fleet_records(rig.project.id) if f.id == rig.fleet_id)
     victims = fleets.idle_victims(rig.deps, fleet)
     fleets.terminate_instances(rig.deps, victims, "idle_timeout")
     assert rig.cloud.size["main-fleet-gpu"] == 1
@@ -331,8 +330,7 @@ async def test_a_node_taken_by_a_job_while_shrinking_keeps_the_nodes_below_it(ri
     rig.store.update(Job, rig.job_ids[0], status="terminated")  # nobody waits any more
     rig.store.update(Job, rig.job_ids[1], status="terminated")
     rig.clock.now += 61
-    fleet = rig.store.get(Fleet, rig.fleet_id)
-    assert fleet is not None
+    (fleet,) = (f for f in rig.store.fleet_records(rig.project.id) if f.id == rig.fleet_id)
     victims = fleets.idle_victims(rig.deps, fleet)
     assert sorted(v.name for v in victims) == ["gpu-0", "gpu-1"]
     gpu0, gpu1 = rig.instances()
