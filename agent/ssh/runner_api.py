@@ -25,8 +25,10 @@ from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
 import asyncssh
+from websockets.exceptions import InvalidState
 from websockets.frames import CloseCode
 from websockets.http11 import Request
+from websockets.protocol import State
 from websockets.server import ServerProtocol
 
 RUNNER_HTTP_PORT = 10999  # dstack's DSTACK_RUNNER_HTTP_PORT
@@ -150,8 +152,10 @@ async def serve_logs_ws(
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
-    except (OSError, asyncssh.Error):
-        return  # the client went away: nothing to answer
+    except (OSError, asyncssh.Error, InvalidState):
+        # the client went away or closed first: nothing to answer (an exception out of this
+        # handler would make asyncssh close the whole SSH connection, other forwards too)
+        return
     finally:
         writer.close()
 
@@ -162,6 +166,9 @@ async def _stream(
     offset, started = 0, False
     while not listener.done():
         piece = await asyncio.to_thread(read, offset)
+        if channel.protocol.state is not State.OPEN:  # the client closed meanwhile: the
+            channel.flush()  # protocol's answer to its close goes, nothing more
+            return
         data = piece.data if started else without_released_prefix(piece.data)
         started = started or bool(data)
         offset = piece.next_offset
