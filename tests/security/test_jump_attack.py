@@ -18,6 +18,7 @@ import asyncio
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +31,9 @@ from websockets.exceptions import ConnectionClosed
 from agent.client import AgentClient
 from agent.protocol import JobSpec, JobStatus, PortRequest
 from agent.ssh.joblogs import KeptLogs
-from agent.ssh.jump import JobLink
-from agent.ssh.runner_api import start_time
-from agent.ssh.server import KeyFile, user_key_line
+from agent.ssh.jump import JobAccess, JobLink
+from agent.ssh.runner_api import LogPiece, start_time
+from agent.ssh.server import KeyFile, SSHServerOptions, start_ssh_server, user_key_line
 from agent.tunnel import TunnelPool
 from tests.tunnel.conftest import (  # noqa: F401 - fixtures
     AgentOverSSH,
@@ -350,3 +351,51 @@ def test_start_time_and_the_end_time_of_kept_logs(tmp_path: Path) -> None:
     kept.keep(JobLink("job-1", "alpha"), "run", log)  # attached again: the end stays
     assert kept.ended_at("job-1") == 42.0 and kept.ended_at("job-2") is None
     kept.close()
+
+
+async def test_a_client_closing_the_log_stream_keeps_its_ssh_connection(tmp_path: Path) -> None:
+    """The client closes `/logs_ws` while the agent is reading the log: the stream ends
+    quietly and the user's SSH connection (its other forwards) stays up."""
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(tmp_path / "user"))
+    authorized = tmp_path / "authorized_keys"
+    authorized.write_text(user_key_line(key.export_public_key().decode(), ["alpha"]) + "\n")
+    release = threading.Event()
+
+    def read(offset: int) -> LogPiece:
+        if offset == 0:
+            return LogPiece(b"first\n", 6, False)
+        release.wait(30)  # the client closes meanwhile
+        return LogPiece(b"", offset, True)
+
+    access = JobAccess(
+        lambda name, projects: JobLink("job-1", "alpha"), lambda _: read, lambda _: None
+    )
+
+    async def no_sessions(name: str) -> None:
+        return None
+
+    options = SSHServerOptions(free_port(), tmp_path / "host_key", authorized)
+    acceptor = await start_ssh_server(
+        options, policy=lambda port, by_user: False, sessions=no_sessions, access=access
+    )
+    login = {"client_keys": [str(tmp_path / "user")], "known_hosts": None, "config": None}
+    try:
+        async with (
+            asyncssh.connect("127.0.0.1", options.port, username="job-1", **login) as outer,
+            asyncssh.connect(
+                "localhost", options.port, tunnel=outer, username="root", **login
+            ) as inner,
+        ):
+            listener = await inner.forward_local_port("127.0.0.1", 0, "localhost", 10999)
+            url = f"ws://127.0.0.1:{listener.get_port()}/logs_ws"
+            async with asyncio.timeout(30), ws_connect(url) as socket:
+                assert await socket.recv() == b"first\n"
+                await socket.close()  # while the agent's second read is in progress
+            release.set()  # the agent's read ends after the client's close
+            async with asyncio.timeout(30), ws_connect(url) as again:  # still connected
+                assert await again.recv() == b"first\n"
+            listener.close()
+    finally:
+        release.set()
+        acceptor.close()
