@@ -35,6 +35,8 @@ import docker.errors
 import pytest
 import requests.exceptions
 
+from tests.services.missing import skip_or_fail
+
 TEST_IMAGE = "dockyard-test/busybox:1"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 BUSYBOX = Path("/bin/busybox")
@@ -127,15 +129,15 @@ def docker_engine() -> Iterator[DockerEngine]:
     base_url = os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
     if not _answers(base_url):
         if os.environ.get("DOCKER_HOST"):
-            pytest.skip(f"no Docker engine answers on DOCKER_HOST={base_url}")
+            skip_or_fail(f"no Docker engine answers on DOCKER_HOST={base_url}")
         if os.geteuid() != 0 or shutil.which("dockerd") is None:
-            pytest.skip("no Docker engine answers, and dockerd cannot be started (needs root)")
+            skip_or_fail("no Docker engine answers, and dockerd cannot be started (needs root)")
         log_path = Path(tempfile.mkdtemp(prefix="dockyard-dockerd-")) / "dockerd.log"
         problem = _start_dockerd(log_path)
         if problem is not None:
-            pytest.skip(problem)
+            skip_or_fail(problem)
     if not BUSYBOX.is_file():
-        pytest.skip(f"{BUSYBOX} is missing: apt-get install busybox-static (for the test image)")
+        skip_or_fail(f"{BUSYBOX} is missing: apt-get install busybox-static (for the test image)")
     client = docker.DockerClient(base_url=base_url, timeout=60)
     try:
         image = ensure_test_image(client)

@@ -40,6 +40,8 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.services.missing import skip_or_fail
+
 ENV_URL = "DOCKYARD_TEST_POSTGRES_URL"
 _RUN_AS = "postgres"
 _PREFIX = "dockyard-pg-"
@@ -206,7 +208,7 @@ def postgres_server(request: pytest.FixtureRequest) -> PostgresServer:
     else:
         reason = postgres_unavailable_reason()
         if reason is not None:
-            pytest.skip(reason)
+            skip_or_fail(reason)
         bin_dir = find_postgres_bin()
         assert bin_dir is not None
         stack = contextlib.ExitStack()

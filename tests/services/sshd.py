@@ -24,6 +24,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from tests.services.missing import skip_or_fail
+
 SSHD = Path("/usr/sbin/sshd")
 
 
@@ -117,7 +119,7 @@ def start_sshd(
 def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[SSHHost]]:
     reason = sshd_unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        skip_or_fail(reason)
     root = tmp_path_factory.mktemp("sshd")
     key = make_client_key(root / "client")
     hosts = [start_sshd(root / f"host{i}", key) for i in (1, 2)]
