@@ -32,6 +32,7 @@ def fake_gpu_path() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_gpu_check_passes_on_a_fake_h200(fake_gpu_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "gpu-check.json"
