@@ -14,6 +14,7 @@ import pytest
 
 from agent.local import local_agent_ssh_port
 from tests.compat.conftest import DSTACK, Dstack, free_port
+from tests.compat.pyapi import attach_script
 from tests.web.serving import wait_until
 
 pytestmark = pytest.mark.slow
@@ -138,33 +139,15 @@ def test_attach_forwards_a_port_and_ssh_alias_opens_the_job(dstack: Dstack) -> N
         dstack.ok("stop", "att", "-x", "-y")
 
 
-RUN_ATTACH = """
-import json, urllib.request
-from dstack.api import Client
-from dstack._internal.core.models.configurations import PortMapping
-
-run = Client.from_config().runs.get("att2")
-assert run.attach(ports_overrides=[PortMapping(local_port={local}, container_port={port})])
-try:
-    status = 0
-    for _ in range(60):
-        try:
-            status = urllib.request.urlopen("http://127.0.0.1:{local}/", timeout=5).status
-            break
-        except OSError:
-            run.refresh()
-finally:
-    run.detach()
-print(json.dumps(status))
-"""
-
-
 def test_python_api_run_attach_forwards_a_port(dstack: Dstack) -> None:
     port, local = free_port(), free_port()
     dstack.write("att2.dstack.yml", TASK.format(port=port).replace("name: att", "name: att2"))
     dstack.ok("apply", "-f", "att2.dstack.yml", "-y", "-d")
     dstack.wait_status("att2", "running")
     try:
-        assert dstack.python(RUN_ATTACH.format(local=local, port=port), timeout=180) == 200
+        assert (
+            dstack.python(attach_script("att2", local=local, port=port, tries=60), timeout=180)
+            == 200
+        )
     finally:
         dstack.ok("stop", "att2", "-x", "-y")

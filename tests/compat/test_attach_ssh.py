@@ -25,6 +25,7 @@ from reconciler.api import models as wire
 from reconciler.cli.attach import _alias
 from reconciler.cli.sshconfig import Alias
 from tests.compat.conftest import DSTACK, free_port
+from tests.compat.pyapi import attach_script
 from tests.compat.sshfleet import SSHFleet, ssh_fleet  # noqa: F401 - the module's fixture
 from tests.web.serving import wait_until
 
@@ -116,27 +117,6 @@ def _outsider_is_refused(fleet: SSHFleet, job_id: str, hop: tuple[str, int]) -> 
     assert public.split()[1] not in keys  # the host's agent never had it
 
 
-RUN_ATTACH = """
-import json, urllib.request
-from dstack.api import Client
-from dstack._internal.core.models.configurations import PortMapping
-
-run = Client.from_config().runs.get("sshatt")
-assert run.attach(ports_overrides=[PortMapping(local_port={local}, container_port={port})])
-try:
-    status = 0
-    for _ in range(30):
-        try:
-            status = urllib.request.urlopen("http://127.0.0.1:{local}/", timeout=5).status
-            break
-        except OSError:
-            run.refresh()
-finally:
-    run.detach()
-print(json.dumps(status))
-"""
-
-
 def _validates_as_dstacks_run(fleet: SSHFleet, listener: int) -> None:
     """dstack's own client reads the run: its models validate what the server presents."""
     from dstack.api.server import APIClient
@@ -196,7 +176,7 @@ def test_attach_ssh_alias_and_logs_on_an_ssh_fleet(ssh_fleet: SSHFleet) -> None:
         )
         assert "first-line-of-sshatt" in logs.text, logs.text
         logs.stop()
-        code = RUN_ATTACH.format(local=free_port(), port=port)
+        code = attach_script("sshatt", local=free_port(), port=port, tries=30)
         assert dstack.python(code, timeout=180) == 200  # dstack's Python API: Run.attach()
     finally:
         logs.stop()
