@@ -35,7 +35,7 @@ from sqlalchemy import Update, case, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import ReturningUpdate
 
-from reconciler.adapters.db.leasing import leased_table, release_values
+from reconciler.adapters.db.leasing import fenced_step_update
 from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.adapters.db.stepevents import (
@@ -185,17 +185,8 @@ class JobStepsStore(StoreBase):
                     .where(Job.id == take.job_id)
                     .values(instance_id=take.instance_id, runtime=dict(take.runtime))
                 )
-        values = dict(step.values)
-        if step.release_lease is not None:
-            values.update(release_values(leased_table(Job), now, step.release_lease))
-        fenced = (
-            update(Job)
-            .where(
-                Job.id == step.job_id,
-                Job.lock_token == step.token,
-                Job.status == step.read_status,
-            )
-            .values(**values)
+        fenced = fenced_step_update(
+            Job, step.job_id, step.token, step.read_status, step.values, now, step.release_lease
         )
         if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
             raise _AbortError(StepResult.LEASE_LOST)

@@ -30,6 +30,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Table,
+    Update,
     and_,
     bindparam,
     case,
@@ -78,6 +79,30 @@ def release_values(table: Table, now: datetime, due_in: float) -> dict[str, Any]
         if due_in > 0
         else now,
     }
+
+
+def fenced_step_update(
+    model: type[Base],
+    row_id: str,
+    token: str,
+    read_status: str,
+    values: Mapping[str, Any],
+    now: datetime,
+    release_lease: float | None,
+) -> Update:
+    """A worker step's write of one leased row: only while `token` still holds the lease
+    and the row is still in `read_status` (what the step decided on); with `release_lease`,
+    the lease is dropped in the same statement (`release_values`). Zero rows: the fence
+    failed and nothing is written. Used by `record_job_step` and `record_run_write`."""
+    table = leased_table(model)
+    written = dict(values)
+    if release_lease is not None:
+        written.update(release_values(table, now, release_lease))
+    return (
+        update(model)
+        .where(table.c.id == row_id, table.c.lock_token == token, table.c.status == read_status)
+        .values(**written)
+    )
 
 
 class Leases:

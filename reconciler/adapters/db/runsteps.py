@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import update
-
-from reconciler.adapters.db.leasing import leased_table, release_values
+from reconciler.adapters.db.leasing import fenced_step_update
 from reconciler.adapters.db.models import Event, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.domain.statuses import JobStatus
@@ -56,17 +54,14 @@ class RunStepsStore(StoreBase):
     def record_run_write(self, write: RunWrite) -> bool:
         """The write in one transaction; False (nothing written) if the fence failed."""
         now = self.now()
-        values = dict(write.values)
-        if write.release_lease is not None:
-            values.update(release_values(leased_table(Run), now, write.release_lease))
-        fenced = (
-            update(Run)
-            .where(
-                Run.id == write.run_id,
-                Run.lock_token == write.token,
-                Run.status == write.read_status,
-            )
-            .values(**values)
+        fenced = fenced_step_update(
+            Run,
+            write.run_id,
+            write.token,
+            write.read_status,
+            write.values,
+            now,
+            write.release_lease,
         )
         with self.writing() as session:
             if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
