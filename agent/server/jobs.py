@@ -340,6 +340,10 @@ class JobManager:
 
     async def _launch(self, job: _Job, executor: Executor) -> Launched | None:
         def progress(fraction: float | None) -> None:
+            # a stop cancels our wait, not the engine's pull: its later events must not
+            # turn a stopped (or already recorded) job back into `pulling`
+            if job.stored.stop is not None or job.state.status.is_finished():
+                return
             message = f"pulling {job.spec.image}"
             self._save(
                 job,

@@ -30,6 +30,7 @@ class ScriptedExecutor:
         self.launch_error: ExecutorError | None = None
         self.adopt_failures = 0
         self.signals: list[bool] = []
+        self.progress: ProgressCallback | None = None
 
     async def is_available(self) -> bool:
         return True
@@ -38,6 +39,7 @@ class ScriptedExecutor:
         return None
 
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
+        self.progress = progress  # Docker's pull thread runs on after a cancel
         progress(None)
         progress(0.25)
         await self.pulled.wait()
@@ -126,6 +128,23 @@ async def test_stop_during_the_pull_launches_nothing(
     await manager.stop("j", grace=None, force=False)
     state = await status_of(manager, JobStatus.TERMINATED)
     assert (state.reason, state.exit_status, executor.launches) == (JobReason.STOPPED, None, 0)
+    await manager.close()
+
+
+async def test_progress_after_a_stop_does_not_revive_the_job(
+    tmp_path: Path, executor: ScriptedExecutor
+) -> None:
+    """The pull runs in a thread that a stop cannot cancel: the engine's later progress
+    events reach the callback after the job was recorded terminated."""
+    manager = manager_for(tmp_path, executor)
+    await manager.submit(SPEC)
+    await status_of(manager, JobStatus.PULLING)
+    await manager.stop("j", grace=None, force=False)
+    await status_of(manager, JobStatus.TERMINATED)
+    assert executor.progress is not None
+    executor.progress(0.5)
+    state = manager.get("j")
+    assert (state.status, state.pull_progress) == (JobStatus.TERMINATED, None)
     await manager.close()
 
 
