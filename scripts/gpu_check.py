@@ -293,7 +293,12 @@ class Checker:
         path = f"/proxy/services/{self.client.project}/gpu-web/"
 
         def answers() -> Any:
-            answer = self.http.get(path)
+            # the proxy holds a request up to 30 s while no replica is ready yet; on a
+            # loaded host the replica may take longer, which is "not yet", not a failure
+            try:
+                answer = self.http.get(path, timeout=45)
+            except httpx.TimeoutException:
+                return None
             return answer if answer.status_code == 200 else None
 
         try:
