@@ -40,7 +40,7 @@ from asyncssh.forward import SSHForwarder
 from agent.server.activity import ConnectionActivity
 from agent.ssh.jump import JobAccess, JobLink, JumpLinks
 from agent.ssh.runner_api import RUNNER_HTTP_PORT, serve_logs_ws
-from agent.ssh.sessions import JobSession, SessionResolver, serve_session
+from agent.ssh.sessions import JobLookup, JobSession, SessionResolver, serve_session
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +148,9 @@ class _LoginKeys(asyncssh.SSHAuthorizedKeys):
         return options
 
 
-def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> SessionResolver:
+def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> JobLookup:
     async def resolve(name: str) -> JobSession | None:
-        job = await sessions(name)
+        job = await sessions(name, projects)  # a run name: among the key's projects' jobs
         if job is None or projects is None or job.project in projects:
             return job
         return None
@@ -158,7 +158,7 @@ def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> Sess
     return resolve
 
 
-def _linked(sessions: SessionResolver, job_id: str) -> SessionResolver:
+def _linked(sessions: JobLookup, job_id: str) -> JobLookup:
     async def resolve(name: str) -> JobSession | None:
         return await sessions(job_id)  # an inner connection's sessions are its job's
 

@@ -6,7 +6,9 @@ it when the agent leaves. What the server allows is read live from the `JobManag
 
 - forwarding to the agent's HTTP port (control-plane keys only) and to the host ports of
   jobs that run (any key);
-- a session for user ``<job id>`` or ``<run name>`` (the newest running job of that run);
+- a session for user ``<job id>`` or ``<run name>`` (the newest running job of that run
+  among the jobs of the key's projects: another project's run of the same name is never
+  looked at);
 - dstack's attach (`job_access`): the hop to the agent's own SSH server for a job named by
   id or run name (any status), and that job's log for the runner's log stream.
 """
@@ -98,8 +100,12 @@ def find_job(
 def session_resolver(context: AgentContext) -> SessionResolver:
     manager = context.manager
 
-    async def resolve(name: str) -> JobSession | None:
-        states = manager.list()
+    async def resolve(name: str, projects: frozenset[str] | None) -> JobSession | None:
+        states = [
+            state
+            for state in manager.list()
+            if projects is None or _project(context, state.id) in projects
+        ]
         run_names = {state.id: manager.spec(state.id).run_name for state in states}
         state = find_job(states, run_names, name)
         if state is None or state.status != JobStatus.RUNNING:

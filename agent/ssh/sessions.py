@@ -1,12 +1,12 @@
 """User sessions on the agent's SSH server: ``ssh <run>`` lands in the job's environment.
 
 The SSH user name selects the job (its id or its run name; the agent resolves it through a
-`SessionResolver` given by the job manager). A process-executor job gets a shell in its
-working directory with its environment; a Docker job gets ``docker exec`` into its
-container. With a terminal (``ssh -t``, or an interactive ``ssh`` without a command) the
-command runs on a pseudo-terminal that follows the client's window size; without one,
-stdin/stdout/stderr are plain pipes and the exit status is passed back.
-"""
+`SessionResolver` given by the job manager, among the jobs of the key's projects). A
+process-executor job gets a shell in its working directory with its environment; a Docker
+job gets ``docker exec`` into its container. With a terminal (``ssh -t``, or an interactive
+``ssh`` without a command) the command runs on a pseudo-terminal that follows the client's
+window size; without one, stdin/stdout/stderr are plain pipes and the exit status is passed
+back."""
 
 from __future__ import annotations
 
@@ -41,7 +41,12 @@ class JobSession:
     project: str | None = None  # the job's `dockyard.project` label (users' keys may be limited)
 
 
-SessionResolver = Callable[[str], Awaitable[JobSession | None]]
+SessionResolver = Callable[[str, frozenset[str] | None], Awaitable[JobSession | None]]
+"""`(user name, the key's projects or None: any)`: the job a session's user name means,
+looked up among the jobs of those projects only (a run name another project also uses
+must find the key's own job)."""
+JobLookup = Callable[[str], Awaitable[JobSession | None]]
+"""The job of a session's user name, for one connection (its key's projects bound)."""
 
 
 def _host_shell() -> str:
@@ -77,9 +82,7 @@ def build_session_env(job: JobSession, term: str | None) -> dict[str, str]:
     return env
 
 
-async def serve_session(
-    process: asyncssh.SSHServerProcess[bytes], resolve: SessionResolver
-) -> None:
+async def serve_session(process: asyncssh.SSHServerProcess[bytes], resolve: JobLookup) -> None:
     """Run one SSH session request to the end and send back its exit status."""
     username = str(process.get_extra_info("username") or "")
     job = await resolve(username)

@@ -84,7 +84,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[tuple[ServiceProxy, StaticRoute
     key.write_public_key(str(tmp_path / "authorized_keys"))
     ssh_port = _free_port()
 
-    async def no_sessions(name: str) -> None:
+    async def no_sessions(name: str, projects: frozenset[str] | None) -> None:
         return None
 
     acceptor = await start_ssh_server(

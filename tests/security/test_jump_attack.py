@@ -372,7 +372,7 @@ async def test_a_client_closing_the_log_stream_keeps_its_ssh_connection(tmp_path
         lambda name, projects: JobLink("job-1", "alpha"), lambda _: read, lambda _: None
     )
 
-    async def no_sessions(name: str) -> None:
+    async def no_sessions(name: str, projects: frozenset[str] | None) -> None:
         return None
 
     options = SSHServerOptions(free_port(), tmp_path / "host_key", authorized)

@@ -97,7 +97,7 @@ class EmbeddedSSH:
 async def embedded_ssh(keys: Keys, http_port: int) -> AsyncIterator[EmbeddedSSH]:
     sessions: dict[str, JobSession] = {}
 
-    async def resolve(name: str) -> JobSession | None:
+    async def resolve(name: str, projects: frozenset[str] | None) -> JobSession | None:
         return sessions.get(name)
 
     port = free_port()
