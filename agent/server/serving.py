@@ -102,7 +102,8 @@ AgentService = Callable[[AgentContext], AbstractAsyncContextManager[None]]
 
 
 def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
-    process = ProcessExecutor(config.job_account, agent_tag=agent_tag(config.data_dir))
+    tag = agent_tag(config.data_dir)
+    process = ProcessExecutor(config.job_account, agent_tag=tag)
     executors: dict[ExecutorKind, Executor] = {ExecutorKind.PROCESS: process}
     if config.docker:
         # jobs isolated under a job account get no privileged containers unless allowed
@@ -113,6 +114,7 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
             allow_privileged=privileged,
             protected=(config.data_dir, *config.protected_dirs, *DOCKER_SOCKETS),
             volume_dirs=config.volume_dirs,
+            agent_tag=tag,
         )
     return executors
 

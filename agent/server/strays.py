@@ -5,8 +5,10 @@ current agent) or knows as finished must have no process left. Every process job
 ``DOCKYARD_JOB_AGENT=<this agent's tag>`` beside its ``DOCKYARD_JOB_ID``
 (``executors/proctable.py``), so the agent finds them without the job's record and kills
 them: once when it starts, every ``SWEEP_SECONDS`` after, and for one job id at once when
-asked to stop a job it does not know (``JobManager.stop``). Processes of other agents'
-jobs (other data dirs) are never touched. Used by ``JobManager``.
+asked to stop a job it does not know (``JobManager.stop``). Container jobs carry the same
+tag as the label ``dockyard.agent``, and their running containers are killed likewise
+(``executors/docker.py``). Processes and containers of other agents' jobs (other data
+dirs) are never touched. Used by ``JobManager``.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class Executor(Protocol):
 
 @runtime_checkable
 class Sweeping(Protocol):
-    """An executor that can find its jobs' processes without the job (the process one)."""
+    """An executor that can find its jobs' processes without the job's record."""
 
     async def sweep(
         self, known: Callable[[], Collection[str]], only: str | None = None

@@ -31,6 +31,7 @@ from agent.server.executors.proctable import MARKER_ENV
 
 LABEL_JOB_ID = "dockyard.job-id"
 LABEL_RUN_NAME = "dockyard.run-name"
+LABEL_AGENT = "dockyard.agent"  # the agent (data dir) that runs it: strays are swept by it
 PUBLISH_ADDRESS = "127.0.0.1"
 CONTAINER_LOG = "/.dockyard/output.log"
 # PID 1 of the container: output to the mounted log; SIGTERM (which the kernel does not
@@ -66,13 +67,16 @@ def is_logging_to_file(spec: JobSpec) -> bool:
 
 
 def to_container_kwargs(
-    spec: JobSpec, log_path: str, gpu_groups: Sequence[int] = ()
+    spec: JobSpec, log_path: str, gpu_groups: Sequence[int] = (), agent_tag: str = ""
 ) -> dict[str, Any]:
     """Keyword arguments of ``docker.DockerClient.containers.create`` for ``spec``."""
+    labels = {**spec.labels, LABEL_JOB_ID: spec.id, LABEL_RUN_NAME: spec.run_name}
+    if agent_tag:
+        labels[LABEL_AGENT] = agent_tag
     kwargs: dict[str, Any] = {
         "image": spec.image,
         "name": container_name(spec.id),
-        "labels": {**spec.labels, LABEL_JOB_ID: spec.id, LABEL_RUN_NAME: spec.run_name},
+        "labels": labels,
         "environment": {**spec.env, MARKER_ENV: spec.id, "DOCKYARD_RUN_NAME": spec.run_name},
         "privileged": spec.privileged,
         "log_config": LogConfig(type="local", config=LOG_OPTIONS),

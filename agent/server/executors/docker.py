@@ -2,10 +2,12 @@
 
 ``prepare`` pulls the image unless the engine has it (reported as ``pulling`` with the
 fraction of bytes done); ``launch`` creates and starts the container named
-``dockyard-<job-id>`` and labelled ``dockyard.job-id`` (arguments from
-``containers.to_container_kwargs``). Its output goes to the job's log file: written by
-the container's shell itself when the job has commands, else copied from the engine's
-logs by a ``LogFollower``. A restarted agent finds the container by label (``adopt``).
+``dockyard-<job-id>`` and labelled ``dockyard.job-id`` and ``dockyard.agent`` (arguments
+from ``containers.to_container_kwargs``); ``sweep`` kills the running containers of this
+agent's jobs that it does not run (``strays.py``), never another agent's. Its output goes
+to the job's log file: written by the container's shell itself when the job has commands,
+else copied from the engine's logs by a ``LogFollower``. A restarted agent finds the
+container by label (``adopt``).
 
 The SDK is synchronous: short calls run in worker threads, the calls that block for the
 life of a job (wait, log stream) in daemon threads, so that they never hold up the
@@ -18,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +35,7 @@ from agent.server.archives import container_tar, resolve_path_env
 from agent.server.errors import EngineUnavailableError
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
 from agent.server.executors.containers import (
+    LABEL_AGENT,
     LABEL_JOB_ID,
     amd_device_groups,
     container_name,
@@ -62,8 +66,10 @@ class DockerExecutor:
         allow_privileged: bool = True,
         protected: Sequence[Path] = (),
         volume_dirs: Sequence[Path] = (),
+        agent_tag: str = "",
     ) -> None:
         self._base_url = base_url
+        self.agent_tag = agent_tag  # labels our containers; "" (tests): no sweeping
         self._allow_privileged = allow_privileged  # off: `privileged` jobs are refused
         self._protected = tuple(protected)  # no job mounts these, or a dir above them
         self._volume_dirs = tuple(volume_dirs)  # ... except volumes inside these
@@ -156,7 +162,9 @@ class DockerExecutor:
         def create() -> tuple[str, dict[str, Any]]:
             client = self._client()
             _remove_stale(client, spec.id)
-            kwargs = to_container_kwargs(spec, str(files.log), amd_device_groups(spec))
+            kwargs = to_container_kwargs(
+                spec, str(files.log), amd_device_groups(spec), self.agent_tag
+            )
             work_dir = _work_dir(client, spec) if spec.archives or spec.path_env else "/"
             kwargs["environment"].update(resolve_path_env(spec.path_env, work_dir))
             payload = container_tar(spec, files.root, work_dir) if spec.archives else None
@@ -207,16 +215,8 @@ class DockerExecutor:
         container_id = self._containers.get(spec.id)
         if container_id is None:
             return
-        api = self._client().api
-
-        def send() -> None:
-            try:
-                api.kill(container_id, signal="SIGKILL" if kill else "SIGTERM")
-            except docker.errors.APIError as error:
-                if error.status_code not in (404, 409):  # gone, or not running
-                    raise
-
-        await _call(send)
+        number = "SIGKILL" if kill else "SIGTERM"
+        await _call(lambda: _signal_quietly(self._client(), container_id, number))
 
     async def sample(self, spec: JobSpec, files: JobFiles) -> Usage:
         container_id = self._containers.get(spec.id)
@@ -236,6 +236,32 @@ class DockerExecutor:
             follower.stop()
         self._containers.pop(spec.id, None)
         await _call(lambda: _remove_stale(self._client(), spec.id))
+
+    async def sweep(
+        self, known: Callable[[], Collection[str]], only: str | None = None
+    ) -> dict[str, int]:
+        """Kill the running containers of this agent's jobs not in ``known()`` (asked after
+        the listing, so that a job launched meanwhile is known); {job id: 1}. The
+        container stays (exited) for the job's ``remove``, or the next launch of its id."""
+        if not self.agent_tag:
+            return {}
+        labels = [f"{LABEL_AGENT}={self.agent_tag}"]
+        if only is not None:
+            labels.append(f"{LABEL_JOB_ID}={only}")
+
+        def running() -> dict[str, str]:
+            found = self._client().containers.list(filters={"label": labels})
+            return {str(c.labels.get(LABEL_JOB_ID, "")): str(c.id) for c in found}
+
+        try:
+            containers = await _call(running)
+        except EngineUnavailableError:
+            return {}  # no engine, nothing of ours runs in it now; the next sweep looks again
+        active = known()
+        strays = {job_id: cid for job_id, cid in containers.items() if job_id not in active}
+        for container_id in strays.values():
+            await _call(partial(_signal_quietly, self._client(), container_id, "SIGKILL"))
+        return dict.fromkeys(strays, 1)
 
     async def close(self) -> None:
         for follower in self._followers.values():
@@ -293,6 +319,14 @@ def _work_dir(client: docker.DockerClient, spec: JobSpec) -> str:
         return spec.working_dir
     config = client.images.get(str(spec.image)).attrs.get("Config") or {}
     return str(config.get("WorkingDir") or "/")
+
+
+def _signal_quietly(client: docker.DockerClient, container_id: str, number: str) -> None:
+    try:
+        client.api.kill(container_id, signal=number)
+    except docker.errors.APIError as error:
+        if error.status_code not in (404, 409):  # gone, or not running
+            raise
 
 
 def _remove_stale(client: docker.DockerClient, job_id: str) -> None:
