@@ -8,6 +8,7 @@ The webhook secret is a `SecretStr`: it never shows up in a repr, a log line or 
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -34,6 +35,21 @@ ImageName = Annotated[str, AfterValidator(check_image_name)]
 """An image reference, bounded and of a strict pattern (it lands in a remote shell command)."""
 JobUser = Annotated[str, AfterValidator(check_job_user)]
 
+
+def check_attach_host(value: str) -> str:
+    """An address other machines reach this server's attach listeners at: an IP address
+    (the listeners bind it and dstack's clients are given it), not 0.0.0.0 or ::."""
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"expected an IP address of this server, got {value!r}") from None
+    if address.is_unspecified:
+        raise ValueError("name the one address clients reach (0.0.0.0 and :: are not one)")
+    return str(address)
+
+
+AttachHost = Annotated[str, AfterValidator(check_attach_host)]
+
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
 
 _ENV_FIELDS: dict[str, str] = {
@@ -58,6 +74,7 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_PULUMI_BACKEND": "pulumi_backend",
     "DOCKYARD_GCP_PROJECT": "gcp_project",
     "DOCKYARD_FORWARDED_ALLOW_IPS": "forwarded_allow_ips",
+    "DOCKYARD_ATTACH_HOST": "attach_host",
     "DOCKYARD_KEY_DIRS": "key_dirs",
     "DOCKYARD_LOCAL_JOB_USER": "local_job_user",
     "DOCKYARD_LOCAL_JOB_ISOLATION": "local_job_isolation",
@@ -168,6 +185,11 @@ class Settings(BaseModel):
     )
     key_dirs: str | None = Field(
         default=None, description="dirs a fleet's identity_file may be in (':'-separated)"
+    )
+    attach_host: AttachHost | None = Field(
+        default=None,
+        description="the address of this server dstack clients on other machines attach to "
+        "(the session listeners bind it); unset: 127.0.0.1 only",
     )
     local_job_user: str = Field(
         default="auto",

@@ -132,6 +132,13 @@ def register(app: typer.Typer) -> None:
                 "[DOCKYARD_FORWARDED_ALLOW_IPS]"
             ),
         ] = None,
+        attach_host: Annotated[
+            str | None,
+            typer.Option(
+                help="This server's IP address that dstack clients on other machines reach "
+                "for attach / ssh <run> (none: this machine only). [DOCKYARD_ATTACH_HOST]"
+            ),
+        ] = None,
         key_dir: Annotated[
             list[Path] | None,
             typer.Option(
@@ -156,6 +163,7 @@ def register(app: typer.Typer) -> None:
             webhook_secret=webhook_secret,
             project=project,
             forwarded_allow_ips=forwarded_allow_ips,
+            attach_host=attach_host,
             key_dirs=":".join(str(path) for path in key_dir) if key_dir else None,
             **limits,
         )

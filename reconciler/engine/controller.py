@@ -50,7 +50,7 @@ from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
 from reconciler.engine.replicas import ReplicaHeartbeat
 from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
-from reconciler.engine.sessionforwards import SessionForwards
+from reconciler.engine.sessionforwards import LISTEN_HOST, SessionForwards
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
 from reconciler.engine.workers import WorkerDeps, WorkerTimings
@@ -72,6 +72,7 @@ WORKER_MODULES: Mapping[WorkKind, str] = {
     "fleets": "fleets",
     "volumes": "volumes",
     "gateways": "gateways",
+    "teardowns": "teardowns",
 }
 RECONCILES = WorkerConfig(kind="reconciles", concurrency=1, lease_seconds=120.0, min_interval=0.0)
 
@@ -115,6 +116,7 @@ class EngineController:
         )
         self.agents.on_client = self.events.follow
         self.agents.following = self.events.following
+        self.agents.events = self.events
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -179,6 +181,13 @@ class EngineController:
         address = self.agents.address(row)
         remote = session_port_for(address.agent_port)
         return await self.forwards.port(address.target, remote), remote
+
+    async def local_session_forward(self, ssh_port: int) -> int | None:
+        """With `--attach-host`: the port there whose connections reach the local agent's
+        SSH server (127.0.0.1:ssh_port); None without it (clients use that port directly)."""
+        if self.forwards is None or self.forwards.host == LISTEN_HOST:
+            return None
+        return await self.forwards.local(ssh_port)
 
     async def push_host_keys(self, fleet_id: str | None = None) -> int:
         """Write the key file of every live SSH instance's agent SSH server (of `fleet_id`,
@@ -484,6 +493,8 @@ def build_controller(
     credentials = None if engines is not None else host_credentials
     controller = EngineController(runtime, pool=pool)
     controller.setup = agents
+    if settings.attach_host is not None:  # dstack clients on other machines attach there
+        controller.forwards = SessionForwards(pool, settings.attach_host)
     if source is None and settings.repo:
         location = location_from_env(
             settings.repo,

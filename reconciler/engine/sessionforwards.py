@@ -1,16 +1,22 @@
-"""Loopback listeners on the server that reach SSH hosts' agent SSH servers.
+"""The server's listeners that reach agents' SSH servers for users (dstack's `attach`).
 
 An agent deployed to an SSH host runs its SSH server for users on 127.0.0.1 of that host
 (`agent.deploy`, the session port); users' keys are authorized there, never on the host's
 sshd. dstack's client attaches to a job with plain OpenSSH, so the server gives it a TCP
-endpoint instead: one listener per (host, port) on 127.0.0.1 of the server, on a free port,
-each of whose connections is a ``direct-tcpip`` channel through the server's pooled SSH
-connection to the host (the same pool the agent tunnels and the service proxy use) to
+endpoint instead: one listener per (host, port) on the server's listen address, on a free
+port, each of whose connections is a ``direct-tcpip`` channel through the server's pooled
+SSH connection to the host (the same pool the agent tunnels and the service proxy use) to
 127.0.0.1:<session port> there. The bytes are the user's own SSH session, end to end with
 the agent's SSH server: the server neither sees nor holds the user's key.
 
-`SessionForwards.port` starts a listener on first need; `close` stops them all (the
-controller's `stop`). Called by `reconciler.engine.controller.EngineController.session_forward`.
+The listen address is 127.0.0.1, or the server's `attach_host` (`--attach-host`) so that
+dstack clients on other machines can attach; then the local agent's SSH server, which
+listens on 127.0.0.1 only, gets a listener too (`local`: each connection is a plain TCP
+connection to it on this machine).
+
+`SessionForwards.port`/`local` start a listener on first need; `close` stops them all (the
+controller's `stop`). Called by `reconciler.engine.controller.EngineController`
+(`session_forward`, `local_session_forward`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import asyncssh
@@ -43,23 +50,42 @@ class _Writer(Protocol):
     def close(self) -> None: ...
 
 
-class SessionForwards:
-    """The server's listeners to hosts' agent SSH servers, by (target, remote port)."""
+Opener = Callable[[], Awaitable[tuple["_Reader", "_Writer"]]]
 
-    def __init__(self, pool: TunnelPool) -> None:
+
+class SessionForwards:
+    """The server's listeners to agents' SSH servers, by (target, remote port); target
+    None: the local agent's, on this machine."""
+
+    def __init__(self, pool: TunnelPool, host: str = LISTEN_HOST) -> None:
         self._pool = pool
-        self._servers: dict[tuple[SSHTarget, int], asyncio.Server] = {}
+        self.host = host
+        self._servers: dict[tuple[SSHTarget | None, int], asyncio.Server] = {}
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def port(self, target: SSHTarget, remote_port: int) -> int:
         """The local port whose connections reach 127.0.0.1:remote_port on `target`."""
-        key = (target, remote_port)
+
+        async def through_host() -> tuple[_Reader, _Writer]:
+            return await self._pool.open_stream(target, "127.0.0.1", remote_port)
+
+        return await self._listen((target, remote_port), through_host)
+
+    async def local(self, local_port: int) -> int:
+        """The port on `host` whose connections reach 127.0.0.1:local_port of this machine."""
+
+        async def direct() -> tuple[_Reader, _Writer]:
+            return await asyncio.open_connection("127.0.0.1", local_port)
+
+        return await self._listen((None, local_port), direct)
+
+    async def _listen(self, key: tuple[SSHTarget | None, int], opener: Opener) -> int:
         async with self._lock:
             server = self._servers.get(key)
             if server is None:
                 server = await asyncio.start_server(
-                    lambda r, w: self._serve(r, w, target, remote_port), LISTEN_HOST, 0
+                    lambda r, w: self._serve(r, w, opener, key), self.host, 0
                 )
                 self._servers[key] = server
         return int(server.sockets[0].getsockname()[1])
@@ -68,19 +94,17 @@ class SessionForwards:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        target: SSHTarget,
-        remote_port: int,
+        opener: Opener,
+        key: tuple[SSHTarget | None, int],
     ) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         try:
             try:
-                remote_reader, remote_writer = await self._pool.open_stream(
-                    target, "127.0.0.1", remote_port
-                )
-            except AgentUnreachable as exc:
-                log.warning("session forward to %s:%d: %s", target, remote_port, exc)
+                remote_reader, remote_writer = await opener()
+            except (AgentUnreachable, OSError) as exc:
+                log.warning("session forward to %s:%d: %s", key[0] or "this host", key[1], exc)
                 return
             try:
                 await asyncio.gather(_copy(reader, remote_writer), _copy(remote_reader, writer))

@@ -10,7 +10,10 @@ job's and its forward of dstack-runner's port 10999 streams the job's log (attac
 `attach --logs`, `Run.logs()`; `agent.ssh.runner_api`). Jobs on SSH hosts are presented the
 same way, with the first hop at the server's loopback listener to the host agent's SSH
 server (`controller.session_forward`, `engine.sessionforwards`) and the second at that
-server's own port on the host. Called by routes_core (get_my_user) and the run answers
+server's own port on the host. With `--attach-host` (`settings.attach_host`) jobs are
+presented at that address instead of 127.0.0.1, and the local agent's first hop goes
+through a listener there too (`controller.local_session_forward`), so a dstack client on
+another machine attaches. Called by routes_core (get_my_user) and the run answers
 (routes_runs, routes_dstack).
 """
 
@@ -69,7 +72,20 @@ async def attachable(context: WebContext, principal: Principal, run: wire.Run) -
     """`run` with the caller's public key as `ssh_key_pub` and its jobs' SSH endpoints."""
     pair = await caller_key_pair(context, principal)
     port = local_agent_ssh_port(context.settings.data_dir.expanduser())
-    return with_attach_fields(run, pair.public_key, port, await _ssh_endpoints(context, run))
+    local = None if port is None else (await _local_listener(context, port) or port, port)
+    host = context.settings.attach_host or LOCAL_HOST
+    endpoints = await _ssh_endpoints(context, run)
+    return with_attach_fields(run, pair.public_key, local, endpoints, host=host)
+
+
+async def _local_listener(context: WebContext, ssh_port: int) -> int | None:
+    """The listener on the attach host to the local agent's SSH server (None: no attach
+    host, or a runtime without one; clients then use `ssh_port` on 127.0.0.1)."""
+    forward = getattr(context.controller, "local_session_forward", None)
+    if forward is None or context.settings.attach_host is None:
+        return None
+    port = await forward(ssh_port)
+    return None if port is None else int(port)
 
 
 async def _ssh_endpoints(context: WebContext, run: wire.Run) -> dict[str, tuple[int, int]]:
@@ -97,17 +113,21 @@ async def _ssh_endpoints(context: WebContext, run: wire.Run) -> dict[str, tuple[
 def with_attach_fields(
     run: wire.Run,
     public_key: str,
-    local_ssh_port: int | None,
+    local: int | tuple[int, int] | None,
     ssh_endpoints: Mapping[str, tuple[int, int]] | None = None,
+    *,
+    host: str = LOCAL_HOST,
 ) -> wire.Run:
-    """Pure: fill dstack's attach fields of `run`: local jobs get the local agent's SSH
-    port, jobs on SSH hosts (by instance id) the server's listener to the host agent's."""
+    """Pure: fill dstack's attach fields of `run`, jobs presented at `host`: local jobs get
+    `local` (the first hop's port, the local agent's SSH port; one int: both the same),
+    jobs on SSH hosts (by instance id) the server's listener to the host agent's."""
+    pair = (local, local) if isinstance(local, int) else local
     name = run.run_spec.get("run_name") or ""
     jobs = [
         job.model_copy(
             update={
                 "job_submissions": [
-                    _submission(name, s, local_ssh_port, ssh_endpoints or {})
+                    _submission(name, s, pair, ssh_endpoints or {}, host)
                     for s in job.job_submissions
                 ]
             }
@@ -127,14 +147,15 @@ def with_attach_fields(
 def _submission(
     run_name: str,
     submission: wire.JobSubmission,
-    local_ssh_port: int | None,
+    local: tuple[int, int] | None,
     ssh_endpoints: Mapping[str, tuple[int, int]],
+    host: str,
 ) -> wire.JobSubmission:
     data = submission.job_provisioning_data
     if data is None:
         return submission
-    if data.get("dockyard_backend") == "local" and local_ssh_port is not None:
-        first, second = local_ssh_port, local_ssh_port
+    if data.get("dockyard_backend") == "local" and local is not None:
+        first, second = local  # the second hop: the agent's own port, as it sees itself
     elif data.get("dockyard_backend") == "ssh" and str(data.get("instance_id")) in ssh_endpoints:
         # the first hop: the server's listener to the host agent's SSH server; the second:
         # `localhost:<its port>` as the host agent sees it, i.e. itself again. The host's
@@ -145,7 +166,7 @@ def _submission(
         return submission
     provisioning = {
         **data,
-        "hostname": LOCAL_HOST,
+        "hostname": host,
         "ssh_port": first,
         "username": submission.id,  # the hop's user name: which job (agent.ssh.jump)
         "dockerized": True,

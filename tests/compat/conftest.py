@@ -48,6 +48,11 @@ class Dstack:
     server: Running
     home: Path
     workdir: Path
+    prefix: tuple[str, ...] = ()  # runs every command under it (`ip netns exec NS`)
+
+    def argv(self, *args: str) -> list[str]:
+        """The command line of `dstack ARGS` as this client runs it."""
+        return [*self.prefix, DSTACK, *args]
 
     @property
     def env(self) -> dict[str, str]:
@@ -64,7 +69,7 @@ class Dstack:
         self, *args: str, cwd: Path | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [DSTACK, *args],
+            self.argv(*args),
             cwd=cwd or self.workdir,
             env=self.env,
             capture_output=True,
@@ -80,7 +85,7 @@ class Dstack:
     def python(self, code: str, timeout: float = 120) -> object:
         """Run `code` (dstack's Python API) in a subprocess; it prints one JSON value."""
         done = subprocess.run(
-            [sys.executable, "-c", code],
+            [*self.prefix, sys.executable, "-c", code],
             cwd=self.workdir,
             env=self.env,
             capture_output=True,

@@ -38,3 +38,34 @@ async def test_a_listener_reaches_the_remote_port_and_closes(agent_over_ssh: Age
         await pool.close()
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)
+
+
+async def test_a_local_listener_on_the_attach_host_reaches_a_loopback_port() -> None:
+    """`local`: a listener on the forwards' host (here 127.0.0.2, as an `--attach-host`)
+    whose connections reach a port on 127.0.0.1 of this machine; nothing on 127.0.0.1."""
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"echo:" + await reader.readline())
+        await writer.drain()
+        writer.close()
+
+    behind = await asyncio.start_server(echo, "127.0.0.1", 0)
+    behind_port = int(behind.sockets[0].getsockname()[1])
+    pool = TunnelPool()
+    forwards = SessionForwards(pool, "127.0.0.2")
+    try:
+        port = await forwards.local(behind_port)
+        assert await forwards.local(behind_port) == port
+        reader, writer = await asyncio.open_connection("127.0.0.2", port)
+        writer.write(b"hi\n")
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 30) == b"echo:hi\n"
+        writer.close()
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", port)
+    finally:
+        await forwards.close()
+        await pool.close()
+        behind.close()
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.2", port)

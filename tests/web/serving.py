@@ -48,10 +48,10 @@ class Running:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-def _free_socket() -> socket.socket:
+def _free_socket(host: str = "127.0.0.1") -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     return sock
 
 
@@ -89,7 +89,8 @@ def running_server(
     factory: Callable[[Settings, Store], Controller],
     **overrides: object,
 ) -> Iterator[Running]:
-    sock = _free_socket()
+    host = str(overrides.get("host", "127.0.0.1"))  # an IPv4 address to listen on
+    sock = _free_socket(host)
     port = sock.getsockname()[1]
     values: dict[str, object] = {
         "data_dir": tmp_path / "data",
@@ -111,7 +112,7 @@ def running_server(
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
     try:
         wait_until(lambda: _healthy(url), what="the server to answer /healthcheck")
         token = settings.admin_token_path.read_text().strip()

@@ -28,8 +28,12 @@ def hash_token(token: str) -> str:
 
 
 def new_token() -> str:
-    """A new random API token (shown once; only its `hash_token` is stored)."""
-    return secrets.token_urlsafe(32)
+    """A new random API token (shown once; only its `hash_token` is stored). Never one that
+    starts with `-`: a command line (`dstack project add --token T`) would read it as a flag."""
+    token = secrets.token_urlsafe(32)
+    while token.startswith("-"):
+        token = secrets.token_urlsafe(32)
+    return token
 
 
 class AccountsStore(StoreBase):
@@ -76,7 +80,7 @@ class AccountsStore(StoreBase):
 
     def create_token(self, user_id: str) -> str:
         """A new API token for the user; only its hash is stored, so return it now or never."""
-        token = secrets.token_urlsafe(32)
+        token = new_token()
         self.add(Token(user_id=user_id, token_hash=hash_token(token), created_at=self.now()))
         return token
 

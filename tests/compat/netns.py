@@ -1,0 +1,85 @@
+"""Another machine for a dstack client: a Linux network namespace joined by a veth pair.
+
+`client_namespace(tmp)` makes a namespace with its own loopback and one veth end
+(`<client ip>/30`), the other end (`<server ip>/30`) in this (the server's) namespace; a
+process started under `ClientNamespace.prefix` (`ip netns exec NAME`) shares this
+machine's files but not its network: the server's 127.0.0.1 listeners are out of its
+reach, only what listens on the server ip is in it. Names and the /30 are unique per use;
+deleting the namespace at the end removes the veth pair with it.
+
+Needs root and `ip` (iproute2); without them the test is skipped, or fails under CI=true
+(`tests.services.missing.skip_or_fail`). Used by tests/compat/test_attach_remote.py.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from tests.services.missing import skip_or_fail
+
+
+@dataclass(frozen=True)
+class ClientNamespace:
+    name: str
+    server_ip: str  # this namespace's end of the veth pair
+    client_ip: str  # the client namespace's end
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        return ("ip", "netns", "exec", self.name)
+
+    def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """`argv` in the client namespace; its output as text."""
+        return subprocess.run(
+            [*self.prefix, *argv], capture_output=True, text=True, timeout=timeout
+        )
+
+
+def _ip(*args: str) -> None:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise OSError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+
+def _free_subnet() -> str:
+    """A 10.x.y.0/30 no address of this machine is in (the first three octets)."""
+    taken = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, timeout=30
+    ).stdout
+    for _ in range(50):
+        prefix = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(256)}"
+        if f" {prefix}." not in taken:
+            return prefix
+    raise OSError("no free 10.x.y.0/30 for the test's veth pair")
+
+
+@contextmanager
+def client_namespace() -> Iterator[ClientNamespace]:
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        skip_or_fail("a client namespace needs root and `ip` (iproute2)")
+    tag = secrets.token_hex(4)
+    name, outer, inner = f"dyc-{tag}", f"dy{tag}a", f"dy{tag}b"  # ≤ 15 characters
+    try:
+        _ip("netns", "add", name)
+    except OSError as exc:
+        skip_or_fail(f"cannot make a network namespace: {exc}")
+    try:
+        prefix = _free_subnet()
+        space = ClientNamespace(name, f"{prefix}.1", f"{prefix}.2")
+        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        _ip("link", "set", inner, "netns", name)
+        _ip("addr", "add", f"{space.server_ip}/30", "dev", outer)
+        _ip("link", "set", outer, "up")
+        _ip("-n", name, "addr", "add", f"{space.client_ip}/30", "dev", inner)
+        _ip("-n", name, "link", "set", inner, "up")
+        _ip("-n", name, "link", "set", "lo", "up")
+        yield space
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+        subprocess.run(["ip", "link", "del", outer], capture_output=True, timeout=30)

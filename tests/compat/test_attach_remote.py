@@ -1,0 +1,257 @@
+"""dstack 0.22.5 on another machine than the server: `attach`, `ssh <run>`, attached `apply`.
+
+The "other machine" is a network namespace (`tests.compat.netns`): dstack's CLI, its Python
+API and OpenSSH run there and reach the server only at the veth address the server listens
+on (`--host`) and attaches at (`--attach-host`). The server's 127.0.0.1 listeners, among
+them the local agent's SSH server and HTTP API, are out of the client's reach; jobs are
+presented at the attach host, on a listener the server forwards to the local agent's SSH
+server (`engine.sessionforwards`).
+
+Also the attack from there: a key the server never issued, and the key of a user of
+another project naming this project's job (a session, dstack's hop, a job port) are
+refused by the agent; no key reaches the agent's API through the listener; the agent's
+own ports are not reachable from the client namespace at all.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.local import local_agent_ssh_port, local_paths
+from tests.compat.conftest import Dstack, _real, free_port
+from tests.compat.netns import ClientNamespace, client_namespace
+from tests.compat.pyapi import attach_script
+from tests.web.serving import running_server, wait_until
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
+]
+
+TASK = """type: task
+name: far
+env:
+  - MARK=from-the-far-job
+ports: [{port}]
+commands:
+  - python3 -m http.server {port}
+"""
+
+STREAMED = """type: task
+name: farlogs
+commands:
+  - echo first-line-of-farlogs
+  - sleep 2
+  - echo last-line-of-farlogs
+"""
+
+ANSWERS = (
+    "import sys, urllib.request\n"
+    "try:\n"
+    "    sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=5).status == 200 else 1)\n"
+    "except OSError:\n"
+    "    sys.exit(1)\n"
+)
+CONNECTS = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()\n"
+    "except OSError:\n"
+    "    sys.exit(1)\n"
+)
+SSH_OPTIONS = (
+    *("-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"),
+    *("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"),
+    *("-o", "ConnectTimeout=20"),
+)
+
+
+@pytest.fixture(scope="module")
+def space() -> Iterator[ClientNamespace]:
+    with client_namespace() as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def remote(space: ClientNamespace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
+    """A server listening and attaching at the veth address; dstack's CLI in the namespace,
+    registered with that URL; the local fleet up."""
+    tmp = tmp_path_factory.mktemp("remote")
+    home, workdir = tmp / "home", tmp / "work"
+    home.mkdir()
+    workdir.mkdir()
+    ip = space.server_ip
+    with running_server(tmp, _real, host=ip, attach_host=ip) as server:
+        client = Dstack(server, home, workdir, prefix=space.prefix)
+        token = server.admin_token
+        client.ok("project", "add", "--name", "main", "--url", server.url, "--token", token, "-y")
+        client.write("fleet.dstack.yml", "type: fleet\nname: local\nnodes: 1\n")
+        client.ok("apply", "-f", "fleet.dstack.yml", "-y")
+        wait_until(lambda: client.fleet_ready("local"), timeout=120, what="the local fleet")
+        yield client
+        with server.client(token) as http:
+            for run in http.post("/api/runs/list", json={"only_active": True}).json():
+                body = {"runs_names": [run["run_spec"]["run_name"]], "abort": True}
+                http.post("/api/project/main/runs/stop", json=body)
+
+
+def _in_space(space: ClientNamespace, *argv: str) -> subprocess.CompletedProcess[str]:
+    return space.run(*argv, timeout=90)
+
+
+def _answers(space: ClientNamespace, url: str) -> bool:
+    return _in_space(space, sys.executable, "-c", ANSWERS, url).returncode == 0
+
+
+def _connects(space: ClientNamespace, host: str, port: int) -> bool:
+    return _in_space(space, sys.executable, "-c", CONNECTS, host, str(port)).returncode == 0
+
+
+def _presented(remote: Dstack) -> dict[str, object]:
+    with remote.server.client(remote.server.admin_token) as http:
+        run = http.post("/api/project/main/runs/get", json={"run_name": "far"}).json()
+    return dict(run["latest_job_submission"]["job_provisioning_data"]) | {
+        "job_id": run["latest_job_submission"]["id"]
+    }
+
+
+def test_attach_and_ssh_from_another_machine(remote: Dstack, space: ClientNamespace) -> None:
+    port, local = free_port(), free_port()
+    remote.write("far.dstack.yml", TASK.format(port=port))
+    remote.ok("apply", "-f", "far.dstack.yml", "-y", "-d")
+    remote.wait_status("far", "running")
+    data = _presented(remote)
+    agent_ssh = local_agent_ssh_port(remote.server.settings.data_dir)
+    assert agent_ssh is not None
+    assert data["hostname"] == space.server_ip and data["ssh_port"] != agent_ssh, data
+    attach = subprocess.Popen(
+        remote.argv("attach", "far", "-p", f"{local}:{port}"),
+        cwd=remote.workdir,
+        env=remote.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(
+            lambda: _answers(space, f"http://127.0.0.1:{local}/") or attach.poll() is not None,
+            timeout=120,
+            what="the forwarded port to answer in the client namespace",
+        )
+        assert attach.poll() is None, attach.stdout.read() if attach.stdout else ""
+        config = remote.home / ".dstack" / "ssh" / "config"
+        shell = _in_space(
+            space, "ssh", "-F", str(config), "-o", "BatchMode=yes", "far", "echo $MARK"
+        )
+        assert shell.returncode == 0 and shell.stdout.strip() == "from-the-far-job", shell
+        _refusals(remote, space, str(data["job_id"]), int(str(data["ssh_port"])), port)
+    finally:
+        attach.send_signal(signal.SIGINT)
+        try:
+            attach.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            attach.kill()
+    script = attach_script("far", local=free_port(), port=port, tries=60)
+    assert remote.python(script, timeout=180) == 200  # dstack's Run.attach() from there too
+    remote.ok("stop", "far", "-x", "-y")
+
+
+def _key_of(remote: Dstack, username: str, project: str) -> Path:
+    """A new user, a member of `project` only; their key pair as dstack's client gets it."""
+    admin = remote.server.admin_token
+    with remote.server.client(admin) as http:
+        made = http.post("/api/users/create", json={"username": username, "global_role": "user"})
+        assert made.status_code == 200, made.text
+        http.post("/api/projects/create", json={"project_name": project})
+        members = {"members": [{"username": username, "project_role": "user"}]}
+        added = http.post(f"/api/projects/{project}/add_members", json=members)
+        assert added.status_code == 200, added.text
+    with remote.server.client(made.json()["creds"]["token"]) as http:
+        key = http.post("/api/users/get_my_user").json()["ssh_private_key"]
+    path = remote.home / f"{username}_key"
+    path.write_text(key)
+    path.chmod(0o600)
+    return path
+
+
+def _ssh(
+    space: ClientNamespace, key: Path, port: int, user: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    return _in_space(
+        space,
+        "ssh",
+        "-p",
+        str(port),
+        "-i",
+        str(key),
+        *SSH_OPTIONS,
+        f"{user}@{space.server_ip}",
+        *args,
+    )
+
+
+def _forward(
+    space: ClientNamespace, key: Path, port: int, user: str, dest: str
+) -> subprocess.CompletedProcess[str]:
+    """A ``direct-tcpip`` channel to `dest` (host:port) through the listener (``ssh -W``)."""
+    return _ssh(space, key, port, user, "-W", dest)
+
+
+def _refusals(
+    remote: Dstack, space: ClientNamespace, job_id: str, listener: int, job_port: int
+) -> None:
+    data_dir = remote.server.settings.data_dir
+    agent_ssh = local_agent_ssh_port(data_dir)
+    state = json.loads(local_paths(data_dir).state.read_text())
+    agent_http = int(state["http_port"])
+    # a key the server never issued: not even a login
+    stranger = remote.home / "stranger_key"
+    made = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], capture_output=True
+    )
+    assert made.returncode == 0, made
+    denied = _ssh(space, stranger, listener, job_id, "echo", "hi")
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
+    # a user of another project naming this project's job: a session, dstack's hop to the
+    # agent as that job, the job's port: all refused by the agent
+    mallory = _key_of(remote, "mallory", "other")
+    session = _ssh(space, mallory, listener, job_id, "echo", "hi")
+    assert session.returncode != 0 and "no job named" in session.stderr, session
+    hop = _forward(space, mallory, listener, job_id, f"localhost:{agent_ssh}")
+    assert hop.returncode != 0 and "prohibited" in hop.stderr.lower(), hop
+    port = _forward(space, mallory, listener, job_id, f"127.0.0.1:{job_port}")
+    assert port.returncode != 0 and "prohibited" in port.stderr.lower(), port
+    # the agent's API: no user key reaches it through the listener, not even a member's
+    member = remote.home / "member_key"
+    with remote.server.client(remote.server.admin_token) as http:
+        member.write_text(http.post("/api/users/get_my_user").json()["ssh_private_key"])
+    member.chmod(0o600)
+    for key in (mallory, member):
+        api = _forward(space, key, listener, job_id, f"127.0.0.1:{agent_http}")
+        assert api.returncode != 0 and "prohibited" in api.stderr.lower(), api
+    own = _ssh(space, member, listener, job_id, "echo", "hi")  # the refusals are not vacuous
+    assert own.returncode == 0 and own.stdout.strip() == "hi", own
+    # the agent's own ports and the server's loopback: out of the client namespace's reach
+    for where in (space.server_ip, "127.0.0.1"):
+        assert not _connects(space, where, agent_http)
+        assert agent_ssh is not None and not _connects(space, where, agent_ssh)
+    assert _connects(space, space.server_ip, listener)
+
+
+def test_attached_apply_streams_logs_to_another_machine(remote: Dstack) -> None:
+    remote.write("farlogs.dstack.yml", STREAMED)
+    done = remote("apply", "-f", "farlogs.dstack.yml", "-y", timeout=240)
+    agent_log = local_paths(remote.server.settings.data_dir).log
+    assert done.returncode == 0, (done.stdout, done.stderr, agent_log.read_text()[-4000:])
+    first = done.stdout.index("first-line-of-farlogs")
+    assert done.stdout.index("last-line-of-farlogs") > first, done.stdout
+    assert remote.run_status("farlogs") == "done"
