@@ -10,7 +10,9 @@ Rules:
 - Only public-key auth; ``authorized_keys`` is re-read on every connection so the control
   plane can add user keys without a restart, and on every channel a user key opens (a
   session, a forward) so a key removed or narrowed since its connection logged in opens
-  nothing new on that connection (`_AgentSSHServer.still_authorized`).
+  nothing new on that connection (`_AgentSSHServer.still_authorized`). When the file
+  changes, open connections whose key may no longer reach what they use are closed, with
+  their sessions and forwards (`agent.ssh.keywatch`, `_AgentSSHServer.revoked`).
 - ``direct-tcpip`` only to loopback destinations whose port `ForwardPolicy` allows (the
   agent's port and the ports of running jobs); everything else is refused with a reason.
 - Two kinds of keys in one standard ``authorized_keys`` file: the control plane's keys
@@ -39,6 +41,8 @@ from asyncssh.forward import SSHForwarder
 
 from agent.server.activity import ConnectionActivity
 from agent.ssh.jump import JobAccess, JobLink, JumpLinks
+from agent.ssh.keywatch import KEY_CHECK_INTERVAL, OpenConnections, watch_key_file
+from agent.ssh.keywatch import KeyFile as KeyFile
 from agent.ssh.runner_api import RUNNER_HTTP_PORT, serve_logs_ws
 from agent.ssh.sessions import JobLookup, JobSession, SessionResolver, serve_session
 
@@ -103,27 +107,6 @@ def key_projects(environment: object) -> frozenset[str] | None:
     return None if raw is None else frozenset(p for p in str(raw).split(",") if p)
 
 
-class KeyFile:
-    """``authorized_keys``, read at every use and parsed again only when its bytes changed
-    (parsing costs about 57 µs a line; the server's connections share one)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._raw: bytes | None = None
-        self._parsed = asyncssh.SSHAuthorizedKeys()
-
-    def current(self) -> asyncssh.SSHAuthorizedKeys:
-        try:
-            raw = self.path.read_bytes()
-            if raw != self._raw:
-                self._parsed = asyncssh.SSHAuthorizedKeys(raw.decode())
-                self._raw = raw
-        except (OSError, ValueError, asyncssh.KeyImportError) as exc:
-            log.warning("cannot read authorized keys %s: %s", self.path, exc)
-            self._raw, self._parsed = None, asyncssh.SSHAuthorizedKeys()
-        return self._parsed
-
-
 class _LoginKeys(asyncssh.SSHAuthorizedKeys):
     """The key file as read when a connection authenticates, remembering the key it let in
     (the last one validated: a successful signature check ends the authentication). Plain
@@ -165,6 +148,16 @@ def _linked(sessions: JobLookup, job_id: str) -> JobLookup:
     return resolve
 
 
+def _noted(sessions: JobLookup, used: set[str | None]) -> JobLookup:
+    async def resolve(name: str) -> JobSession | None:
+        job = await sessions(name)
+        if job is not None:  # the connection now uses this job's project
+            used.add(job.project)
+        return job
+
+    return resolve
+
+
 def is_forward_allowed(
     dest_host: str, dest_port: int, policy: ForwardPolicy, *, by_user: bool
 ) -> bool:
@@ -181,8 +174,11 @@ class _AgentSSHServer(asyncssh.SSHServer):
         watch: ActivityWatch | None = None,
         port_project: PortProject | None = None,
         jobs: tuple[JobAccess, JumpLinks] | None = None,
+        connections: OpenConnections | None = None,
     ) -> None:
         self._authorized_keys = authorized_keys
+        self._connections = connections
+        self.used: set[str | None] = set()  # projects of the jobs its channels reached
         self._policy = policy
         self._watch = watch
         self._port_project = port_project
@@ -193,8 +189,12 @@ class _AgentSSHServer(asyncssh.SSHServer):
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
+        if self._connections is not None:
+            self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._connections is not None:
+            self._connections.discard(self)
         if self._jobs is not None and self._conn is not None and self.link is None:
             self._jobs[1].forget(self._conn.get_extra_info("peername"))
 
@@ -202,6 +202,8 @@ class _AgentSSHServer(asyncssh.SSHServer):
         assert self._conn is not None
         if self._jobs is not None and self.link is None:
             self.link = self._jobs[1].claim(self._conn.get_extra_info("peername"))
+            if self.link is not None:  # an inner connection reaches its job only
+                self.used.add(self.link.project)
         self._keys = _LoginKeys(self._authorized_keys.current())
         self._conn.set_authorized_keys(self._keys)
         return True
@@ -225,6 +227,25 @@ class _AgentSSHServer(asyncssh.SSHServer):
         return options is not None and options.get("environment") == self._conn.get_key_option(
             "environment"
         )
+
+    def revoked(self, keys: asyncssh.SSHAuthorizedKeys) -> bool:
+        """Whether `keys` (the key file now) no longer let this connection's user key reach
+        what it uses: the key is gone, its role changed, or its projects leave out one of
+        `used`. Control-plane keys and connections not logged in yet: never."""
+        if self._conn is None or self._keys.matched is None or not self.by_user():
+            return False
+        peer = self._conn.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        options = keys.validate(self._keys.matched, address, address)
+        environment = None if options is None else options.get("environment")
+        if not isinstance(environment, dict) or environment.get(ROLE_VARIABLE) != USER_ROLE:
+            return True
+        projects = key_projects(environment)
+        return projects is not None and any(p not in projects for p in self.used)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
     def password_auth_supported(self) -> bool:
         return False
@@ -255,6 +276,8 @@ class _AgentSSHServer(asyncssh.SSHServer):
         )
         allowed = is_forward_allowed(dest_host, dest_port, self._policy, by_user=by_user)
         if allowed and in_projects:
+            if by_user:
+                self.used.add(self._port_project(dest_port) if self._port_project else None)
             owner = self._watch.watched_owner(dest_port) if self._watch else None
             if self._watch is not None and owner is not None:
                 return _watched_forward(dest_host, dest_port, owner, self._watch.activity)
@@ -277,12 +300,14 @@ class _AgentSSHServer(asyncssh.SSHServer):
                 raise asyncssh.ChannelOpenError(
                     asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, f"no job named {name!r} here"
                 )
+            self.used.add(link.project)
             return links.open(link)
         link = self.link
         if port != RUNNER_HTTP_PORT or link is None:
             return None
         if projects is not None and link.project not in projects:
             return None  # refused below, as any port of a job outside the key's projects
+        self.used.add(link.project)
         read, job_id = access.log(link.job_id), link.job_id
         return lambda reader, writer: serve_logs_ws(
             reader, writer, read, ended_at=lambda: access.ended_at(job_id)
@@ -329,12 +354,16 @@ async def start_ssh_server(
     watch: ActivityWatch | None = None,
     port_project: PortProject | None = None,
     access: JobAccess | None = None,
+    key_check_interval: float = KEY_CHECK_INTERVAL,
 ) -> asyncssh.SSHAcceptor:
     """Listen for SSH on options.host:options.port; close the returned acceptor to stop.
-    With `access`, users can reach jobs as dstack's attach does (`agent.ssh.jump`)."""
+    With `access`, users can reach jobs as dstack's attach does (`agent.ssh.jump`). While
+    it listens, the key file is read every `key_check_interval` seconds and, when it
+    changed, connections whose key it no longer allows are closed (`agent.ssh.keywatch`)."""
     jobs = None if access is None else (access, JumpLinks(options.host, options.port))
     ensure_host_key(options.host_key)
     keys = KeyFile(options.authorized_keys)
+    connections = OpenConnections(keys)
     if not options.authorized_keys.exists():
         options.authorized_keys.parent.mkdir(parents=True, exist_ok=True)
         options.authorized_keys.touch(mode=0o600)
@@ -348,8 +377,10 @@ async def start_ssh_server(
             process.stderr.write(f"{REVOKED_MESSAGE}\n".encode())
             process.exit(1)
             return
-        if isinstance(owner, _AgentSSHServer) and owner.link is not None:
-            limited = _linked(limited, owner.link.job_id)
+        if isinstance(owner, _AgentSSHServer):
+            if owner.link is not None:
+                limited = _linked(limited, owner.link.job_id)
+            limited = _noted(limited, owner.used)
         if watch is None:
             await serve_session(process, limited)
             return
@@ -368,7 +399,9 @@ async def start_ssh_server(
     acceptor: asyncssh.SSHAcceptor = await asyncssh.listen(
         options.host,
         options.port,
-        server_factory=lambda: _AgentSSHServer(keys, policy, watch, port_project, jobs),
+        server_factory=lambda: _AgentSSHServer(
+            keys, policy, watch, port_project, jobs, connections
+        ),
         server_host_keys=[str(options.host_key)],
         process_factory=handle,
         encoding=None,
@@ -381,6 +414,9 @@ async def start_ssh_server(
     )
     if jobs is not None:  # the port the hop to this server goes to (options.port may be 0)
         jobs[1].target = (jobs[1].target[0], acceptor.get_port())
+    connections.watcher = asyncio.create_task(
+        watch_key_file(connections, acceptor, key_check_interval), name="ssh-key-watch"
+    )
     return acceptor
 
 

@@ -139,6 +139,16 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+async def _hang_up_with_channel(
+    process: asyncssh.SSHServerProcess[bytes], sub: asyncio.subprocess.Process
+) -> None:
+    """The session's command ends when its channel closes (the client left, or the agent
+    closed the connection: `agent.ssh.keywatch`), not only when it exits by itself."""
+    await process.channel.wait_closed()
+    if sub.returncode is None:
+        _kill_group(sub.pid)
+
+
 async def _run_on_pipes(
     process: asyncssh.SSHServerProcess[bytes],
     argv: list[str],
@@ -158,6 +168,7 @@ async def _run_on_pipes(
     )
     assert sub.stdin is not None and sub.stdout is not None and sub.stderr is not None
     feeder = asyncio.create_task(_pump_stdin(process, sub.stdin))
+    hang_up = asyncio.create_task(_hang_up_with_channel(process, sub))
     try:
         await asyncio.gather(
             _pump_to_channel(sub.stdout, process.stdout),
@@ -166,6 +177,7 @@ async def _run_on_pipes(
         return await sub.wait()
     finally:
         feeder.cancel()
+        hang_up.cancel()
         if sub.returncode is None:
             _kill_group(sub.pid)
 
@@ -220,11 +232,13 @@ async def _run_on_pty(
         os.close(slave)
     os.set_blocking(master, False)
     feeder = asyncio.create_task(_feed_pty(process, master))
+    hang_up = asyncio.create_task(_hang_up_with_channel(process, sub))
     try:
         await _drain_pty(master, process.stdout)
         return await sub.wait()
     finally:
         feeder.cancel()
+        hang_up.cancel()
         os.close(master)
         if sub.returncode is None:
             _kill_group(sub.pid)
