@@ -187,6 +187,26 @@ def fit_now(req: Requirements, cand: Candidate) -> Placement | None:
     return Placement(cand.instance_id, cand.instance_name, chosen, blocks)
 
 
+def room_ask(req: Requirements, candidates: Sequence[Candidate]) -> int | None:
+    """The fewest free blocks one instance must have before this job can fit there: the
+    least it needs on any candidate that could hold it once idle; None if none could.
+
+    Stored with a job that waits for busy capacity, so that blocks given back wake the
+    first waiting job that could use them, not one too big for them (head-of-line
+    blocking). A lower bound: GPUs, or ports held, can still keep it out.
+    """
+    want = int(req.gpu_count.min or 0) if req.wants_gpu else 0
+    needs = [
+        _blocks_needed(req, cand, want) for cand in candidates if static_mismatch(req, cand) is None
+    ]
+    return min(needs) if needs else None
+
+
+def free_blocks(candidates: Sequence[Candidate]) -> int:
+    """The most free blocks on any one candidate (0: every instance is full)."""
+    return max((c.total_blocks - c.busy_blocks for c in candidates), default=0)
+
+
 def _rank(cand: Candidate) -> tuple[int, float, str]:
     # Idle instances first, then cheaper, then by name for a deterministic choice.
     return (0 if cand.busy_blocks == 0 else 1, cand.price, cand.instance_name)

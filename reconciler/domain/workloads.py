@@ -65,5 +65,7 @@ class JobRecord:
     log_offset: int = 0
     unreachable_since: datetime | None = None
     finished_at: datetime | None = None
+    room_ask: int | None = None
+    """Waiting for busy capacity: the free blocks one instance needs before it can fit."""
     runtime: Any = None
     """What the jobs worker keeps of a placed job (GPUs, blocks, ports, started_at, …)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.db.models import Run
+from reconciler.core.hostblocks import block_size
 from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness
 
 pytestmark = pytest.mark.timeout(120)
@@ -156,3 +157,43 @@ async def test_a_job_waiting_for_room_is_woken_when_blocks_come_back(
         assert "second ran" in h.log_text(second)
     finally:
         await close_harness(h)
+
+
+async def test_blocks_given_back_wake_a_small_job_behind_a_big_one(
+    tmp_path: Path, agent_env: AgentEnv
+) -> None:
+    """Head-of-line: two one-block tasks fill the host, a two-block task waits, a
+    one-block task waits behind it. When one block comes back, the small task runs at
+    once; the big one, first in line, waits for its two (the back-off is an hour)."""
+    h = await make_harness(tmp_path, agent_env, total_blocks=2, wait_backoff=3600.0)
+    try:
+        block_gb = block_size(h.instance.host_info, 2).memory_gb
+        small = "resources:\n  cpu: 0..\n  memory: 0.01GB..\n"
+        gates = [tmp_path / "go-0", tmp_path / "go-1"]
+        holders = [
+            h.submit(
+                f"type: task\nname: hold-{i}\n{small}"
+                f"commands:\n  - while [ ! -e {gate} ]; do sleep 0.1; done\n"
+            )
+            for i, gate in enumerate(gates)
+        ]
+        await h.until(lambda: all(_status(h, r) == "running" for r in holders))
+        big = h.submit(
+            f"type: task\nname: big\nresources:\n  cpu: 0..\n  memory: {block_gb + 0.5:.1f}GB..\n"
+            "commands: ['echo big ran']\n"
+        )
+        await h.until(lambda: _sleeping(h, big))
+        late = h.submit(f"type: task\nname: late\n{small}commands: ['echo late ran']\n")
+        await h.until(lambda: _sleeping(h, late))
+        gates[0].write_text("go")
+        await h.until(lambda: _status(h, late) == "done")
+        assert _status(h, big) == "submitted" and "late ran" in h.log_text(late)
+        gates[1].write_text("go")
+        await h.until(lambda: _status(h, big) == "done")
+    finally:
+        await close_harness(h)
+
+
+def _sleeping(h: Harness, run: Run) -> bool:
+    jobs = h.jobs_of(run.id)
+    return bool(jobs) and jobs[0].due_at is not None and "busy" in jobs[0].status_message

@@ -9,8 +9,10 @@ from reconciler.core.scheduling import (
     Placement,
     Range,
     Requirements,
+    free_blocks,
     place_cluster,
     place_job,
+    room_ask,
 )
 
 
@@ -123,3 +125,16 @@ def test_host_port_collision_waits_for_another_instance() -> None:
     placed = place_job(req, [taken, free])
     assert isinstance(placed, Placement)
     assert placed.instance_name == "b"
+
+
+def test_room_ask_is_the_least_a_matching_instance_needs() -> None:
+    """A 2-GPU job needs 2 of 8 blocks on an 8-GPU host, 4 of 4 on a 2-GPU one: it asks
+    for 2; an instance without its GPU does not count."""
+    req = Requirements(gpu_count=Range(2, 2), gpu_names=("A100",))
+    big = _cand("big", gpus=_a100s(8), total_blocks=8, busy_blocks=8)
+    small = _cand("small", gpus=_a100s(2), total_blocks=4, busy_blocks=4)
+    other = _cand("h100", gpus=(Gpu(0, "H100", "nvidia", 80),), total_blocks=1)
+    assert room_ask(req, [small, big, other]) == 2
+    assert room_ask(req, [small, other]) == 4
+    assert room_ask(req, [other]) is None
+    assert (free_blocks([big, small]), free_blocks([big, other]), free_blocks([])) == (0, 1, 0)

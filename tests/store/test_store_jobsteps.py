@@ -5,12 +5,12 @@ placement leaks no blocks, and a full instance writes nothing."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
 
-from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
+from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take, WaitPlace
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
 from reconciler.adapters.db.runsteps import RunWrite
 from reconciler.adapters.db.store import Store
@@ -206,6 +206,53 @@ def test_waking_is_a_chain_whatever_the_queue(store: Store) -> None:
     )  # fmt: skip
     assert store.record_job_step(ending) is StepResult.WRITTEN
     assert _woken(store, waiting) == 1  # it places, and wakes the next if room is left
+
+
+def _in_line(store: Store, job: Job, asks: list[int], start: int = 1) -> list[Job]:
+    """Sleeping waiting jobs, one second apart from `start` s after `job`, with these asks."""
+    jobs = []
+    for i, ask in enumerate(asks):
+        when = job.submitted_at + timedelta(seconds=start + i)
+        row = Job(run_id=job.run_id, status="submitted", job_spec={}, submitted_at=when,
+                  replica_num=i + 1, due_at=store.now(), room_ask=ask)  # fmt: skip
+        jobs.append(store.add(row))
+    return jobs
+
+
+def _awake(store: Store, jobs: list[Job]) -> list[int]:
+    return [i for i, j in enumerate(jobs) if (row := store.get(Job, j.id)) and row.due_at is None]
+
+
+def test_a_release_wakes_the_first_job_its_room_can_hold(store: Store) -> None:
+    """Head-of-line: one block given back passes over the first job in line, which needs
+    two, and wakes the one-block job behind it (it would sleep its back-off otherwise)."""
+    instance, job, token = _rig(store, total_blocks=4)
+    assert store.record_job_step(_placing(job, instance, token, blocks=4)) is StepResult.WRITTEN
+    line = _in_line(store, job, [2, 1, 1])
+    ending = JobStep(
+        job_id=job.id, token=token, read_status="provisioning", project_id=instance.project_id,
+        run_id=job.run_id, values={"status": "done"}, release=(instance.id, 1),
+    )  # fmt: skip
+    assert store.record_job_step(ending) is StepResult.WRITTEN
+    assert _awake(store, line) == [1]
+
+
+def test_a_job_without_room_passes_the_wake_to_the_next_that_fits(store: Store) -> None:
+    """A job that finds one block free but needs two wakes the first job behind it in line
+    that one block can hold: never one ahead of it, nor one that needs more."""
+    instance, job, token = _rig(store, total_blocks=4)
+    store.update(Instance, instance.id, busy_blocks=3, status="busy")
+    ahead = _in_line(store, job, [1], start=-5)
+    behind = _in_line(store, job, [2, 1, 1])
+    waits = JobStep(
+        job_id=job.id, token=token, read_status="submitted", project_id=instance.project_id,
+        run_id=job.run_id, values={"room_ask": 2},
+        pass_wake=WaitPlace(True, job.submitted_at, job.id),
+    )  # fmt: skip
+    assert store.record_job_step(waits) is StepResult.WRITTEN
+    assert (_awake(store, ahead), _awake(store, behind)) == ([], [1])
+    row = store.get(Job, job.id)
+    assert row is not None and row.room_ask == 2
 
 
 def test_a_step_can_drop_its_lease_in_the_same_transaction(store: Store, clock: Any) -> None:

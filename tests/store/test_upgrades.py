@@ -4,11 +4,12 @@ or beside a live replica of another version."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import insert, text
 
 from reconciler.adapters.db import Store, create_db_engine, current_revision, head_revision
 from reconciler.adapters.db.migrating import upgrade_database
@@ -43,9 +44,15 @@ def _fill(store: Store) -> dict[str, str]:
     run = store.add(Run(project_id=project.id, run_name="train", run_type="task",
                         spec={"commands": ["python train.py"]}, spec_hash="h1",
                         status="running", submitted_at=now))  # fmt: skip
-    job = store.add(Job(run_id=run.id, status="running", job_spec={"slot": {}},
-                        submitted_at=now, instance_id=instance.id, log_offset=1234,
-                        runtime={"started_at": 1.5}))  # fmt: skip
+    # the jobs row as the previous release wrote it: its columns only (a Core insert)
+    job_id = str(uuid.uuid4())
+    with store.writing() as session:
+        session.execute(
+            insert(Job).values(id=job_id, run_id=run.id, status="running",
+                               job_spec={"slot": {}}, submitted_at=now,
+                               instance_id=instance.id, log_offset=1234,
+                               runtime={"started_at": 1.5})
+        )  # fmt: skip
     applied = store.create_reconcile(project.id, trigger="webhook", delivery_id="d1")
     store.finish_reconcile(applied.id, status="succeeded", applied_revision="c" * 40,
                            outcome={"actions": [{"ok": True}]})  # fmt: skip
@@ -54,7 +61,7 @@ def _fill(store: Store) -> dict[str, str]:
                        message="submitted")  # fmt: skip
     store.record_delivery(provider="github", delivery_id="d1", event="push")
     return {"project": project.id, "fleet": fleet.id, "instance": instance.id, "run": run.id,
-            "job": job.id, "reconcile": applied.id}  # fmt: skip
+            "job": job_id, "reconcile": applied.id}  # fmt: skip
 
 
 def test_a_previous_release_database_upgrades_and_reads_back(empty_url: str) -> None:

@@ -15,8 +15,10 @@ Each method is one transaction:
   follows it: `stepevents.py`, one INSERT), and the run (and a fleet) made due. Capacity and
   the fenced write commit together or not at all, so a lost lease cannot leak blocks.
   Waking is a chain, so its cost does not grow with the queue or the blocks: blocks given
-  back wake the first waiting job, and a placement that leaves room on its instance wakes
-  the next one.
+  back wake the first waiting job that could use them (its `room_ask`: a job too big for
+  them is passed over), a placement that leaves room on its instance wakes the next one,
+  and a job that still finds no room while some instance has free blocks passes the wake
+  to the first job after it in line that could use them (`pass_wake`).
 - `place_job(step)` is `record_job_step` for a placement, answering the instance as the
   take left it (`UPDATE … RETURNING`; the step goes on to submit the job there).
 - `wake_waiting_jobs(project_id, count)` makes the first jobs waiting for room due now
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Update, case, insert, select, update
+from sqlalchemy import ColumnElement, Update, and_, case, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import ReturningUpdate
 
@@ -60,8 +62,8 @@ ACTIVE_ON_INSTANCE = (
 _PLACEABLE = (InstanceStatus.IDLE.value, InstanceStatus.BUSY.value)
 RELEASE_WAKES = 1
 """Waiting jobs woken by blocks given back: the first in line (services first, then first
-come); each one placed wakes the next while room is left (a chain). One that does not fit
-the room wakes no other: it waits for the next room, or its back-off."""
+come) whose `room_ask` the room meets; each one placed wakes the next while room is left
+(a chain); one that still does not fit passes the wake down the line (`pass_wake`)."""
 
 
 class StepResult(enum.Enum):
@@ -101,6 +103,16 @@ class JobStep:
     release_lease: float | None = None  # set: the lease goes with the write, due again then
     wake_run: bool = True  # with the event: the run looks at its jobs again
     follow: RunFollowing | None = None  # instead of waking the run: its values, if it can
+    pass_wake: WaitPlace | None = None  # no room though some is free: wake the next in line
+
+
+@dataclass(frozen=True, slots=True)
+class WaitPlace:
+    """A waiting job's place in line: services and dev environments first, then first come."""
+
+    is_task: bool
+    submitted_at: datetime
+    job_id: str
 
 
 class JobStepsStore(StoreBase):
@@ -191,7 +203,8 @@ class JobStepsStore(StoreBase):
         if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
             raise _AbortError(StepResult.LEASE_LOST)
         if taken and taken[0].busy_blocks < taken[0].total_blocks:  # room left: the chain
-            session.execute(wake_waiting_statement(step.project_id, 1))
+            room = taken[0].total_blocks - taken[0].busy_blocks
+            session.execute(wake_waiting_statement(step.project_id, 1, room=room))
         self._after_write(session, step, now)
         events = step_events(step.project_id, step.job_id, step.event, now)
         followed = not following(step.follow) or follow_run(session, step.run_id, step.follow)
@@ -205,7 +218,12 @@ class JobStepsStore(StoreBase):
         if step.release is not None:
             instance_id, blocks = step.release
             session.execute(return_capacity_statement(instance_id, blocks, now))
-            session.execute(wake_waiting_statement(step.project_id, RELEASE_WAKES))
+            room = _free_on(instance_id)
+            session.execute(wake_waiting_statement(step.project_id, RELEASE_WAKES, room=room))
+        if step.pass_wake is not None:
+            room = _most_free(step.project_id)
+            after = step.pass_wake
+            session.execute(wake_waiting_statement(step.project_id, 1, room=room, after=after))
         if step.wake_fleet is not None:
             session.execute(update(Fleet).where(Fleet.id == step.wake_fleet).values(due_at=None))
         if step.event is not None and step.wake_run and step.follow is None:
@@ -318,25 +336,56 @@ def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> U
     )
 
 
-def wake_waiting_statement(project_id: str, count: int) -> Update:
+def wake_waiting_statement(
+    project_id: str,
+    count: int,
+    *,
+    room: int | ColumnElement[Any] | None = None,
+    after: WaitPlace | None = None,
+) -> Update:
     """Make the `count` first jobs of the project waiting for capacity due now.
 
     Jobs that found no room sleep (`JobsConfig.wait_backoff`) instead of polling; blocks
     given back, or an instance that became ready, wake the first of them in the same
     transaction as the change that made room: services and dev environments ahead of
     tasks (someone waits on them; a queue of batch tasks must not hold them back), then
-    first come first served.
+    first come first served. With `room` (free blocks), only jobs whose `room_ask` it
+    meets (or that have none yet); with `after`, only jobs behind that place in line.
     """
+    is_task = case((Run.run_type == "task", 1), else_=0)
+    conditions = [
+        Run.project_id == project_id,
+        Job.status == JobStatus.SUBMITTED.value,
+        Job.instance_id.is_(None),
+        Job.due_at.is_not(None),
+    ]
+    if room is not None:
+        conditions.append(or_(Job.room_ask.is_(None), Job.room_ask <= room))
+    if after is not None:
+        mine = 1 if after.is_task else 0
+        later = or_(
+            Job.submitted_at > after.submitted_at,
+            and_(Job.submitted_at == after.submitted_at, Job.id > after.job_id),
+        )
+        conditions.append(or_(is_task > mine, and_(is_task == mine, later)))
     oldest = (
         select(Job.id)
         .join(Run, Run.id == Job.run_id)
-        .where(
-            Run.project_id == project_id,
-            Job.status == JobStatus.SUBMITTED.value,
-            Job.instance_id.is_(None),
-            Job.due_at.is_not(None),
-        )
-        .order_by(case((Run.run_type == "task", 1), else_=0), Job.submitted_at, Job.id)
+        .where(*conditions)
+        .order_by(is_task, Job.submitted_at, Job.id)
         .limit(count)
     )
     return update(Job).where(Job.id.in_(oldest)).values(due_at=None)
+
+
+def _free_on(instance_id: str) -> ColumnElement[Any]:
+    """The free blocks of one instance (read in the statement, after a give-back)."""
+    free = Instance.total_blocks - Instance.busy_blocks
+    return select(free).where(Instance.id == instance_id).scalar_subquery()
+
+
+def _most_free(project_id: str) -> ColumnElement[Any]:
+    """The most free blocks on any one placeable instance of the project."""
+    free = func.max(Instance.total_blocks - Instance.busy_blocks)
+    placeable = (Instance.project_id == project_id, Instance.status.in_(_PLACEABLE))
+    return select(free).where(*placeable).scalar_subquery()

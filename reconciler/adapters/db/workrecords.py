@@ -55,5 +55,6 @@ def job_record(row: Job) -> JobRecord:
         log_offset=row.log_offset,
         unreachable_since=row.unreachable_since,
         finished_at=row.finished_at,
+        room_ask=row.room_ask,
         runtime=row.runtime,
     )

@@ -29,7 +29,10 @@ WAKE_FLEET = "__wake_fleet__"
 """Update key: the fleet to make due (and the fleets worker to hint) once it is stored."""
 TAKE = "__take_blocks__"
 """Update key: the placement's `jobsteps.Take`s, taken in the same transaction as the update."""
-MARKERS = (RELEASE, REMOVE, WAKE_FLEET, TAKE)
+PASS_WAKE = "__pass_wake__"
+"""Update key: the job's `jobsteps.WaitPlace`; it found no room though an instance has free
+blocks, so the next job in line that could use them is woken in the same transaction."""
+MARKERS = (RELEASE, REMOVE, WAKE_FLEET, TAKE, PASS_WAKE)
 
 
 @dataclass(frozen=True, slots=True)

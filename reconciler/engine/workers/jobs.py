@@ -25,7 +25,7 @@ from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.protocol import JobStatus as AgentStatus
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.blobs import BlobStore
-from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
+from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take, WaitPlace
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.stepevents import RunFollowing
 from reconciler.adapters.db.steploads import JobRows
@@ -38,8 +38,10 @@ from reconciler.core.scheduling import (
     NoFit,
     Placement,
     Requirements,
+    free_blocks,
     place_cluster,
     place_job,
+    room_ask,
 )
 from reconciler.core.transitions import moves_run
 from reconciler.domain.inventory import InstanceRecord
@@ -50,6 +52,7 @@ from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
 from reconciler.engine.workers.growing import AWAITING_FLEET, NODES_NEEDED, elastic_fleets
 from reconciler.engine.workers.job_context import (
     MARKERS,
+    PASS_WAKE,
     RELEASE,
     REMOVE,
     TAKE,
@@ -64,6 +67,9 @@ from reconciler.engine.workers.job_uploads import job_archives
 from reconciler.engine.workers.run_jobs import job_view, run_view
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
+
+Waits = tuple[str, int | None]
+"""Why a job waits for busy capacity, and its room ask (`scheduling.room_ask`)."""
 
 
 class JobsProcessor:
@@ -88,7 +94,7 @@ class JobsProcessor:
         self._hint = hint
         self._placing = asyncio.Lock()
         self._prepared: dict[str, JobContext] = {}  # by lease token, read with the claim
-        self._no_room: dict[tuple[str, str, int], tuple[str, float]] = {}
+        self._no_room: dict[tuple[str, str, int], tuple[Waits, float]] = {}
         """(project, requirements, nodes) -> (why it waits, until when): what the last job
         of a claimed batch that found no room learned, so the others like it need not read
         the candidates again (`_place`). Dropped with each new batch and each release."""
@@ -216,6 +222,7 @@ class JobsProcessor:
             take=tuple(update.get(TAKE) or ()),
             release=update.get(RELEASE),
             wake_fleet=update.get(WAKE_FLEET),
+            pass_wake=update.get(PASS_WAKE),
             event=event,
             release_lease=release_lease,
             wake_run=wake_run,
@@ -261,7 +268,7 @@ class JobsProcessor:
         if known is not None and known[1] > time.monotonic():
             # A job like it of this batch found no room just now. Safe to trust: a release
             # meanwhile wakes the first waiting jobs, leased ones too (they run again).
-            return self._waiting(ctx, known[0]), self.config.wait_backoff
+            return self._waiting(ctx, *known[0]), self.config.wait_backoff
         candidates = self.store.placement_candidates(ctx.project.id, ports=bool(req.host_ports))
         if slot.nodes > 1:
             result = place_cluster(req, slot.nodes, candidates)
@@ -312,10 +319,10 @@ class JobsProcessor:
         nodes: int,
         no_fit: NoFit,
         candidates: list[Candidate],
-    ) -> tuple[Update, float | None, str | None]:
+    ) -> tuple[Update, float | None, Waits | None]:
         """No instance now: wait for a fleet to grow, wait for busy capacity, or fail
         (dstack's `failed_to_start_due_to_no_capacity`, saying why no fleet can grow);
-        with the message when it waits for busy capacity."""
+        with why and its room ask when it waits for busy capacity."""
         fleets = elastic_fleets(self.store, ctx.project.id, candidates, job_id=ctx.job.id)
         growth = choose_growth(req, nodes, fleets, current=ctx.runtime.get(AWAITING_FLEET))
         if isinstance(growth, Growth):
@@ -328,23 +335,33 @@ class JobsProcessor:
         coming = None if no_fit.wait else hosts_coming(req, fleets)
         if no_fit.wait or coming is not None:
             busy = coming is None  # only busy capacity is worth remembering for the batch
-            message = coming or no_fit.message
-            return self._waiting(ctx, message), self.config.wait_backoff, message if busy else None
+            waits = (coming or no_fit.message, room_ask(req, candidates) if nodes == 1 else None)
+            update = self._waiting(ctx, *waits)
+            if free_blocks(candidates) > 0:  # room it cannot use: a job behind may fit
+                update[PASS_WAKE] = WaitPlace(
+                    ctx.run.run_type == "task", ctx.job.submitted_at, ctx.job.id
+                )
+            return update, self.config.wait_backoff, waits if busy else None
         reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
         message = failure_message(no_fit.message, growth)
         ended = finish(reason, self.store.now(), message, runtime=_not_awaiting(ctx.runtime))
         return ended, None, None
 
-    def _waiting(self, ctx: JobContext, message: str) -> Update:
-        """A job waiting for busy capacity (or hosts being set up) to make room."""
-        update = {"status_message": message, "runtime": _not_awaiting(ctx.runtime)}
-        return self._changed(ctx, update)
+    def _waiting(self, ctx: JobContext, message: str, ask: int | None) -> Update:
+        """A job waiting for busy capacity (or hosts being set up) to make room; `ask`:
+        the free blocks it needs on one instance (`scheduling.room_ask`)."""
+        runtime = _not_awaiting(ctx.runtime)
+        return self._changed(ctx, {"status_message": message, "runtime": runtime, "room_ask": ask})
 
     @staticmethod
     def _changed(ctx: JobContext, update: Update) -> Update:
         """`update` without what the job already has: a waiting job that learns nothing
         new writes nothing (hundreds of them would otherwise queue on the one writer)."""
-        current = {"status_message": ctx.job.status_message, "runtime": ctx.runtime}
+        current = {
+            "status_message": ctx.job.status_message,
+            "runtime": ctx.runtime,
+            "room_ask": ctx.job.room_ask,
+        }
         return {k: v for k, v in update.items() if k not in current or current[k] != v}
 
     # -- provisioning: submit to the agent ----------------------------------------------------

@@ -70,6 +70,9 @@ class Job(Leased, Base, kw_only=True):
     log_offset: Mapped[int] = mapped_column(BigInteger, default=0)
     unreachable_since: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    # A job waiting for busy capacity: the fewest free blocks one instance needs before
+    # it can fit (`scheduling.room_ask`), so blocks given back wake a job they can hold.
+    room_ask: Mapped[int | None] = mapped_column(Integer, default=None)
     # What the jobs worker learns while the job runs: allocated GPUs and blocks, host ports,
     # started_at, probe readiness. Owned by reconciler.engine.workers.jobs.
     runtime: Mapped[Any] = mapped_column(JSONText, default=None, nullable=True)
