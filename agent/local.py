@@ -98,15 +98,28 @@ def ensure_client_key(path: Path) -> Path:
     return path
 
 
+CONTROL_FROM = "127.0.0.1"
+"""The only address the server's own key is accepted from on the local agent: the server
+connects from there; its listener for other machines (`--attach-host`) connects from
+127.0.0.2 (`reconciler.engine.sessionforwards`), so the server's key opens nothing there."""
+
+
 def authorize_key(authorized_keys: Path, private_key: Path) -> None:
-    """Add the public half of `private_key` to `authorized_keys` unless already there."""
+    """Make the public half of `private_key` the control line of `authorized_keys`,
+    accepted from `CONTROL_FROM` only (a plain line of it, as older servers wrote, is
+    replaced)."""
     public = asyncssh.read_private_key(str(private_key)).export_public_key().decode().strip()
+    wanted = f'from="{CONTROL_FROM}" {public}'
     lines = authorized_keys.read_text().splitlines() if authorized_keys.exists() else []
-    if public.split()[1] not in {line.split()[1] for line in lines if len(line.split()) > 1}:
-        authorized_keys.parent.mkdir(parents=True, exist_ok=True)
-        with open(authorized_keys, "a") as handle:
-            handle.write(public + "\n")
-        authorized_keys.chmod(0o600)
+    if wanted in lines:
+        return
+    blob = public.split()[1]
+    kept = [line for line in lines if blob not in line.split()]
+    authorized_keys.parent.mkdir(parents=True, exist_ok=True)
+    temporary = authorized_keys.with_name(f".{authorized_keys.name}.control.{os.getpid()}")
+    temporary.write_text("".join(f"{line}\n" for line in [*kept, wanted]))
+    temporary.chmod(0o600)
+    os.replace(temporary, authorized_keys)
 
 
 def _has_exited(pid: int) -> bool:

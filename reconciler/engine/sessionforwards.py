@@ -12,7 +12,9 @@ the agent's SSH server: the server neither sees nor holds the user's key.
 The listen address is 127.0.0.1, or the server's `attach_host` (`--attach-host`) so that
 dstack clients on other machines can attach; then the local agent's SSH server, which
 listens on 127.0.0.1 only, gets a listener too (`local`: each connection is a plain TCP
-connection to it on this machine).
+connection to it on this machine, made from `LOCAL_SOURCE`, 127.0.0.2: the local agent
+accepts the server's own key from 127.0.0.1 only, `agent.local.CONTROL_FROM`, so that key
+opens nothing through the listener; users' keys are accepted from anywhere).
 
 `SessionForwards.port`/`local` start a listener on first need; `close` stops them all (the
 controller's `stop`). Called by `reconciler.engine.controller.EngineController`
@@ -34,6 +36,7 @@ from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 log = logging.getLogger(__name__)
 
 LISTEN_HOST = "127.0.0.1"
+LOCAL_SOURCE = "127.0.0.2"  # where `local` listeners' connections to the local agent come from
 CHUNK = 65536
 CLOSE_WAIT = 5.0  # seconds `close` waits for each listener (never holds up a shutdown)
 
@@ -76,7 +79,9 @@ class SessionForwards:
         """The port on `host` whose connections reach 127.0.0.1:local_port of this machine."""
 
         async def direct() -> tuple[_Reader, _Writer]:
-            return await asyncio.open_connection("127.0.0.1", local_port)
+            return await asyncio.open_connection(
+                "127.0.0.1", local_port, local_addr=(LOCAL_SOURCE, 0)
+            )
 
         return await self._listen((None, local_port), direct)
 

@@ -9,8 +9,9 @@ server (`engine.sessionforwards`).
 
 Also the attack from there: a key the server never issued, and the key of a user of
 another project naming this project's job (a session, dstack's hop, a job port) are
-refused by the agent; no key reaches the agent's API through the listener; the agent's
-own ports are not reachable from the client namespace at all.
+refused by the agent; no user key reaches the agent's API through the listener, and the
+server's own key gets no login there; the agent's own ports are not reachable from the
+client namespace at all.
 """
 
 from __future__ import annotations
@@ -238,6 +239,9 @@ def _refusals(
     for key in (mallory, member):
         api = _forward(space, key, listener, job_id, f"127.0.0.1:{agent_http}")
         assert api.returncode != 0 and "prohibited" in api.stderr.lower(), api
+    # the server's own key (the agent's API on the server's machine): no login there
+    control = _forward(space, data_dir / "ssh" / "id_ed25519", listener, "root", "127.0.0.1:1")
+    assert control.returncode != 0 and "Permission denied" in control.stderr, control
     own = _ssh(space, member, listener, job_id, "echo", "hi")  # the refusals are not vacuous
     assert own.returncode == 0 and own.stdout.strip() == "hi", own
     # the agent's own ports and the server's loopback: out of the client namespace's reach

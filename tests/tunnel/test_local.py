@@ -95,3 +95,31 @@ async def test_an_agent_of_another_build_is_replaced(
     assert replaced.started and replaced.pid != first.pid
     await until_dead(first.pid)
     await pool.close()
+
+
+async def test_the_servers_key_is_accepted_from_127_0_0_1_only(server_dir: Path) -> None:
+    """The control line is `from="127.0.0.1"` (a plain line of an older server is replaced):
+    the server's own connections come from there; the `--attach-host` listener's connections
+    to the agent come from 127.0.0.2 (`engine.sessionforwards.LOCAL_SOURCE`), where the
+    server's key opens nothing."""
+    key = ensure_client_key(server_dir / "keys" / "id_ed25519")
+    public = asyncssh.read_private_key(str(key)).export_public_key().decode().strip()
+    keys_file = server_dir / "local-agent" / "authorized_keys"
+    keys_file.parent.mkdir(parents=True)
+    keys_file.write_text(f"{public}\n")  # as older servers wrote it
+    pool = TunnelPool()
+    agent = await ensure_local_agent(server_dir, key, pool)
+    assert keys_file.read_text().splitlines() == [f'from="127.0.0.1" {public}']
+    async with AgentClient.over_tunnel(pool, agent.target, agent.agent_port) as client:
+        await client.check_version()  # from 127.0.0.1: the server's own path works
+    await pool.close()
+    with pytest.raises(asyncssh.PermissionDenied):
+        await asyncssh.connect(
+            "127.0.0.1",
+            agent.ssh_port,
+            local_addr=("127.0.0.2", 0),
+            username="dockyard",
+            client_keys=[str(key)],
+            known_hosts=None,
+            config=None,
+        )
