@@ -8,7 +8,8 @@ reach, only what listens on the server ip is in it. Names and the /30 are unique
 deleting the namespace at the end removes the veth pair with it.
 
 Needs root and `ip` (iproute2); without them the test is skipped, or fails under CI=true
-(`tests.services.missing.skip_or_fail`). Used by tests/compat/test_attach_remote.py.
+(`tests.services.missing.skip_or_fail`). Used by tests/compat/test_attach_remote.py and
+test_attach_remote_ssh.py.
 """
 
 from __future__ import annotations
@@ -22,6 +23,28 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tests.services.missing import skip_or_fail
+
+# run in the namespace with `python -c`: an HTTP URL answers 200 / a TCP port connects
+ANSWERS = (
+    "import sys, urllib.request\n"
+    "try:\n"
+    "    sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=5).status == 200 else 1)\n"
+    "except OSError:\n"
+    "    sys.exit(1)\n"
+)
+CONNECTS = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()\n"
+    "except OSError:\n"
+    "    sys.exit(1)\n"
+)
+# OpenSSH with nothing of this machine's own config or known hosts
+SSH_OPTIONS = (
+    *("-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"),
+    *("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"),
+    *("-o", "ConnectTimeout=20"),
+)
 
 
 @dataclass(frozen=True)

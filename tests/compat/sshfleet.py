@@ -27,6 +27,7 @@ import pytest
 from agent.deploy import session_port_for
 from agent.server.executors import proctable
 from tests.compat.conftest import Dstack, _real
+from tests.services.missing import skip_or_fail
 from tests.services.sshd import SSHHost, make_client_key, sshd_unavailable_reason, start_sshd
 from tests.web.serving import running_server, wait_until
 
@@ -89,14 +90,15 @@ def stop_deployed_agent(agent_dir: Path) -> None:
                 os.kill(process.pid, signal.SIGKILL)
 
 
-@pytest.fixture(scope="module")
-def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHFleet]:
+@contextlib.contextmanager
+def ssh_fleet_server(
+    tmp: Path, *, prefix: tuple[str, ...] = (), **extra: object
+) -> Iterator[SSHFleet]:
+    """sshd, a server with `extra` settings whose SSH fleet is up on it, and dstack's CLI
+    (run under `prefix`, e.g. in another network namespace) registered at its URL."""
     reason = sshd_unavailable_reason()
     if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("sshfleet")
+        skip_or_fail(reason)
     home, workdir, agent_dir = tmp / "home", tmp / "work", tmp / "agent"
     for path in (home, workdir):
         path.mkdir()
@@ -107,10 +109,11 @@ def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHFleet]:
         "ssh_agent_dir": str(agent_dir),
         "ssh_agent_port": agent_port,
         "key_dirs": str(key.parent),
+        **extra,
     }
     try:
         with running_server(tmp, _real, **settings) as server:
-            client = Dstack(server, home, workdir)
+            client = Dstack(server, home, workdir, prefix=prefix)
             url, token = server.url, server.admin_token
             client.ok("project", "add", "--name", "main", "--url", url, "--token", token, "-y")
             text = FLEET.format(key=key, port=host.port)
@@ -129,3 +132,9 @@ def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHFleet]:
     finally:
         stop_deployed_agent(agent_dir)
         host.stop()
+
+
+@pytest.fixture(scope="module")
+def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHFleet]:
+    with ssh_fleet_server(tmp_path_factory.mktemp("sshfleet")) as fleet:
+        yield fleet

@@ -28,7 +28,7 @@ import pytest
 
 from agent.local import local_agent_ssh_port, local_paths
 from tests.compat.conftest import Dstack, _real, free_port
-from tests.compat.netns import ClientNamespace, client_namespace
+from tests.compat.netns import ANSWERS, CONNECTS, SSH_OPTIONS, ClientNamespace, client_namespace
 from tests.compat.pyapi import attach_script
 from tests.web.serving import running_server, wait_until
 
@@ -54,26 +54,6 @@ commands:
   - sleep 2
   - echo last-line-of-farlogs
 """
-
-ANSWERS = (
-    "import sys, urllib.request\n"
-    "try:\n"
-    "    sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=5).status == 200 else 1)\n"
-    "except OSError:\n"
-    "    sys.exit(1)\n"
-)
-CONNECTS = (
-    "import socket, sys\n"
-    "try:\n"
-    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()\n"
-    "except OSError:\n"
-    "    sys.exit(1)\n"
-)
-SSH_OPTIONS = (
-    *("-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"),
-    *("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"),
-    *("-o", "ConnectTimeout=20"),
-)
 
 
 @pytest.fixture(scope="module")
