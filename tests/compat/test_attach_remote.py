@@ -202,6 +202,11 @@ def _refusals(
     assert made.returncode == 0, made
     denied = _ssh(space, stranger, listener, job_id, "echo", "hi")
     assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
+    # no key at all (no password or keyboard-interactive login either)
+    target = f"{job_id}@{space.server_ip}"
+    keyless = ("-o", "PubkeyAuthentication=no", "-p", str(listener), target, "echo", "hi")
+    nokey = _in_space(space, "ssh", *SSH_OPTIONS, *keyless)
+    assert nokey.returncode != 0 and "Permission denied" in nokey.stderr, nokey
     # a user of another project naming this project's job: a session, dstack's hop to the
     # agent as that job, the job's port: all refused by the agent
     mallory = _key_of(remote, "mallory", "other")
