@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncssh
@@ -30,6 +30,7 @@ from agent.protocol import (
     DEFAULT_LOG_LIMIT,
     HEADER_JOB_FINISHED,
     HEADER_NEXT_OFFSET,
+    REMOVALS_PATH,
     ErrorBody,
     ErrorCode,
     Healthcheck,
@@ -38,6 +39,8 @@ from agent.protocol import (
     JobSpec,
     JobState,
     LogChunk,
+    RemovalRequest,
+    Removals,
     StopRequest,
     agent_version,
 )
@@ -190,6 +193,13 @@ class AgentClient:
 
     async def remove(self, job_id: str) -> None:
         await self._call("DELETE", f"/jobs/{job_id}")
+
+    async def remove_many(self, job_ids: Sequence[str]) -> Removals:
+        """Remove finished jobs, up to `MAX_REMOVALS` in one call (an id the agent does not
+        know counts as removed; one still running is answered `active` and left)."""
+        body = RemovalRequest(job_ids=list(job_ids)).model_dump(mode="json")
+        response = await self._call("POST", REMOVALS_PATH, json=body)
+        return Removals.model_validate_json(response.content)
 
     async def metrics(self, job_id: str) -> JobMetrics:
         response = await self._call("GET", f"/jobs/{job_id}/metrics")

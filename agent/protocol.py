@@ -263,3 +263,22 @@ class JobSpec(_Request):
 class StopRequest(_Request):
     timeout: Annotated[float, Field(ge=0)] | None = None  # None: the job's stop_duration
     force: bool = False  # True: SIGKILL at once
+
+
+REMOVALS_PATH = "/jobs/removals"
+MAX_REMOVALS = 1000
+"""Jobs one ``POST /jobs/removals`` may name."""
+
+
+class RemovalRequest(_Request):
+    """``POST /jobs/removals``: remove these finished jobs (``DELETE /jobs/{id}`` for many)."""
+
+    job_ids: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=MAX_REMOVALS)]
+
+
+class Removals(_Answer):
+    """What a ``POST /jobs/removals`` did: `removed` (also those it did not know: gone
+    either way) and `active` (not finished: left, stop them first)."""
+
+    removed: list[str] = []
+    active: list[str] = []

@@ -11,6 +11,9 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
   and runs/s (goal ≥ 50), beside the spawn floor: the same M commands run one after the
   other with ``sh -c`` on this host, no Dockyard; with the reconcile's own stage timings
   (commit → every run row written), the rest being the runs and jobs workers and the agent;
+  and the CPU per task (/proc utime + stime over the window) of this process, which holds
+  the whole server, and of the local agent: a cost that the load changes far less than
+  the wall time;
 - ``sql_per_job``: for one commit of 60 and one of 1,000 tasks (all queued at once behind
   the local fleet's capacity), the SQL statements and transactions the server ran from the
   commit until every run was done, divided by the tasks; the ratio of the two (goal:
@@ -49,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import Engine, event
 
-from agent.local import stop_local_agent
+from agent.local import local_paths, stop_local_agent
 from reconciler.adapters.db.models import Job, Run
 from reconciler.adapters.db.store import Store
 from reconciler.engine.controller import EngineController, build_controller
@@ -135,8 +138,30 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a process so far (/proc), or None if it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def local_agent_pid(data_dir: Path) -> int | None:
+    """The local agent's pid, from its state file (None if not started)."""
+    try:
+        return int(json.loads(local_paths(data_dir).state.read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 async def measure_throughput(
-    controller: EngineController, store: Store, repo: Path, project_id: str, tasks: int
+    controller: EngineController,
+    store: Store,
+    repo: Path,
+    project_id: str,
+    tasks: int,
+    agent_pid: int | None = None,
 ) -> dict[str, Any]:
     before = len(run_statuses(store, project_id))
     files = {
@@ -144,6 +169,7 @@ async def measure_throughput(
         for i in range(tasks)
     }
     commit(repo, files, f"{tasks} tasks")
+    server_cpu, agent_cpu = cpu_seconds(os.getpid()), cpu_seconds(agent_pid or 0)
     started = time.perf_counter()
     reconcile_id = await controller.request_reconcile("main", trigger="webhook")
 
@@ -155,6 +181,15 @@ async def measure_throughput(
 
     await wait(all_done, within=1800, interval=0.1)
     elapsed = time.perf_counter() - started
+    cpu = {
+        "server": (server_cpu, cpu_seconds(os.getpid())),
+        "agent": (agent_cpu, cpu_seconds(agent_pid or 0)),
+    }
+    per_task = {
+        f"{who}_cpu_ms_per_task": round((end - start) * 1000 / tasks, 1)
+        for who, (start, end) in cpu.items()
+        if start is not None and end is not None
+    }
     failed = sum(1 for s in run_statuses(store, project_id) if s != "done")
     reconcile = store.get_reconcile(reconcile_id)
     stages = {t["stage"]: t["seconds"] for t in (reconcile.stage_timings if reconcile else [])}
@@ -164,7 +199,7 @@ async def measure_throughput(
         "seconds": round(elapsed, 2),
         "runs_per_second": round(tasks / elapsed, 2),
         "not_done": failed,
-    }
+    } | per_task
 
 
 class SQLCounter:
@@ -265,7 +300,10 @@ async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
             load_latency = load_average()
             latency, floors = await measure_latency(controller, store, repo, project_id, commits)
             load_throughput = load_average()
-            throughput = await measure_throughput(controller, store, repo, project_id, tasks)
+            agent_pid = local_agent_pid(root / "data")
+            throughput = await measure_throughput(
+                controller, store, repo, project_id, tasks, agent_pid
+            )
             throughput["load_average_before"] = load_throughput
             throughput["load_average_after"] = load_average()
             observer = Store.from_url(f"sqlite:///{root / 'dockyard.db'}")

@@ -24,6 +24,7 @@ from agent.protocol import (
     HEADER_LOG_OFFSET,
     HEADER_NEXT_OFFSET,
     MAX_LOG_LIMIT,
+    REMOVALS_PATH,
     ErrorBody,
     ErrorCode,
     Healthcheck,
@@ -31,6 +32,8 @@ from agent.protocol import (
     JobMetrics,
     JobSpec,
     JobState,
+    RemovalRequest,
+    Removals,
     StopRequest,
     agent_build,
     agent_version,
@@ -107,6 +110,20 @@ def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
     async def stop(job_id: str, request: StopRequest | None = None) -> JobState:
         request = request or StopRequest()
         return await manager.stop(job_id, grace=request.timeout, force=request.force)
+
+    @router.post(REMOVALS_PATH)
+    async def remove_many(request: RemovalRequest) -> Removals:
+        removed: list[str] = []
+        active: list[str] = []
+        for job_id in dict.fromkeys(request.job_ids):
+            try:
+                await manager.remove(job_id)
+            except AgentError as error:
+                if error.code is not ErrorCode.NOT_FOUND:
+                    active.append(job_id)
+                    continue
+            removed.append(job_id)
+        return Removals(removed=removed, active=active)
 
     @router.delete("/jobs/{job_id}", status_code=204)
     async def remove(job_id: str) -> Response:

@@ -4,8 +4,10 @@
 the job manager publishes a ``state`` event whenever a job's status or stop order moves,
 and the feed itself publishes ``output`` when the log of a running job has grown (it
 looks at the sizes of those logs at most once per ``output_interval``, and only while
-someone follows the feed). ``router`` serves ``GET /jobs/events`` (``agent/jobevents.py``
-describes the contract); ``app.create_app`` mounts it ahead of ``/jobs/{job_id}``.
+someone follows the feed). A job's end event carries its final state and, when short, its
+log (``JobEnd``: built by the job manager once, as the job ends). ``router`` serves
+``GET /jobs/events`` (``agent/jobevents.py`` describes the contract); ``app.create_app``
+mounts it ahead of ``/jobs/{job_id}``.
 
 ``settled`` is how ``POST /jobs`` answers: once the new job has left ``pending`` (it runs,
 pulls its image, or already ended) or after ``SUBMIT_SETTLE_SECONDS``, so the server can
@@ -32,6 +34,7 @@ from agent.jobevents import (
     EVENTS_PATH,
     MAX_EVENTS_PER_PAGE,
     MAX_WAIT_SECONDS,
+    JobEnd,
     JobEvent,
     JobEventKind,
     JobEventsPage,
@@ -71,9 +74,12 @@ class JobEventFeed:
     def seq(self) -> int:
         return self._seq
 
-    def publish(self, job_id: str, kind: JobEventKind, status: str = "") -> None:
+    def publish(
+        self, job_id: str, kind: JobEventKind, status: str = "", end: JobEnd | None = None
+    ) -> None:
         self._seq += 1
-        self._events.append(JobEvent(seq=self._seq, job_id=job_id, kind=kind, status=status))
+        event = JobEvent(seq=self._seq, job_id=job_id, kind=kind, status=status, end=end)
+        self._events.append(event)
         published, self._published = self._published, asyncio.Event()
         published.set()
 
@@ -131,7 +137,10 @@ class JobEventFeed:
             self.check_output()
 
     def check_output(self) -> None:
-        """Publish `output` for each running job whose log grew since the last look."""
+        """Publish `output` for each running job whose log grew since the last look. A job
+        not running at the last look is only measured: what it printed before is news once
+        it still runs a look later (a job that ends first brings its log with its end, and
+        a tiny task then costs its reader no pass for its output)."""
         assert self._running_logs is not None
         sizes: dict[str, int] = {}
         for job_id, path in self._running_logs():
@@ -140,7 +149,7 @@ class JobEventFeed:
             except OSError:
                 continue
             sizes[job_id] = size
-            if size > self._sizes.get(job_id, 0):
+            if size > self._sizes.get(job_id, size):
                 self.publish(job_id, JobEventKind.OUTPUT)
         self._sizes = sizes
 

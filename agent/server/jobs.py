@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.diskspace import DiskWatch
-from agent.jobevents import JobEventKind
+from agent.jobevents import END_LOG_BYTES, JobEnd, JobEventKind
 from agent.protocol import (
     ErrorCode,
     ExecutorKind,
@@ -458,7 +458,9 @@ class JobManager:
         if persist:
             self._store.save(job.stored)
         if state.status != before.state.status or job.stored.stop != before.stop:
-            self.events.publish(job.spec.id, JobEventKind.STATE, state.status.value)
+            ended = state.status.is_finished() and not before.state.status.is_finished()
+            end = JobEnd(state=state, log=_short_log(job.files.log)) if ended else None
+            self.events.publish(job.spec.id, JobEventKind.STATE, state.status.value, end)
 
     def _unfinished(self) -> set[str]:
         return {i for i, job in self._jobs.items() if not job.state.status.is_finished()}
@@ -475,3 +477,16 @@ class JobManager:
         if job is None:
             raise AgentError(ErrorCode.NOT_FOUND, f"no job {job_id} on this agent")
         return job
+
+
+def _short_log(path: Path) -> bytes | None:
+    """The whole log of a finished job if it is at most `END_LOG_BYTES` (it travels with
+    the job's end event); None if longer or unreadable. A small read, on the event loop."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(END_LOG_BYTES + 1)
+    except FileNotFoundError:
+        return b""
+    except OSError:
+        return None
+    return data if len(data) <= END_LOG_BYTES else None

@@ -5,18 +5,44 @@ The jobs worker, the instances worker and the service proxy's route source ask t
 `InstanceRecord` from the store); all share one
 `TunnelPool`, so every host has one SSH connection however many callers there are.
 Each time a client is handed out, `on_client` (the controller's `JobEventFollower.follow`)
-is told, so every agent the server speaks to has its job events followed.
+is told, so every agent the server speaks to has its job events followed; `events` (that
+follower too) tells the jobs worker what those events said (`AgentEvents`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agent.client import AgentClient
+from agent.jobevents import JobEnd
 from agent.tunnel import SSHTarget, TunnelPool
 from reconciler.domain.inventory import AgentHost
+
+
+class AgentEvents(Protocol):
+    """What the jobs worker asks of the agents' job events (`JobEventFollower`): a job's
+    end as its event told it, and the events' side of a submit."""
+
+    def ended(self, instance_id: str, agent_job_id: str) -> JobEnd | None: ...
+
+    def submitting(self, instance_id: str, agent_job_id: str) -> None: ...
+
+    def submitted(self, instance_id: str, agent_job_id: str, *, started: bool) -> bool: ...
+
+
+class _NoEvents:
+    """No events followed: nothing to tell."""
+
+    def ended(self, instance_id: str, agent_job_id: str) -> JobEnd | None:
+        return None
+
+    def submitting(self, instance_id: str, agent_job_id: str) -> None:
+        return None
+
+    def submitted(self, instance_id: str, agent_job_id: str, *, started: bool) -> bool:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +61,8 @@ class AgentDirectory:
         self.on_client: Callable[[str, AgentClient], None] | None = None
         self.following: Callable[[str], bool] = lambda instance_id: False
         """Whether the instance's agent events are followed now (its jobs may sleep)."""
+        self.events: AgentEvents = _NoEvents()
+        """What the agents' job events told (`JobEventFollower`; set by the controller)."""
 
     def address(self, instance: AgentHost) -> AgentAddress:
         """The SSH endpoint and agent port recorded on the instance.

@@ -13,6 +13,12 @@ An agent that says a job started (a `state` event, status `running`) also has it
 `pulling` and in no worker's hands), so the store does not wait for the job's pass to learn
 it; the pass still follows (ports, probes, logs).
 
+An agent that says a job ended sends its end with the event (`agent.jobevents.JobEnd`:
+the final state and, when short, the whole log): the follower keeps it (`ended`, at most
+`KEEP_ENDS`), so the job's pass records the end without asking the agent again. A start
+that the job's own pass learns from its submit's answer (`submitting`/`submitted`) wakes
+nobody: a tiny task gets one pass for its start and one for its end, not a third.
+
 `JobEventFollower.follow(instance_id, client)` is idempotent and cheap: the
 `AgentDirectory` calls it whenever a worker asks for an agent's client, so a host is
 followed from the first time the server speaks to it. `following(instance_id)` tells the
@@ -25,11 +31,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from agent.client import AgentClient, AgentError
-from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind, JobEventsPage
+from agent.jobevents import MAX_WAIT_SECONDS, JobEnd, JobEventKind, JobEventsPage
 from agent.protocol import ErrorCode
 from agent.protocol import JobStatus as AgentStatus
 from agent.tunnel import AgentUnreachable
@@ -38,6 +45,10 @@ from reconciler.ports import WorkKind
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+KEEP_ENDS = 10_000
+"""Job ends kept for their jobs' passes (the oldest dropped first: such a pass asks); as
+many submits in flight are remembered (`submitting`)."""
+_SUBMITTING, _ANSWERED, _PASSED_OVER = "submitting", "answered", "passed over"
 
 
 class JobWakes(Protocol):
@@ -75,6 +86,8 @@ class JobEventFollower:
         self._retry = tuple(retry)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._live: set[str] = set()
+        self._ends: OrderedDict[tuple[str, str], JobEnd] = OrderedDict()
+        self._starts: OrderedDict[tuple[str, str], str] = OrderedDict()  # `submitting`
         self._closed = False
 
     def follow(self, instance_id: str, client: AgentClient) -> None:
@@ -89,6 +102,18 @@ class JobEventFollower:
     def following(self, instance_id: str) -> bool:
         """True while the instance's agent events are read (a job there may sleep long)."""
         return instance_id in self._live
+
+    def ended(self, instance_id: str, agent_job_id: str) -> JobEnd | None:
+        """The end the instance's agent announced for this job, taken (None: not known;
+        ask the agent)."""
+        return self._ends.pop((instance_id, agent_job_id), None)
+
+    def _keep_ends(self, instance_id: str, page: JobEventsPage) -> None:
+        for event in page.events:
+            if event.end is not None:
+                self._ends[(instance_id, event.job_id)] = event.end
+        while len(self._ends) > KEEP_ENDS:
+            self._ends.popitem(last=False)
 
     def open(self) -> None:
         """Follow again after `aclose` (a controller started again)."""
@@ -127,13 +152,14 @@ class JobEventFollower:
                 continue
             failures = 0
             self._live.add(instance_id)
+            self._keep_ends(instance_id, page)
             try:
                 if page.reset:
                     woken = await self._wakes.wake_jobs_on_instance(instance_id)
                 else:
-                    await self._record_running(instance_id, page)
-                    ids = list(dict.fromkeys(event.job_id for event in page.events))
-                    woken = await self._wakes.wake("jobs", ids)
+                    started, ids = self._news(instance_id, page)
+                    await self._record_running(instance_id, started)
+                    woken = await self._wakes.wake("jobs", ids) if ids else 0
             except Exception:  # a store hiccup: the jobs' own passes cover it
                 log.exception("%s: waking jobs failed", client.name)
                 woken = 0
@@ -141,13 +167,43 @@ class JobEventFollower:
                 self._hint("jobs")
             since, epoch = page.seq, page.epoch
 
-    async def _record_running(self, instance_id: str, page: JobEventsPage) -> None:
+    def submitting(self, instance_id: str, agent_job_id: str) -> None:
+        """A pass is submitting the job: its answer says whether it started, so the job's
+        `running` event is no news (neither recorded nor woken for; see `submitted`)."""
+        self._starts[(instance_id, agent_job_id)] = _SUBMITTING
+        while len(self._starts) > KEEP_ENDS:
+            self._starts.popitem(last=False)
+
+    def submitted(self, instance_id: str, agent_job_id: str, *, started: bool) -> bool:
+        """The submit was answered (`started`: running or ended). True if a `running`
+        event was passed over that the answer did not tell: look at the job again."""
+        key = (instance_id, agent_job_id)
+        mark = self._starts.pop(key, None)
+        if started and mark == _SUBMITTING:  # its start event is still to come: no news
+            self._starts[key] = _ANSWERED
+        return not started and mark == _PASSED_OVER
+
+    def _news(self, instance_id: str, page: JobEventsPage) -> tuple[list[str], list[str]]:
+        """The jobs the page says started, and the jobs to wake: every job it names but
+        those whose only news is a start their submit's answer tells (`submitting`)."""
+        started: list[str] = []
+        woken: dict[str, None] = {}
+        for event in page.events:
+            start = event.kind is JobEventKind.STATE and event.status == AgentStatus.RUNNING
+            mark = self._starts.get((instance_id, event.job_id)) if start else None
+            if mark is not None:  # its submit's answer tells it (or told it): no news
+                if mark == _ANSWERED:
+                    del self._starts[(instance_id, event.job_id)]
+                else:
+                    self._starts[(instance_id, event.job_id)] = _PASSED_OVER
+                continue
+            if start:
+                started.append(event.job_id)
+            woken[event.job_id] = None
+        return started, list(woken)
+
+    async def _record_running(self, instance_id: str, started: Sequence[str]) -> None:
         """Jobs the page says started: recorded `running` now (their runs hinted)."""
-        started = [
-            event.job_id
-            for event in page.events
-            if event.kind is JobEventKind.STATE and event.status == AgentStatus.RUNNING.value
-        ]
         if self._states is None or not started:
             return
         states = self._states

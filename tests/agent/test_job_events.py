@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agent.jobevents import JobEventKind, JobEventsPage
-from agent.protocol import JobState, JobStatus
+from agent.client import AgentClient
+from agent.jobevents import END_LOG_BYTES, JobEvent, JobEventKind, JobEventsPage
+from agent.protocol import MAX_REMOVALS, JobState, JobStatus
 from agent.server.events import JobEventFeed, settled
 from tests.agent.conftest import AgentApi
 
@@ -97,3 +98,77 @@ async def test_settled_wakes_on_the_jobs_change() -> None:
     states.append(JobState(id="j", status=JobStatus.PULLING))
     feed.publish("j", JobEventKind.STATE, "pulling")
     assert (await asyncio.wait_for(waiting, timeout=30)).status is JobStatus.PULLING
+
+
+async def _events_until_finished(agent: AgentApi, job_ids: set[str]) -> dict[str, JobEvent]:
+    """Follow the feed until each of `job_ids` has its end event; those events by job."""
+    first = await _page(agent, 0, "")
+    since, ended = first.seq, dict[str, JobEvent]()
+    while set(ended) != job_ids:
+        page = await _page(agent, since, first.epoch, wait=30)
+        assert not page.reset
+        ended |= {e.job_id: e for e in page.events if e.end is not None}
+        since = page.seq
+    return ended
+
+
+async def test_a_jobs_end_event_carries_its_state_and_its_short_log(
+    agent: AgentApi, tmp_path: Path
+) -> None:
+    # The server records a tiny task's end from this event alone: no state or log asked.
+    go = tmp_path / "go"
+    wait = f"while [ ! -e {go} ]; do sleep 0.05; done"
+    long_line = "x" * END_LOG_BYTES
+    for job_id, command in (
+        ("short", "printf 'hi\\377\\n'; exit 3"),
+        ("long", f"echo {long_line}"),
+    ):
+        (await agent.submit(id=job_id, commands=[wait, command])).raise_for_status()
+    following = asyncio.create_task(_events_until_finished(agent, {"short", "long"}))
+    go.touch()
+    ended = await following
+    short = ended["short"].end
+    assert short is not None and short.state.status is JobStatus.EXITED
+    assert short.state.exit_status == 3 and short.log == b"hi\xff\n"  # bytes as written
+    assert short.state == await agent.state("short")
+    long = ended["long"].end
+    assert long is not None and long.state.exit_status == 0
+    assert long.log is None  # longer than END_LOG_BYTES: read with GET /jobs/{id}/logs
+    assert ended["short"].status == "exited"
+
+
+async def test_output_before_a_jobs_first_look_is_not_news(tmp_path: Path) -> None:
+    # A job that prints and ends between two looks brings its log with its end: an output
+    # event for it would only cost the server a pass.
+    log = tmp_path / "output.log"
+    log.write_bytes(b"printed at once\n")
+    feed = JobEventFeed(running_logs=lambda: [("job", log)])
+    feed.check_output()
+    assert feed.seq == 0  # its first look: measured, not news
+    with log.open("ab") as handle:
+        handle.write(b"more\n")
+    feed.check_output()
+    page = feed.page(0, feed.epoch)
+    assert [(e.job_id, e.kind) for e in page.events] == [("job", JobEventKind.OUTPUT)]
+
+
+async def test_removals_remove_finished_jobs_and_leave_running_ones(
+    agent: AgentApi, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    (await agent.submit(id="ended", commands=["true"])).raise_for_status()
+    (await agent.submit(id="runs", commands=[f"while [ ! -e {go} ]; do sleep 0.05; done"]))
+    await agent.wait_finished("ended")
+    await agent.wait_status("runs", JobStatus.RUNNING)
+    client = AgentClient(agent.http, name="test")
+    removals = await client.remove_many(["ended", "runs", "unknown", "ended"])
+    assert removals.removed == ["ended", "unknown"]  # unknown: gone either way
+    assert removals.active == ["runs"]
+    assert (await agent.http.get("/jobs/ended")).status_code == 404
+    assert (await agent.state("runs")).status is JobStatus.RUNNING
+    go.touch()
+    await agent.wait_finished("runs")
+    assert (await client.remove_many(["runs"])).removed == ["runs"]
+    too_many = [f"j{i}" for i in range(MAX_REMOVALS + 1)]
+    response = await agent.http.post("/jobs/removals", json={"job_ids": too_many})
+    assert response.status_code == 422

@@ -1,5 +1,6 @@
 """The server's job event follower: an agent's "job started" is recorded `running` in the
-store at once (`Store.record_agent_running`), and every job the page names is woken.
+store at once (`Store.record_agent_running`), and every job the page names is woken; a
+job's end is kept for its pass, and a start its submit's answer tells wakes no one.
 
 The agent's long-poll is played by a scripted client (its pages as the real agent serves
 them: tests/agent/test_job_events.py); the store is real (SQLite).
@@ -8,12 +9,14 @@ them: tests/agent/test_job_events.py); the store is real (SQLite).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from agent.client import AgentClient
-from agent.jobevents import JobEvent, JobEventKind, JobEventsPage
+from agent.jobevents import JobEnd, JobEvent, JobEventKind, JobEventsPage
+from agent.protocol import JobState
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
@@ -89,3 +92,85 @@ async def test_a_started_job_is_recorded_running_and_woken(tmp_path: Path) -> No
     finally:
         await follower.aclose()
         store.close()
+
+
+class RecordedWakes:
+    """The store's wakes as the follower calls them, recorded (what it asked to wake)."""
+
+    def __init__(self) -> None:
+        self.woken: list[str] = []
+        self.everything = 0
+
+    async def wake(self, kind: WorkKind, row_ids: Sequence[str]) -> int:
+        self.woken.extend(row_ids)
+        return len(row_ids)
+
+    async def wake_jobs_on_instance(self, instance_id: str) -> int:
+        self.everything += 1
+        return 0
+
+
+class RecordedStates:
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def record_agent_running(self, instance_id: str, agent_job_ids: Sequence[str]) -> list[str]:
+        self.started.extend(agent_job_ids)
+        return []
+
+
+def _state(job_id: str, status: str) -> JobEvent:
+    return JobEvent(seq=0, job_id=job_id, kind=JobEventKind.STATE, status=status)
+
+
+async def test_an_end_is_kept_for_its_jobs_pass_and_a_start_its_submit_tells_wakes_no_one() -> None:
+    end = JobEnd(state=JobState(id="tiny", status="exited", exit_status=0), log=b"x\n")
+    pages = [
+        JobEventsPage(epoch="e", seq=0, reset=True),
+        JobEventsPage(
+            epoch="e",
+            seq=4,
+            events=[
+                _state("tiny", "running"),  # its submit's answer says it started
+                _state("late", "running"),  # answered `pulling`: the start is news to it
+                _state("other", "running"),  # no submit in flight: recorded and woken
+                _state("tiny", "exited").model_copy(update={"end": end}),
+            ],
+        ),
+    ]
+    wakes, states = RecordedWakes(), RecordedStates()
+    follower = JobEventFollower(wakes, lambda kind: None, states=states)
+    follower.submitting("i-1", "tiny")
+    follower.submitting("i-1", "late")
+    client: AgentClient = ScriptedAgent(pages)  # type: ignore[assignment]
+    follower.follow("i-1", client)
+    try:
+        await _until(lambda: bool(wakes.woken))
+        assert wakes.woken == ["other", "tiny"]  # tiny: for its end only
+        assert states.started == ["other"]
+        assert follower.submitted("i-1", "tiny", started=True) is False
+        assert follower.submitted("i-1", "late", started=False) is True  # look again now
+        assert follower.ended("i-1", "tiny") == end
+        assert follower.ended("i-1", "tiny") is None  # taken: a later pass asks the agent
+        assert follower.ended("i-2", "tiny") is None  # another host's job of that id
+    finally:
+        await follower.aclose()
+
+
+async def test_a_start_after_its_submits_answer_is_no_news_either() -> None:
+    pages = [
+        JobEventsPage(epoch="e", seq=0, reset=True),
+        JobEventsPage(epoch="e", seq=1, events=[_state("tiny", "running")]),
+        JobEventsPage(epoch="e", seq=2, events=[_state("tiny", "running")]),  # stop order moved
+    ]
+    wakes, states = RecordedWakes(), RecordedStates()
+    follower = JobEventFollower(wakes, lambda kind: None, states=states)
+    follower.submitting("i-1", "tiny")
+    assert follower.submitted("i-1", "tiny", started=True) is False  # answered first
+    client: AgentClient = ScriptedAgent(pages)  # type: ignore[assignment]
+    follower.follow("i-1", client)
+    try:
+        await _until(lambda: bool(wakes.woken))
+        assert wakes.woken == ["tiny"] and states.started == ["tiny"]  # the second is news
+    finally:
+        await follower.aclose()

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from agent.client import AgentClient, AgentError
+from agent.jobevents import JobEnd
 from agent.protocol import ErrorCode, JobReason, JobState
 from agent.protocol import JobStatus as AgentStatus
 from agent.ssh.transport import SSHTransport
@@ -31,6 +32,7 @@ from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.joblogs import job_log_path, write_chunk
 from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
+from reconciler.engine.workers.job_removals import JobRemovals
 
 JR = JobTerminationReason
 EVENT_POLL = 600.0
@@ -69,6 +71,7 @@ class RunningJobs:
         self.config = config
         self._release = release
         self._probe_clients: dict[SSHTarget, httpx.AsyncClient] = {}
+        self._removals = JobRemovals()
         self.event_poll = event_poll
 
     def _instance(self, ctx: JobContext) -> AgentHost | None:
@@ -112,6 +115,22 @@ class RunningJobs:
                 return offset, True
         return offset, False
 
+    async def _end_logs(
+        self, ctx: JobContext, client: AgentClient, end: JobEnd
+    ) -> tuple[int, bool]:
+        """`pull_logs` for a job whose end event carried its whole log: what the server
+        lacks is written from it, nothing asked (pulled as usual when it did not carry it)."""
+        log, offset = end.log, ctx.job.log_offset
+        low = self.config.disk is not None and self.config.disk.check().low
+        if log is None or len(log) < offset or low:
+            return await self.pull_logs(ctx, client)
+        if len(log) > offset:
+            path = job_log_path(
+                self.config.data_dir, ctx.project.name, ctx.run.run_name, ctx.job.id
+            )
+            await asyncio.to_thread(write_chunk, path, offset, log[offset:], self.config.log_cap)
+        return len(log), True
+
     # -- running ----------------------------------------------------------------------------
 
     async def running(self, ctx: JobContext) -> tuple[Update, float | None]:
@@ -120,9 +139,14 @@ class RunningJobs:
             return finish(JR.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"), None
         client = self.agents.client(instance)
         job_id = ctx.job.agent_job_id or ctx.job.id
+        end = self.agents.events.ended(instance.id, job_id)  # told with its event: no need to ask
         try:
-            state = await client.job(job_id)
-            offset, drained = await self.pull_logs(ctx, client)
+            if end is not None:
+                state = end.state
+                offset, drained = await self._end_logs(ctx, client, end)
+            else:
+                state = await client.job(job_id)
+                offset, drained = await self.pull_logs(ctx, client)
         except AgentUnreachable as exc:
             return self.unreachable(ctx, exc), self.config.active_poll
         except AgentError as exc:
@@ -336,10 +360,12 @@ class RunningJobs:
         if instance is None:
             return
         # Unreachable: the host keeps a finished job's files; nothing depends on them.
+        # With others ending there now: one call for them all (`JobRemovals`).
         with contextlib.suppress(AgentUnreachable):
-            await _remove(self.agents.client(instance), job_id)
+            await self._removals.remove(self.agents.client(instance), job_id)
 
     async def aclose(self) -> None:
+        await self._removals.aclose()
         for client in self._probe_clients.values():
             await client.aclose()
 
@@ -349,11 +375,3 @@ def _stop_duration(ctx: JobContext) -> int:
     if value == "off":
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 300
-
-
-async def _remove(client: AgentClient, job_id: str) -> None:
-    try:
-        await client.remove(job_id)
-    except AgentError as exc:
-        if exc.code != ErrorCode.NOT_FOUND.value:
-            raise

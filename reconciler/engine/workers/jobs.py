@@ -171,12 +171,15 @@ class JobsProcessor:
         """`write` for a placement (`Store.place_job`, the lease kept): the placed job as
         written, on its instance as the placement left it; None if nothing was written."""
         step = self._step_of(ctx, token, update, None)
-        placed = self.store.place_job(step)
+        # Room made while it waited to be placed woke it (it was first in line): placed,
+        # it has used that wake, so its pass does not run again after the submit.
+        values = step.values
+        placed = self.store.place_job(replace(step, values={**values, "due_at": self.store.now()}))
         if isinstance(placed, StepResult):
             self._written(placed, step, update)
             return None
         self._written(StepResult.WRITTEN, step, update)
-        return replace(ctx, job=replace(ctx.job, **step.values), instance=placed)
+        return replace(ctx, job=replace(ctx.job, **values), instance=placed)
 
     def _written(self, result: StepResult, step: JobStep, update: Update) -> bool:
         """Hint the workers whose rows the write made due; True if it was written."""
@@ -379,11 +382,15 @@ class JobsProcessor:
                 ctx, finish(JobTerminationReason.EXECUTOR_ERROR, self.store.now(), str(exc))
             ), None
         client = self.agents.client(instance)
+        events, agent_job_id = self.agents.events, str(body["id"])
+        events.submitting(instance.id, agent_job_id)  # its start event: the answer tells it
         try:
             state = await client.submit(JobSpec.model_validate(body))
         except AgentUnreachable as exc:
+            events.submitted(instance.id, agent_job_id, started=False)
             return self._running.unreachable(ctx, exc), self.config.wait_poll
         except AgentError as exc:
+            events.submitted(instance.id, agent_job_id, started=False)
             if exc.code == ErrorCode.NO_CAPACITY.value:
                 released = self.release(
                     ctx, {"status": JobStatus.SUBMITTED.value, "instance_id": None}
@@ -398,13 +405,15 @@ class JobsProcessor:
         executor = state.executor.value if state.executor else body["executor"]
         runtime = ctx.runtime | {"executor": executor}
         # The agent answers once the job left `pending` (agent.server.events.settled): a
-        # process job is running, or has even exited, by then; one that ended is looked at
-        # again at once (its logs and exit status), not when its event comes.
+        # process job is running, or has even exited, by then.
         ran = state.status in (AgentStatus.RUNNING, AgentStatus.EXITED)
         status = JobStatus.RUNNING if ran else JobStatus.PULLING
         if status is JobStatus.RUNNING:
             runtime["started_at"] = self.store.clock.now_ts()
-        due = 0.0 if state.status.is_finished() else self._running.next_pass(ctx, None)
+        missed = events.submitted(instance.id, agent_job_id, started=ran)  # a start, told late
+        # One that ended is looked at again at once, unless its end event will wake it.
+        ended = state.status.is_finished() and not self.agents.following(instance.id)
+        due = 0.0 if ended or missed else self._running.next_pass(ctx, None)
         return {
             "status": status.value,
             "agent_job_id": state.id,

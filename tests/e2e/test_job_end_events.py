@@ -1,0 +1,76 @@
+"""A tiny task's passes on the real local agent: its start told by its submit's answer, its
+end by the agent's end event (state and log), nothing asked twice.
+
+The workers are stepped by the harness; the job event follower is the server's own
+(`JobEventFollower`), following the module's real agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agent.client import AgentClient
+from reconciler.adapters.db.models import Job
+from reconciler.adapters.db.workleasing import StoreLeasing
+from reconciler.engine.jobevents import JobEventFollower
+from reconciler.engine.worker import Lease
+from tests.e2e.runs_harness import Harness
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def followed(h: Harness) -> AsyncIterator[JobEventFollower]:
+    """The harness's agent followed, as the controller wires it (`EngineController`)."""
+    follower = JobEventFollower(
+        StoreLeasing(h.store.leases, make_lease=Lease), lambda kind: None, states=h.store
+    )
+    h.agents.on_client = follower.follow
+    h.agents.following = follower.following
+    h.agents.events = follower
+    h.agents.client(h.instance)  # followed from now on
+    await h.until(lambda: follower.following(h.instance.id))
+    yield follower
+    await follower.aclose()
+
+
+async def test_a_tiny_tasks_end_is_recorded_from_its_end_event(
+    h: Harness, followed: JobEventFollower, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    for name in ("job", "logs"):  # the real calls, counted
+        real = getattr(AgentClient, name)
+
+        async def counted(self: AgentClient, *args: Any, _real: Any = real, **kw: Any) -> Any:
+            asked.append(_real.__name__)
+            return await _real(self, *args, **kw)
+
+        monkeypatch.setattr(AgentClient, name, counted)
+    run = h.submit("type: task\nname: tiny\ncommands: ['echo tiny output; exit 4']\n")
+    await h.until(lambda: h.run(run.id).status == "failed")
+    [job] = h.jobs_of(run.id)
+    assert job.termination_reason == "container_exited_with_error" and job.exit_status == 4
+    assert h.log_text(run) == "tiny output\n"
+    assert asked == []  # neither its state nor its log was asked for: the event told both
+    agent_jobs = await h.agents.client(h.instance).jobs()
+    assert job.agent_job_id not in {j.id for j in agent_jobs}  # removed from the host
+
+
+async def test_a_wake_that_came_while_the_job_was_placed_is_used_by_its_placement(
+    h: Harness,
+) -> None:
+    # Room made while a job waits for its placement wakes the first in line: that job. Once
+    # placed it has used the wake; its pass must not run again right after the submit.
+    run = h.submit("type: task\nname: placed\ncommands: ['sleep 60']\n")
+    while not h.jobs_of(run.id):  # the runs worker alone: the job is written, not placed
+        await h.runs.process_once()
+    [lease] = await h.jobs.claim()
+    assert h.store.leases.make_due(Job, lease.row_id)  # the wake, while in hand
+    await h.jobs._process_one(lease)  # placed, submitted, released
+    [job] = h.jobs_of(run.id)
+    assert job.status == "running"
+    assert job.due_at is not None and job.last_processed_at is not None
+    assert job.due_at > job.last_processed_at  # its next pass, not now
