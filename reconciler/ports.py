@@ -14,7 +14,9 @@ from typing import Any, Literal, Protocol
 from reconciler.domain.metrics import JobSample
 
 Trigger = Literal["timer", "webhook", "cli", "api", "startup"]
-WorkKind = Literal["runs", "jobs", "instances", "fleets", "volumes", "gateways", "reconciles"]
+WorkKind = Literal[
+    "runs", "jobs", "instances", "fleets", "volumes", "gateways", "reconciles", "teardowns"
+]
 
 
 class Clock(Protocol):

@@ -5,7 +5,8 @@ engine's SSH tunnel pool and the server's key: `local` starts the local fleet's 
 `deploy`/`refresh` put the server's agent on an SSH host (into `--ssh-agent-dir`, on
 `--ssh-agent-port`, with its SSH server for users one port below: `agent.deploy`);
 `push_keys` writes that SSH server's key file, who may reach the host's fleet's jobs
-(`engine.hostkeys`). The workers get these as `WorkerDeps` callables.
+(`engine.hostkeys`); `retire` undoes a host no fleet lists any more (a deleted project's:
+the teardowns worker). The workers get these as `WorkerDeps` callables.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from agent.deploy import (
     DeployedAgent,
     deploy_agent,
     session_port_for,
+    stop_agent,
     write_authorized_keys,
 )
 from agent.local import ensure_local_agent
 from agent.tunnel import SSHTarget, TunnelPool
 from reconciler.adapters.db.store import Store
-from reconciler.engine.hostkeys import host_keys_text
+from reconciler.engine.hostkeys import control_key_line, host_keys_text
 from reconciler.engine.keyfiles import check_target_keys
 from reconciler.engine.workers import LocalAgent
 from reconciler.settings import Settings
@@ -103,6 +105,15 @@ class AgentSetup:
         await write_authorized_keys(self.pool, target, text, self.remote_dir)
         self.pushed[target] = digest
         return True
+
+    async def retire(self, target: SSHTarget) -> None:
+        """`target` is in no fleet any more: its agent's key file keeps the server's key
+        only (no user reaches anything there), then the agent is stopped."""
+        check_target_keys(target, self.key_dirs)
+        text = "".join(f"{line}\n" for line in [control_key_line(target)] if line)
+        await write_authorized_keys(self.pool, target, text, self.remote_dir)
+        self.pushed[target] = hashlib.sha256(text.encode()).hexdigest()
+        await stop_agent(self.pool, target, self.remote_dir)
 
 
 def ssh_agent_options(settings: Settings) -> AgentOptions:

@@ -478,6 +478,7 @@ def build_controller(
             ssh_deployer=agents.deploy,
             ssh_refresher=agents.refresh,  # once per process: the host's agent options
             ssh_keys=agents.push_keys,
+            ssh_retire=agents.retire,
             timings=timings or WorkerTimings(),
             log_cap=LogCap(settings.job_log_head, settings.job_log_tail),
             disk=DiskWatch({"data dir": data_dir}, settings.min_free_disk),

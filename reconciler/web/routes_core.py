@@ -151,8 +151,10 @@ def _add_project_routes(router: APIRouter) -> None:
         access: ProjectAccess = Depends(project_access("admin")),
         context: WebContext = Depends(get_context),
     ) -> dict[str, str]:
-        await context.db.write(q.delete_project, access.project_name)
+        hosts = await context.db.write(q.delete_project, access.project_name, _now(context))
         await sync_user_keys(context)
+        if hosts:  # its jobs stop and its users leave the hosts' key files (no SSH here)
+            context.controller.hint("teardowns")
         return {"deleted": access.project_name}
 
     _add_member_routes(router)

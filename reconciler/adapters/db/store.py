@@ -33,6 +33,7 @@ from reconciler.adapters.db.runsteps import RunStepsStore
 from reconciler.adapters.db.serving import ServingStore
 from reconciler.adapters.db.stackrows import StackRowsStore
 from reconciler.adapters.db.steploads import StepLoadsStore
+from reconciler.adapters.db.teardowns import TeardownsStore
 from reconciler.adapters.db.workloads import WorkloadsStore
 from reconciler.ports import Clock
 
@@ -53,6 +54,7 @@ class Store(
     ServingStore,
     StackRowsStore,
     InstanceRowsStore,
+    TeardownsStore,
 ):
     """Projects, accounts, inventory, history, workloads and approvals; see docs/store.md."""
 

@@ -1,9 +1,10 @@
 """The leasing the engine's workers use, per work kind and async (`StoreLeasing`).
 
 Maps each work kind ("runs", "jobs", "instances", "fleets", "volumes", "gateways",
-"reconciles") to its table and to the filter of rows that still need processing (not
-finished, not deleted; statuses are dstack's, `reconciler.domain.statuses`), and runs the
-synchronous `Leases` calls in a thread so the event loop never blocks on the database.
+"reconciles", "teardowns") to its table and to the filter of rows that still need
+processing (not finished, not deleted; statuses are dstack's, `reconciler.domain.statuses`),
+and runs the synchronous `Leases` calls in a thread so the event loop never blocks on the
+database.
 
 The adapter is generic in the lease value so it needs nothing from the engine: the engine
 passes its own `Lease` constructor (`StoreLeasing(leases, make_lease=Lease)`) and gets its
@@ -23,6 +24,7 @@ from reconciler.adapters.db.models import (
     Base,
     Fleet,
     Gateway,
+    HostTeardown,
     Instance,
     Job,
     Reconcile,
@@ -40,6 +42,7 @@ WORK_MODELS: Mapping[str, type[Base]] = {
     "volumes": Volume,
     "gateways": Gateway,
     "reconciles": Reconcile,
+    "teardowns": HostTeardown,
 }
 
 _FINISHED_RUNS = [s.value for s in RunStatus if s.is_finished()]
@@ -56,6 +59,7 @@ def pending_work(kind: str) -> ColumnElement[bool]:
         "volumes": and_(Volume.deleted.is_(False), Volume.status != "failed"),
         "gateways": and_(Gateway.deleted.is_(False), Gateway.status != "failed"),
         "reconciles": Reconcile.status.in_(["queued", "running"]),
+        "teardowns": HostTeardown.id.is_not(None),
     }
     return filters[kind]
 

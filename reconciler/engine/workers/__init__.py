@@ -56,6 +56,9 @@ SSHKeyPusher = Callable[..., Awaitable[bool]]
 host of the fleet (who may reach its jobs with dstack's attach, `reconciler.engine.hostkeys`);
 without `force` only when it changed since this process last wrote it. True if written."""
 
+SSHRetirer = Callable[[SSHTarget], Awaitable[None]]
+"""Retires an SSH host no fleet lists any more: its agent's key file keeps the server's key
+only, and its agent is stopped (the teardown of a deleted project's host)."""
 SSHRefresher = Callable[[SSHTarget], Awaitable[bool]]
 """Makes an SSH host's agent run with the server's agent options (`--ssh-job-isolation` …),
 replacing it when it was started with others; True when it was replaced."""
@@ -88,6 +91,7 @@ class WorkerDeps:
     local_agent: LocalAgentStarter | None = None
     ssh_deployer: SSHDeployer | None = None
     ssh_keys: SSHKeyPusher | None = None
+    ssh_retire: SSHRetirer | None = None
     ssh_refresher: SSHRefresher | None = None
     """Each SSH instance's agent is checked once per server process (the options are the
     server's settings, which change only at a restart). None: never checked."""

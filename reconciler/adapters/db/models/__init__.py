@@ -8,7 +8,7 @@ from reconciler.adapters.db.models.accounts import Member, Project, Secret, Toke
 from reconciler.adapters.db.models.approvals import ApprovalRow
 from reconciler.adapters.db.models.base import Base, JSONText, Leased, UTCDateTime, new_id
 from reconciler.adapters.db.models.capacity import Fleet, Gateway, Instance, Volume
-from reconciler.adapters.db.models.operations import Maintenance, Replica
+from reconciler.adapters.db.models.operations import HostTeardown, Maintenance, Replica
 from reconciler.adapters.db.models.previewruns import PreviewRunRow
 from reconciler.adapters.db.models.resources import Delivery, Event, Reconcile, Resource
 from reconciler.adapters.db.models.workloads import Job, Run
@@ -23,6 +23,7 @@ __all__ = [
     "Event",
     "Fleet",
     "Gateway",
+    "HostTeardown",
     "Instance",
     "JSONText",
     "Job",

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.accounts import hash_token, new_token
 from reconciler.adapters.db.models import Member, Project, Token, User
+from reconciler.adapters.db.teardowns import record_teardowns
 from reconciler.api import models as wire
 from reconciler.domain.principals import Principal
 from reconciler.errors import ConflictError, InvalidError, NotFoundError
@@ -132,8 +133,15 @@ def create_project(session: Session, name: str, owner_id: str, now: datetime) ->
     return get_project(session, row.id)
 
 
-def delete_project(session: Session, name: str) -> None:
-    session.delete(_project_by_name(session, name))
+def delete_project(session: Session, name: str, now: datetime) -> int:
+    """Delete the project (its runs, jobs, fleets and instances go with it) and, in the same
+    transaction, record what it leaves on its hosts (`teardowns.record_teardowns`): the
+    teardowns worker stops its jobs there and takes its users off the agents' key files.
+    How many hosts are left to undo."""
+    project = _project_by_name(session, name)
+    hosts = record_teardowns(session, project.id, project.name, now)
+    session.delete(project)
+    return hosts
 
 
 def set_members(

@@ -1,0 +1,162 @@
+"""A deleted project's hosts, as named units of work (a part of `Store`).
+
+Deleting a project deletes its runs, jobs, fleets and instances with it (foreign keys), but
+its jobs still run on their hosts and its SSH hosts' agents still hold its members' keys.
+`record_teardowns` runs inside the deletion's own transaction (`readmodels.accounts.
+delete_project`), before the rows go: one `host_teardowns` row per host that ran one of the
+project's unfinished jobs (or one the store ended without its agent) or is a live SSH
+instance of its fleets, with the host's address and the agent's ids of those jobs. The
+teardowns worker (`reconciler.engine.workers.teardowns`) takes each row with a lease:
+`load_teardown`, then `hold_teardown` (try again later, with why) or `finish_teardown`.
+`fleets_on_host` tells it whether another fleet still lists the host.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.orm import Session
+
+from reconciler.adapters.db.leasing import leased_table, release_values
+from reconciler.adapters.db.models import Fleet, HostTeardown, Instance, Job, Run
+from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.statuses import JobStatus
+from reconciler.domain.teardowns import HostTeardown as Teardown
+from reconciler.domain.teardowns import TeardownHost
+
+_ENDED = [status.value for status in JobStatus if status.is_finished()]
+_ENDED_WITHOUT_AGENT = ("instance_unreachable", "interrupted_by_no_capacity")
+_ADDRESS = ("hostname", "ssh_port", "ssh_user", "agent_port")
+
+
+def _host(row: Instance) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "hostname": row.hostname,
+        "ssh_port": row.ssh_port,
+        "ssh_user": row.ssh_user,
+        "agent_port": row.agent_port,
+        "backend": row.backend,
+        "resources": row.resources,
+    }
+
+
+def record_teardowns(session: Session, project_id: str, project_name: str, now: datetime) -> int:
+    """In the deletion's transaction: one row per host of the project to undo; how many."""
+    live_jobs = or_(
+        Job.status.not_in(_ENDED),
+        Job.termination_reason.in_(_ENDED_WITHOUT_AGENT),
+    )
+    jobs = session.execute(
+        select(Job.id, Job.agent_job_id, Instance)
+        .join(Run, Run.id == Job.run_id)
+        .join(Instance, Instance.id == Job.instance_id)
+        .where(Run.project_id == project_id, live_jobs)
+    ).all()
+    ssh_hosts = session.scalars(
+        select(Instance).where(
+            and_(
+                Instance.project_id == project_id,
+                Instance.backend == "ssh",
+                Instance.status != "terminated",
+            )
+        )
+    ).all()
+    hosts: dict[tuple[Any, ...], tuple[dict[str, Any], list[str]]] = {}
+    for instance in ssh_hosts:
+        hosts.setdefault(_key(instance), (_host(instance), []))
+    for job_id, agent_job_id, instance in jobs:
+        hosts.setdefault(_key(instance), (_host(instance), []))[1].append(agent_job_id or job_id)
+    for host, job_ids in hosts.values():
+        session.add(
+            HostTeardown(
+                project_name=project_name,
+                created_at=now,
+                host=host,
+                job_ids=sorted(set(job_ids)),
+            )
+        )
+    session.flush()
+    return len(hosts)
+
+
+def _key(instance: Instance) -> tuple[Any, ...]:
+    return tuple(getattr(instance, name) for name in _ADDRESS)
+
+
+def _teardown(row: HostTeardown) -> Teardown:
+    host = row.host if isinstance(row.host, dict) else {}
+    return Teardown(
+        id=row.id,
+        project=row.project_name,
+        created_at=row.created_at,
+        host=TeardownHost(
+            id=str(host.get("id") or row.id),
+            name=str(host.get("name") or ""),
+            hostname=host.get("hostname"),
+            ssh_port=host.get("ssh_port"),
+            ssh_user=host.get("ssh_user"),
+            agent_port=host.get("agent_port"),
+            backend=host.get("backend"),
+            resources=host.get("resources"),
+        ),
+        job_ids=tuple(str(j) for j in row.job_ids or ()),
+        status_message=row.status_message,
+    )
+
+
+class TeardownsStore(StoreBase):
+    """See the module docstring."""
+
+    def load_teardown(self, teardown_id: str, token: str) -> Teardown | None:
+        """The row if this lease still holds it."""
+        with self.reading() as session:
+            row = session.get(HostTeardown, teardown_id)
+            if row is None or row.lock_token != token:
+                return None
+            return _teardown(row)
+
+    def hold_teardown(self, teardown_id: str, token: str, message: str, due_in: float) -> bool:
+        """Record why the host is not done yet and release the lease, due in `due_in` s."""
+        table = leased_table(HostTeardown)
+        values = {"status_message": message[:2000], **release_values(table, self.now(), due_in)}
+        with self.writing() as session:
+            result = session.execute(
+                update(table)
+                .where(table.c.id == teardown_id, table.c.lock_token == token)
+                .values(**values)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
+    def finish_teardown(self, teardown_id: str, token: str) -> bool:
+        """The host is done: the row goes (fenced by the lease)."""
+        with self.writing() as session:
+            result = session.execute(
+                delete(HostTeardown).where(
+                    HostTeardown.id == teardown_id, HostTeardown.lock_token == token
+                )
+            )
+            return bool(getattr(result, "rowcount", 0))
+
+    def fleets_on_host(self, hostname: str | None, ssh_port: int | None) -> list[str]:
+        """Live fleets that still list this SSH host (a live instance at that address)."""
+        with self.reading() as session:
+            found = session.scalars(
+                select(Instance.fleet_id)
+                .join(Fleet, Fleet.id == Instance.fleet_id)
+                .where(Instance.backend == "ssh", Instance.status != "terminated")
+                .where(Instance.hostname == hostname, Instance.ssh_port == ssh_port)
+                .where(Fleet.deleted.is_(False), Fleet.status.not_in(["terminated", "failed"]))
+            ).all()
+        return sorted({str(f) for f in found if f})
+
+    def list_teardowns(self) -> list[Teardown]:
+        """Every host still to undo, oldest first."""
+        with self.reading() as session:
+            rows = session.scalars(
+                select(HostTeardown).order_by(HostTeardown.created_at, HostTeardown.id)
+            )
+            return [_teardown(row) for row in rows]
