@@ -50,6 +50,17 @@ def check_attach_host(value: str) -> str:
 
 AttachHost = Annotated[str, AfterValidator(check_attach_host)]
 
+
+def check_attach_ports(value: str) -> str:
+    """`START-END`: the ports the attach listeners may take (1024 < START <= END <= 65535)."""
+    start, sep, end = value.partition("-")
+    if not (sep and start.isdigit() and end.isdigit() and 1024 < int(start) <= int(end) < 65536):
+        raise ValueError(f"expected START-END, ports 1025-65535, START <= END; got {value!r}")
+    return f"{int(start)}-{int(end)}"
+
+
+AttachPorts = Annotated[str, AfterValidator(check_attach_ports)]
+
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
 
 _ENV_FIELDS: dict[str, str] = {
@@ -75,6 +86,7 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_GCP_PROJECT": "gcp_project",
     "DOCKYARD_FORWARDED_ALLOW_IPS": "forwarded_allow_ips",
     "DOCKYARD_ATTACH_HOST": "attach_host",
+    "DOCKYARD_ATTACH_PORTS": "attach_ports",
     "DOCKYARD_KEY_DIRS": "key_dirs",
     "DOCKYARD_LOCAL_JOB_USER": "local_job_user",
     "DOCKYARD_LOCAL_JOB_ISOLATION": "local_job_isolation",
@@ -190,6 +202,12 @@ class Settings(BaseModel):
         default=None,
         description="the address of this server dstack clients on other machines attach to "
         "(the session listeners bind it); unset: 127.0.0.1 only",
+    )
+    attach_ports: AttachPorts | None = Field(
+        default=None,
+        max_length=11,
+        description="START-END: the ports those listeners take (one per SSH host, one for "
+        "the local agent; a firewall opens these); unset: free ports",
     )
     local_job_user: str = Field(
         default="auto",
@@ -333,6 +351,14 @@ class Settings(BaseModel):
     def public_url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def attach_port_range(self) -> range | None:
+        """`attach_ports` as a range (None: any free port)."""
+        if self.attach_ports is None:
+            return None
+        start, end = self.attach_ports.split("-")
+        return range(int(start), int(end) + 1)
 
     @property
     def allowed_key_dirs(self) -> tuple[Path, ...]:

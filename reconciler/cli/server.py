@@ -139,6 +139,13 @@ def register(app: typer.Typer) -> None:
                 "for attach / ssh <run> (none: this machine only). [DOCKYARD_ATTACH_HOST]"
             ),
         ] = None,
+        attach_ports: Annotated[
+            str | None,
+            typer.Option(
+                help="START-END: the ports the attach listeners take (one per SSH host, one "
+                "for the local agent; default: free ports). [DOCKYARD_ATTACH_PORTS]"
+            ),
+        ] = None,
         key_dir: Annotated[
             list[Path] | None,
             typer.Option(
@@ -164,6 +171,7 @@ def register(app: typer.Typer) -> None:
             project=project,
             forwarded_allow_ips=forwarded_allow_ips,
             attach_host=attach_host,
+            attach_ports=attach_ports,
             key_dirs=":".join(str(path) for path in key_dir) if key_dir else None,
             **limits,
         )

@@ -495,7 +495,9 @@ def build_controller(
     controller = EngineController(runtime, pool=pool)
     controller.setup = agents
     if settings.attach_host is not None:  # dstack clients on other machines attach there
-        controller.forwards = SessionForwards(pool, settings.attach_host)
+        controller.forwards = SessionForwards(
+            pool, settings.attach_host, settings.attach_port_range
+        )
     if source is None and settings.repo:
         location = location_from_env(
             settings.repo,

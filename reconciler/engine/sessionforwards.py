@@ -16,6 +16,9 @@ connection to it on this machine, made from `LOCAL_SOURCE`, 127.0.0.2: the local
 accepts the server's own key from 127.0.0.1 only, `agent.local.CONTROL_FROM`, so that key
 opens nothing through the listener; users' keys are accepted from anywhere).
 
+Each listener takes a free port, or with `ports` (`--attach-ports START-END`, so a firewall
+can open them) the first free port of that range; a full range is an `OSError`.
+
 `SessionForwards.port`/`local` start a listener on first need; `close` stops them all (the
 controller's `stop`). Called by `reconciler.engine.controller.EngineController`
 (`session_forward`, `local_session_forward`).
@@ -60,9 +63,12 @@ class SessionForwards:
     """The server's listeners to agents' SSH servers, by (target, remote port); target
     None: the local agent's, on this machine."""
 
-    def __init__(self, pool: TunnelPool, host: str = LISTEN_HOST) -> None:
+    def __init__(
+        self, pool: TunnelPool, host: str = LISTEN_HOST, ports: range | None = None
+    ) -> None:
         self._pool = pool
         self.host = host
+        self.ports = ports
         self._servers: dict[tuple[SSHTarget | None, int], asyncio.Server] = {}
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -89,11 +95,21 @@ class SessionForwards:
         async with self._lock:
             server = self._servers.get(key)
             if server is None:
-                server = await asyncio.start_server(
-                    lambda r, w: self._serve(r, w, opener, key), self.host, 0
-                )
+                server = await self._start(lambda r, w: self._serve(r, w, opener, key))
                 self._servers[key] = server
         return int(server.sockets[0].getsockname()[1])
+
+    async def _start(self, serve: Callable[..., Awaitable[None]]) -> asyncio.Server:
+        """A server on `host`: any free port, or the first free one of `ports`."""
+        if self.ports is None:
+            return await asyncio.start_server(serve, self.host, 0)
+        for port in self.ports:
+            try:
+                return await asyncio.start_server(serve, self.host, port)
+            except OSError:  # taken (by us or anyone): the next one
+                continue
+        first, last = self.ports.start, self.ports.stop - 1
+        raise OSError(f"no free port in the attach ports {first}-{last} on {self.host}")
 
     async def _serve(
         self,

@@ -84,7 +84,11 @@ async def _local_listener(context: WebContext, ssh_port: int) -> int | None:
     forward = getattr(context.controller, "local_session_forward", None)
     if forward is None or context.settings.attach_host is None:
         return None
-    port = await forward(ssh_port)
+    try:
+        port = await forward(ssh_port)
+    except OSError as exc:  # e.g. --attach-ports all taken: presented on loopback
+        log.warning("no attach listener to the local agent: %s", exc)
+        return None
     return None if port is None else int(port)
 
 
@@ -104,7 +108,11 @@ async def _ssh_endpoints(context: WebContext, run: wire.Run) -> dict[str, tuple[
     }
     endpoints: dict[str, tuple[int, int]] = {}
     for instance_id in sorted(wanted):
-        found = await forward(instance_id)
+        try:
+            found = await forward(instance_id)
+        except OSError as exc:  # e.g. --attach-ports all taken: not attachable now
+            log.warning("no attach listener to instance %s: %s", instance_id, exc)
+            continue
         if found is not None:
             endpoints[instance_id] = found
     return endpoints

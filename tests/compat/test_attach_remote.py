@@ -5,7 +5,7 @@ API and OpenSSH run there and reach the server only at the veth address the serv
 on (`--host`) and attaches at (`--attach-host`). The server's 127.0.0.1 listeners, among
 them the local agent's SSH server and HTTP API, are out of the client's reach; jobs are
 presented at the attach host, on a listener the server forwards to the local agent's SSH
-server (`engine.sessionforwards`).
+server (`engine.sessionforwards`), on a port of `--attach-ports`.
 
 Also the attack from there: a key the server never issued, and the key of a user of
 another project naming this project's job (a session, dstack's hop, a job port) are
@@ -37,6 +37,8 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
 ]
+
+ATTACH_PORTS = range(41000, 41020)  # --attach-ports: the listener takes one of these
 
 TASK = """type: task
 name: far
@@ -71,7 +73,8 @@ def remote(space: ClientNamespace, tmp_path_factory: pytest.TempPathFactory) -> 
     home.mkdir()
     workdir.mkdir()
     ip = space.server_ip
-    with running_server(tmp, _real, host=ip, attach_host=ip) as server:
+    ports = f"{ATTACH_PORTS.start}-{ATTACH_PORTS.stop - 1}"
+    with running_server(tmp, _real, host=ip, attach_host=ip, attach_ports=ports) as server:
         client = Dstack(server, home, workdir, prefix=space.prefix)
         token = server.admin_token
         client.ok("project", "add", "--name", "main", "--url", server.url, "--token", token, "-y")
@@ -113,7 +116,7 @@ def test_attach_and_ssh_from_another_machine(remote: Dstack, space: ClientNamesp
     data = _presented(remote)
     agent_ssh = local_agent_ssh_port(remote.server.settings.data_dir)
     assert agent_ssh is not None
-    assert data["hostname"] == space.server_ip and data["ssh_port"] != agent_ssh, data
+    assert data["hostname"] == space.server_ip and data["ssh_port"] in ATTACH_PORTS, data
     attach = subprocess.Popen(
         remote.argv("attach", "far", "-p", f"{local}:{port}"),
         cwd=remote.workdir,

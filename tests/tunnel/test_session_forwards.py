@@ -6,6 +6,8 @@ listener per (host, port); `close` stops them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 
 import pytest
 
@@ -69,3 +71,36 @@ async def test_a_local_listener_on_the_attach_host_reaches_a_loopback_port() -> 
         behind.close()
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.2", port)
+
+
+def _free_run_of_ports(host: str, count: int) -> int:
+    """The first of `count` consecutive ports free on `host` now."""
+    for base in range(41000, 60000, 97):
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(base, base + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+    raise OSError("no run of free ports")
+
+
+async def test_with_attach_ports_listeners_take_the_first_free_ports_of_the_range() -> None:
+    """`--attach-ports`: each listener takes the first free port of the range (one taken by
+    someone else is skipped); a full range is an OSError, and the listeners keep theirs."""
+    base = _free_run_of_ports("127.0.0.2", 3)
+    squatter = await asyncio.start_server(lambda r, w: None, "127.0.0.2", base)
+    pool = TunnelPool()
+    forwards = SessionForwards(pool, "127.0.0.2", range(base, base + 3))
+    try:
+        first, second = await forwards.local(1), await forwards.local(2)
+        assert {first, second} == {base + 1, base + 2}
+        assert await forwards.local(1) == first
+        with pytest.raises(OSError, match="no free port in the attach ports"):
+            await forwards.local(3)
+    finally:
+        await forwards.close()
+        await pool.close()
+        squatter.close()

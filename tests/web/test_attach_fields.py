@@ -89,3 +89,12 @@ def test_attach_host_is_an_address_clients_can_reach() -> None:
     for bad in ("0.0.0.0", "::", "gpu-box", "10.0.0.5:22", "10.0.0.5 -oProxyCommand=x"):
         with pytest.raises(UsageError, match="attach_host"):
             Settings.from_env({}, attach_host=bad)
+
+
+def test_attach_ports_is_a_bounded_range() -> None:
+    settings = Settings.from_env({"DOCKYARD_ATTACH_PORTS": "41000-41009"})
+    assert settings.attach_port_range == range(41000, 41010)
+    assert Settings.from_env({}).attach_port_range is None
+    for bad in ("80-90", "41000", "41009-41000", "41000-70000", "a-b", "41000-41009-1", "9" * 20):
+        with pytest.raises(UsageError, match="attach_ports"):
+            Settings.from_env({}, attach_ports=bad)
