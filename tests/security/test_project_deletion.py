@@ -9,6 +9,8 @@ shell ends, the host agent's key file keeps the server's key only (no fleet list
 any more) and the agent is stopped, so a new session is refused. The same project deleted
 while its fleet shares the host with another project's fleet: the job goes and the key file
 is written for the other fleet (its members stay, mallory goes), the agent keeps running.
+On the local fleet (the server's own agent, never stopped): the job is stopped and removed,
+and mallory's open shell ends (her key leaves the local agent's file at once).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent.local import local_agent_ssh_port, local_paths
 from agent.server.executors import proctable
 from tests.compat.conftest import Dstack, _real
 from tests.compat.sshfleet import FLEET, free_port_pair, stop_deployed_agent
@@ -46,17 +49,18 @@ commands:
 
 
 @dataclass
-class Host:
+class Host:  # the SSH host, or (`ssh_port`) the local agent's SSH server
     server: Running
     dstack: Dstack
     host: SSHHost
     key: Path  # the server's key for the host
     agent_dir: Path
     agent_port: int
+    ssh_port: int | None = None  # the local agent's: its SSH server for users
 
     @property
     def session_port(self) -> int:
-        return self.agent_port - 1
+        return self.ssh_port or self.agent_port - 1
 
     def post(self, path: str, body: Mapping[str, object], token: str | None = None) -> Any:
         with self.server.client(token or self.server.admin_token) as http:
@@ -64,17 +68,18 @@ class Host:
         assert answer.status_code == 200, (path, answer.text)
         return answer.json()
 
-    def fleet(self, project: str) -> None:
-        text = FLEET.format(key=self.key, port=self.host.port)
+    def fleet(self, project: str, text: str | None = None) -> None:
+        text = text or FLEET.format(key=self.key, port=self.host.port)
         self.post(f"/api/project/{project}/fleets/apply", {"text": text, "path": "ssh.yml"})
+        name = text.split("name:")[1].split()[0]
 
         def ready() -> bool:
             with self.server.client(self.server.admin_token) as http:
-                got = http.post(f"/api/project/{project}/fleets/get", json={"name": "ssh"})
+                got = http.post(f"/api/project/{project}/fleets/get", json={"name": name})
             found = got.json().get("instances", []) if got.status_code == 200 else []
             return any(i["status"] in ("idle", "busy") for i in found)
 
-        wait_until(ready, timeout=180, what=f"the SSH fleet of {project}")
+        wait_until(ready, timeout=180, what=f"fleet {name} of {project}")
 
 
 @pytest.fixture
@@ -223,3 +228,24 @@ def test_a_host_another_fleet_lists_keeps_its_agent_and_that_fleets_members(
     assert _refused(host, key)
     with httpx.Client(base_url=host.server.url) as http:  # the server still serves `stays`
         assert http.get("/healthcheck").status_code == 200
+
+
+def test_a_deleted_projects_jobs_stop_on_the_local_fleet(host: Host) -> None:
+    host.post("/api/projects/create", {"project_name": "doomed"})
+    key, _ = _member(host, "mallory", "doomed")
+    host.fleet("doomed", "type: fleet\nname: local\nnodes: 1\n")
+    data_dir = host.dstack.home.parent / "data"  # the server's (`running_server`)
+    agent_dir, ssh_port = local_paths(data_dir).root, local_agent_ssh_port(data_dir)
+    local = Host(host.server, host.dstack, host.host, host.key, agent_dir, 0, ssh_port)
+    job_id = _run_job(local, "doomed")
+    wait_until(lambda: _let_in(local, key), timeout=60, what="mallory let in")
+    shell = _open_shell(local, key)
+    try:
+        host.post("/api/projects/doomed/delete", {})
+        wait_until(lambda: shell.poll() is not None, timeout=120, what="the open shell to end")
+        wait_until(lambda: _job_gone(local, job_id), timeout=120, what="the job stopped, removed")
+        assert _refused(local, key)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+        shell.wait()
