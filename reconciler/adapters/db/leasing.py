@@ -98,8 +98,8 @@ def fenced_step_update(
     written = dict(values)
     if release_lease is not None:
         written.update(release_values(table, now, release_lease))
-    return (
-        update(model)
+    return (  # on the table (Core DML): cheaper than the ORM's bulk update per statement
+        update(table)
         .where(table.c.id == row_id, table.c.lock_token == token, table.c.status == read_status)
         .values(**written)
     )

@@ -16,8 +16,11 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from reconciler.adapters.db.leasing import leased_table
 from reconciler.adapters.db.models import Run, new_id
 from reconciler.core.runfollow import RunFollow
+
+_RUNS = leased_table(Run)  # Core DML: cheaper than the ORM's bulk update (`jobsteps._JOBS`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +41,12 @@ def follow_run(session: Session, run_id: str, follow: RunFollowing | None) -> bo
     """Write the run's values with its job; False: made due instead (nothing written)."""
     assert follow is not None
     written = session.execute(
-        update(Run)
+        update(_RUNS)
         .where(Run.id == run_id, Run.status == follow.read_status, Run.lock_token.is_(None))
         .values(**follow.change.values)
     ).rowcount  # type: ignore[attr-defined]
     if not written:  # held by a runs worker, or changed meanwhile: it decides
-        session.execute(update(Run).where(Run.id == run_id).values(due_at=None))
+        session.execute(update(_RUNS).where(Run.id == run_id).values(due_at=None))
     return bool(written)
 
 
