@@ -144,9 +144,37 @@ def test_attach_and_ssh_from_another_machine(remote: Dstack, space: ClientNamesp
             attach.wait(timeout=30)
         except subprocess.TimeoutExpired:
             attach.kill()
+    _attach_logs_show_the_request(remote)
     script = attach_script("far", local=free_port(), port=port, tries=60)
     assert remote.python(script, timeout=180) == 200  # dstack's Run.attach() from there too
     remote.ok("stop", "far", "-x", "-y")
+
+
+def _attach_logs_show_the_request(remote: Dstack) -> None:
+    """`dstack attach --logs` from the namespace prints the job's log: http.server's line for
+    the request made through the forward (the job's port is free there: forwarded as is)."""
+    path = remote.home / "attach-logs.out"
+    with open(path, "w") as out:
+        logs = subprocess.Popen(
+            remote.argv("attach", "far", "--logs"),
+            cwd=remote.workdir,
+            env=remote.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(
+            lambda: '"GET / HTTP/1.1" 200' in path.read_text() or logs.poll() is not None,
+            timeout=120,
+            what="`dstack attach --logs` to print the job's log",
+        )
+        assert '"GET / HTTP/1.1" 200' in path.read_text(), path.read_text()
+    finally:
+        logs.send_signal(signal.SIGINT)
+        try:
+            logs.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            logs.kill()
 
 
 def _key_of(remote: Dstack, username: str, project: str) -> Path:
