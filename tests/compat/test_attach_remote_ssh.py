@@ -5,9 +5,10 @@ sshd (`tests.compat.sshfleet`): dstack's client runs in another network namespac
 reaches the server only at the veth address (`--host`, `--attach-host`); the job is
 presented there, on the server's listener to the host agent's SSH server for users (through
 the server's SSH login to the host). `attach -p` answers HTTP in the namespace, `ssh <run>`
-runs in the job, attached `apply` streams; a key the host's agent does not hold is refused
-through the listener, and neither the host's sshd nor the agent's ports are reachable from
-the namespace.
+runs in the job, attached `apply` streams; through the listener a key the host's agent does
+not hold (never issued, or another project's user's) is refused and a member's key reaches
+neither the agent's API nor the host's sshd; neither is reachable from the namespace
+directly either.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -120,11 +122,44 @@ def _refusals(fleet: SSHFleet, space: ClientNamespace, job_id: str, listener: in
     target = f"{job_id}@{space.server_ip}"
     denied = _run(space, "ssh", "-p", str(listener), "-i", str(stranger), *SSH_OPTIONS, target)
     assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
+    # a user of another project: the host's agent does not hold the key
+    mallory = _key_of(fleet, "mallory", "other", admin=False)
+    other = _run(space, "ssh", "-p", str(listener), "-i", str(mallory), *SSH_OPTIONS, target)
+    assert other.returncode != 0 and "Permission denied" in other.stderr, other
+    # a member (the admin) through the listener: the job, but not the agent's API nor sshd
+    member = _key_of(fleet, "admin", "main", admin=True)
+    base = ("ssh", "-p", str(listener), "-i", str(member), *SSH_OPTIONS)
+    own = _run(space, *base, target, "echo", "hi")
+    assert own.returncode == 0 and own.stdout.strip() == "hi", own
+    for port in (fleet.agent_port, fleet.host.port):
+        forward = _run(space, *base, "-W", f"127.0.0.1:{port}", target)
+        assert forward.returncode != 0 and "prohibited" in forward.stderr.lower(), forward
     # the host's sshd and the agent's ports (the host is this machine): out of reach
     for port in (fleet.host.port, fleet.agent_port, fleet.session_port):
         for where in (space.server_ip, "127.0.0.1"):
             reached = _run(space, sys.executable, "-c", CONNECTS, where, str(port))
             assert reached.returncode != 0, (where, port)
+
+
+def _key_of(fleet: SSHFleet, username: str, project: str, *, admin: bool) -> Path:
+    """The key pair dstack's client gets for `username` (made, a member of `project` only,
+    unless `admin`: the server's admin)."""
+    server = fleet.dstack.server
+    token = server.admin_token
+    if not admin:
+        with server.client(server.admin_token) as http:
+            made = http.post("/api/users/create", json={"username": username})
+            assert made.status_code == 200, made.text
+            http.post("/api/projects/create", json={"project_name": project})
+            members = {"members": [{"username": username, "project_role": "user"}]}
+            assert http.post(f"/api/projects/{project}/add_members", json=members).is_success
+        token = made.json()["creds"]["token"]
+    with server.client(token) as http:
+        key = http.post("/api/users/get_my_user").json()["ssh_private_key"]
+    path = fleet.dstack.home / f"{username}_key"
+    path.write_text(key)
+    path.chmod(0o600)
+    return path
 
 
 def test_attached_apply_streams_an_ssh_fleet_job_to_another_machine(
