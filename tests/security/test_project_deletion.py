@@ -10,7 +10,8 @@ any more) and the agent is stopped, so a new session is refused. The same projec
 while its fleet shares the host with another project's fleet: the job goes and the key file
 is written for the other fleet (its members stay, mallory goes), the agent keeps running.
 On the local fleet (the server's own agent, never stopped): the job is stopped and removed,
-and mallory's open shell ends (her key leaves the local agent's file at once).
+and mallory's open shell ends (her key leaves the local agent's file at once). An SSH fleet
+deleted on its own retires its host the same way once its instance has ended.
 """
 
 from __future__ import annotations
@@ -249,3 +250,16 @@ def test_a_deleted_projects_jobs_stop_on_the_local_fleet(host: Host) -> None:
         if shell.poll() is None:
             shell.kill()
         shell.wait()
+
+
+def test_a_fleet_deleted_on_its_own_retires_its_host(host: Host) -> None:
+    host.post("/api/projects/create", {"project_name": "lab"})
+    key, blob = _member(host, "mallory", "lab")
+    host.fleet("lab")
+    keys_file = host.agent_dir / "authorized_keys"
+    wait_until(lambda: blob in keys_file.read_text(), timeout=60, what="mallory's key on the host")
+    host.post("/api/project/lab/fleets/delete", {"names": ["ssh"]})
+    wait_until(lambda: not _agent_alive(host), timeout=120, what="the host agent stopped")
+    lines = keys_file.read_text().splitlines()
+    assert len(lines) == 1 and "DOCKYARD_ROLE" not in lines[0]  # the server's key only
+    assert _refused(host, key)

@@ -16,6 +16,7 @@ from reconciler.adapters.db.models import Fleet, HostTeardown, Instance, Job, Ru
 from reconciler.adapters.db.readmodels.accounts import delete_project
 from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.store import Store
+from reconciler.adapters.db.teardowns import lists_host
 from tests.store.conftest import FakeClock
 
 
@@ -103,3 +104,32 @@ def test_the_worker_leases_holds_and_finishes_a_row(store: Store, clock: FakeClo
     )
     assert again == row_id and store.finish_teardown(row_id, token2)
     assert store.list_teardowns() == []
+
+
+def test_an_ssh_host_leaving_its_fleet_is_recorded_with_its_instance_ending(store: Store) -> None:
+    _, fleet = _fleet(store, "lab", "ssh")
+    ssh = _instance(store, "lab", fleet, "10.0.0.5", status="terminating")
+    ((_, token),) = store.leases.claim_due(Instance, owner="test", limit=5, lease_seconds=60)
+    assert not store.end_ssh_instance(ssh, "not-the-token")
+    assert store.end_ssh_instance(ssh, token)
+    row = store.get(Instance, ssh)
+    assert row is not None and row.status == "terminated"
+    (teardown,) = store.list_teardowns()
+    assert teardown.project == "lab" and teardown.job_ids == ()
+    assert teardown.host.hostname == "10.0.0.5" and teardown.host.backend == "ssh"
+    assert store.fleets_on_host("10.0.0.5", 22) == []  # its own fleet no longer lists it
+
+
+def test_a_fleet_being_deployed_lists_its_hosts_by_its_spec(store: Store) -> None:
+    project_id = store.get_or_create_project("lab").id
+    spec = {"ssh_config": {"port": 2222, "hosts": ["10.0.0.7", {"hostname": "10.0.0.8"}]}}
+    fleet = store.add(
+        Fleet(project_id=project_id, name="new", spec=spec, status="submitted",
+              created_at=store.now())
+    )  # fmt: skip
+    assert store.fleets_on_host("10.0.0.7", 2222) == [fleet.id]
+    assert store.fleets_on_host("10.0.0.8", 2222) == [fleet.id]
+    assert store.fleets_on_host("10.0.0.7", 22) == []
+    assert not lists_host({"ssh_config": {"hosts": [{"hostname": "h", "port": 23}]}}, "h", 22)
+    assert lists_host({"ssh_config": {"hosts": ["h"]}}, "h", None)
+    assert not lists_host({"nodes": 2}, "h", 22)

@@ -8,7 +8,10 @@ project's unfinished jobs (or one the store ended without its agent) or is a liv
 instance of its fleets, with the host's address and the agent's ids of those jobs. The
 teardowns worker (`reconciler.engine.workers.teardowns`) takes each row with a lease:
 `load_teardown`, then `hold_teardown` (try again later, with why) or `finish_teardown`.
-`fleets_on_host` tells it whether another fleet still lists the host.
+`fleets_on_host` tells it whether another fleet still lists the host. An SSH host that
+leaves a fleet on its own (the fleet deleted, the host taken out of `ssh_config`) gets a row
+the same way, with no jobs, in the transaction that marks its instance terminated
+(`end_ssh_instance`, the instances worker).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.leasing import leased_table, release_values
-from reconciler.adapters.db.models import Fleet, HostTeardown, Instance, Job, Run
+from reconciler.adapters.db.models import Fleet, HostTeardown, Instance, Job, Project, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.domain.statuses import JobStatus
 from reconciler.domain.teardowns import HostTeardown as Teardown
@@ -83,6 +86,22 @@ def record_teardowns(session: Session, project_id: str, project_name: str, now: 
     return len(hosts)
 
 
+def lists_host(spec: Any, hostname: str | None, ssh_port: int | None) -> bool:
+    """Pure: whether a fleet spec's `ssh_config.hosts` names `hostname:ssh_port` (a host's
+    port defaults to the fleet's, then 22)."""
+    ssh = spec.get("ssh_config") if isinstance(spec, dict) else None
+    if not isinstance(ssh, dict):
+        return False
+    default = ssh.get("port") or 22
+    for host in ssh.get("hosts") or []:
+        name, port = (host, default) if isinstance(host, str) else (None, None)
+        if isinstance(host, dict):
+            name, port = host.get("hostname"), host.get("port") or default
+        if name == hostname and str(port or 22) == str(ssh_port or 22):
+            return True
+    return False
+
+
 def _key(instance: Instance) -> tuple[Any, ...]:
     return tuple(getattr(instance, name) for name in _ADDRESS)
 
@@ -110,6 +129,25 @@ def _teardown(row: HostTeardown) -> Teardown:
 
 class TeardownsStore(StoreBase):
     """See the module docstring."""
+
+    def end_ssh_instance(self, instance_id: str, token: str) -> bool:
+        """Mark the SSH instance `terminated` (fenced by its lease) and, in the same
+        transaction, record its host to undo (no jobs: none of ours run there by now)."""
+        with self.writing() as session:
+            row = session.get(Instance, instance_id)
+            if row is None or row.lock_token != token:
+                return False
+            row.status = "terminated"
+            project = session.get(Project, row.project_id)
+            session.add(
+                HostTeardown(
+                    project_name=project.name if project is not None else "",
+                    created_at=self.now(),
+                    host=_host(row),
+                    job_ids=[],
+                )
+            )
+            return True
 
     def load_teardown(self, teardown_id: str, token: str) -> Teardown | None:
         """The row if this lease still holds it."""
@@ -142,7 +180,9 @@ class TeardownsStore(StoreBase):
             return bool(getattr(result, "rowcount", 0))
 
     def fleets_on_host(self, hostname: str | None, ssh_port: int | None) -> list[str]:
-        """Live fleets that still list this SSH host (a live instance at that address)."""
+        """Fleets that still list this SSH host: a live instance at that address, or (a
+        fleet being deployed has no instance yet) `ssh_config` naming it in the spec of a
+        submitted or active fleet."""
         with self.reading() as session:
             found = session.scalars(
                 select(Instance.fleet_id)
@@ -151,7 +191,14 @@ class TeardownsStore(StoreBase):
                 .where(Instance.hostname == hostname, Instance.ssh_port == ssh_port)
                 .where(Fleet.deleted.is_(False), Fleet.status.not_in(["terminated", "failed"]))
             ).all()
-        return sorted({str(f) for f in found if f})
+            specs = session.execute(
+                select(Fleet.id, Fleet.spec).where(
+                    Fleet.deleted.is_(False), Fleet.status.in_(["submitted", "active"])
+                )
+            ).all()
+        listed = {str(f) for f in found if f}
+        listed.update(str(f) for f, spec in specs if lists_host(spec, hostname, ssh_port))
+        return sorted(listed)
 
     def list_teardowns(self) -> list[Teardown]:
         """Every host still to undo, oldest first."""

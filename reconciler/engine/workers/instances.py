@@ -25,9 +25,13 @@
   instance and server process, then whenever such a job ended since the last look. So a
   job the store records ended keeps no process once its agent answers again.
 - `terminating`: nothing runs there any more (the runs were stopped first); the instance
-  becomes `terminated` and the fleets worker is hinted. Except an idle instance an active
-  cloud fleet shrinks away: the fleets worker marks it `terminated` once its node is out
-  of the fleet's stack (so a crash in between never forgets a paid node).
+  becomes `terminated` and the fleets worker is hinted. An SSH host is also recorded to
+  undo in the same transaction (`Store.end_ssh_instance`): the teardowns worker writes its
+  agent's key file for the fleets still listing it, or retires it (server key only, agent
+  stopped), so the members of a deleted fleet's project keep nothing there. Except an
+  idle instance an active cloud fleet shrinks away: the fleets worker marks it
+  `terminated` once its node is out of the fleet's stack (so a crash in between never
+  forgets a paid node).
 
 The clock is the store's (`deps.clock`), so tests move time instead of waiting.
 """
@@ -113,7 +117,7 @@ class InstancesProcessor:
             if _left_to_fleet(row, fleet):
                 self.deps.hint("fleets")
                 return None
-            await self._write(row, token, status=InstanceStatus.TERMINATED.value)
+            await self._terminated(row, token)
             await self._event(row, f"instance {row.name} terminated ({row.termination_reason})")
             self.deps.hint("fleets")
             return None
@@ -292,6 +296,15 @@ class InstancesProcessor:
                 ssh_user=ssh_user,
                 agent_port=agent_port,
             )
+
+    async def _terminated(self, row: InstanceRecord, token: str) -> None:
+        """Mark it `terminated`; an SSH host also gets undone (`workers.teardowns`: its
+        agent's key file follows the fleets still listing it, or the host is retired)."""
+        if row.backend != "ssh":
+            await self._write(row, token, status=InstanceStatus.TERMINATED.value)
+            return
+        if await asyncio.to_thread(self.deps.store.end_ssh_instance, row.id, token):
+            self.deps.hint("teardowns")
 
     async def _write(self, row: InstanceRecord, token: str, **values: Any) -> bool:
         return bool(await asyncio.to_thread(self.deps.store.write_instance, row.id, token, values))

@@ -2,13 +2,16 @@
 
 Deleting a project records one `host_teardowns` row per host it used, in the deletion's own
 transaction (`reconciler.adapters.db.teardowns`); the web hints this worker and does no
-SSH. With a lease on a row (any replica), one pass:
+SSH. An SSH instance that ends (its fleet deleted, its host out of `ssh_config`) records
+one too, with no jobs (`Store.end_ssh_instance`, the instances worker). With a lease on a
+row (any replica), one pass:
 
 1. stops the project's jobs on the host through its agent (force: the project is gone, so
    nobody waits for a graceful end) and removes them once ended, so their specs, logs and
    working directories go too; a job still ending makes the row due again in 2 s;
-2. on an SSH host, takes the project's users off the agent's key file: if another fleet
-   still lists the host, the file is written again for that fleet (`deps.ssh_keys`,
+2. on an SSH host, takes the project's users off the agent's key file: if a fleet still
+   lists the host (`Store.fleets_on_host`: a live instance there, or a fleet being deployed
+   whose `ssh_config` names it), the file is written again for that fleet (`deps.ssh_keys`,
    `engine.hostkeys`: that fleet's members and the global admins only); if none does, the
    host is retired (`deps.ssh_retire`): its key file keeps the server's key only and its
    agent is stopped (the directory stays, so listing the host again redeploys quickly).
