@@ -1,11 +1,12 @@
 """Another machine for a dstack client: a Linux network namespace joined by a veth pair.
 
-`client_namespace(tmp)` makes a namespace with its own loopback and one veth end
-(`<client ip>/30`), the other end (`<server ip>/30`) in this (the server's) namespace; a
-process started under `ClientNamespace.prefix` (`ip netns exec NAME`) shares this
-machine's files but not its network: the server's 127.0.0.1 listeners are out of its
-reach, only what listens on the server ip is in it. Names and the /30 are unique per use;
-deleting the namespace at the end removes the veth pair with it.
+`client_namespace()` makes a namespace with its own loopback and one veth end (the client
+ip, a /30, and an IPv6 address in a random fdXX: /64), the other end (the server ip, and
+its IPv6 address) in this, the server's, namespace. A process started under
+`ClientNamespace.prefix` (`ip netns exec NAME`) shares this machine's files but not its
+network: the server's 127.0.0.1 listeners are out of its reach, only what listens on the
+server's addresses is in it. Names and subnets are unique per use; deleting the namespace
+at the end removes the veth pair with it.
 
 Needs root and `ip` (iproute2); without them the test is skipped, or fails under CI=true
 (`tests.services.missing.skip_or_fail`). Used by tests/compat/test_attach_remote.py and
@@ -52,6 +53,8 @@ class ClientNamespace:
     name: str
     server_ip: str  # this namespace's end of the veth pair
     client_ip: str  # the client namespace's end
+    server_ip6: str  # the same ends' IPv6 addresses (a random fdXX:… /64)
+    client_ip6: str
 
     @property
     def prefix(self) -> tuple[str, ...]:
@@ -94,12 +97,15 @@ def client_namespace() -> Iterator[ClientNamespace]:
         skip_or_fail(f"cannot make a network namespace: {exc}")
     try:
         prefix = _free_subnet()
-        space = ClientNamespace(name, f"{prefix}.1", f"{prefix}.2")
+        prefix6 = f"fd{secrets.token_hex(1)}:{secrets.token_hex(2)}:{secrets.token_hex(2)}:"
+        space = ClientNamespace(name, f"{prefix}.1", f"{prefix}.2", f"{prefix6}:1", f"{prefix6}:2")
         _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
         _ip("link", "set", inner, "netns", name)
         _ip("addr", "add", f"{space.server_ip}/30", "dev", outer)
         _ip("link", "set", outer, "up")
+        _ip("-6", "addr", "add", f"{space.server_ip6}/64", "dev", outer, "nodad")
         _ip("-n", name, "addr", "add", f"{space.client_ip}/30", "dev", inner)
+        _ip("-n", name, "-6", "addr", "add", f"{space.client_ip6}/64", "dev", inner, "nodad")
         _ip("-n", name, "link", "set", inner, "up")
         _ip("-n", name, "link", "set", "lo", "up")
         yield space

@@ -5,7 +5,8 @@ API and OpenSSH run there and reach the server only at the veth address the serv
 on (`--host`) and attaches at (`--attach-host`). The server's 127.0.0.1 listeners, among
 them the local agent's SSH server and HTTP API, are out of the client's reach; jobs are
 presented at the attach host, on a listener the server forwards to the local agent's SSH
-server (`engine.sessionforwards`), on a port of `--attach-ports`.
+server (`engine.sessionforwards`), on a port of `--attach-ports`; an IPv6 attach host works
+too (the API at the IPv4 address).
 
 Also the attack from there: a key the server never issued, and the key of a user of
 another project naming this project's job (a session, dstack's hop, a job port) are
@@ -16,6 +17,7 @@ client namespace at all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -64,17 +66,14 @@ def space() -> Iterator[ClientNamespace]:
         yield made
 
 
-@pytest.fixture(scope="module")
-def remote(space: ClientNamespace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
-    """A server listening and attaching at the veth address; dstack's CLI in the namespace,
-    registered with that URL; the local fleet up."""
-    tmp = tmp_path_factory.mktemp("remote")
+@contextlib.contextmanager
+def _remote_server(space: ClientNamespace, tmp: Path, **settings: object) -> Iterator[Dstack]:
+    """A server whose API listens at the veth address, with `settings` (the attach host);
+    dstack's CLI in the namespace, registered with that URL; the local fleet up."""
     home, workdir = tmp / "home", tmp / "work"
     home.mkdir()
     workdir.mkdir()
-    ip = space.server_ip
-    ports = f"{ATTACH_PORTS.start}-{ATTACH_PORTS.stop - 1}"
-    with running_server(tmp, _real, host=ip, attach_host=ip, attach_ports=ports) as server:
+    with running_server(tmp, _real, host=space.server_ip, **settings) as server:
         client = Dstack(server, home, workdir, prefix=space.prefix)
         token = server.admin_token
         client.ok("project", "add", "--name", "main", "--url", server.url, "--token", token, "-y")
@@ -86,6 +85,23 @@ def remote(space: ClientNamespace, tmp_path_factory: pytest.TempPathFactory) -> 
             for run in http.post("/api/runs/list", json={"only_active": True}).json():
                 body = {"runs_names": [run["run_spec"]["run_name"]], "abort": True}
                 http.post("/api/project/main/runs/stop", json=body)
+
+
+@pytest.fixture(scope="module")
+def remote(space: ClientNamespace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
+    """Attaching at the veth address, on `--attach-ports` ATTACH_PORTS."""
+    ports = f"{ATTACH_PORTS.start}-{ATTACH_PORTS.stop - 1}"
+    tmp = tmp_path_factory.mktemp("remote")
+    with _remote_server(space, tmp, attach_host=space.server_ip, attach_ports=ports) as client:
+        yield client
+
+
+@pytest.fixture
+def remote6(space: ClientNamespace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
+    """Attaching at the veth's IPv6 address (the API on its IPv4 one)."""
+    tmp = tmp_path_factory.mktemp("remote6")
+    with _remote_server(space, tmp, attach_host=space.server_ip6) as client:
+        yield client
 
 
 def _in_space(space: ClientNamespace, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -100,9 +116,9 @@ def _connects(space: ClientNamespace, host: str, port: int) -> bool:
     return _in_space(space, sys.executable, "-c", CONNECTS, host, str(port)).returncode == 0
 
 
-def _presented(remote: Dstack) -> dict[str, object]:
+def _presented(remote: Dstack, name: str = "far") -> dict[str, object]:
     with remote.server.client(remote.server.admin_token) as http:
-        run = http.post("/api/project/main/runs/get", json={"run_name": "far"}).json()
+        run = http.post("/api/project/main/runs/get", json={"run_name": name}).json()
     return dict(run["latest_job_submission"]["job_provisioning_data"]) | {
         "job_id": run["latest_job_submission"]["id"]
     }
@@ -114,11 +130,23 @@ def test_attach_and_ssh_from_another_machine(remote: Dstack, space: ClientNamesp
     remote.ok("apply", "-f", "far.dstack.yml", "-y", "-d")
     remote.wait_status("far", "running")
     data = _presented(remote)
-    agent_ssh = local_agent_ssh_port(remote.server.settings.data_dir)
-    assert agent_ssh is not None
     assert data["hostname"] == space.server_ip and data["ssh_port"] in ATTACH_PORTS, data
+    with _attached(remote, space, "far", local, port):
+        _refusals(remote, space, str(data["job_id"]), int(str(data["ssh_port"])), port)
+    _attach_logs_show_the_request(remote)
+    script = attach_script("far", local=free_port(), port=port, tries=60)
+    assert remote.python(script, timeout=180) == 200  # dstack's Run.attach() from there too
+    remote.ok("stop", "far", "-x", "-y")
+
+
+@contextlib.contextmanager
+def _attached(
+    remote: Dstack, space: ClientNamespace, name: str, local: int, port: int
+) -> Iterator[None]:
+    """`dstack attach NAME -p LOCAL:PORT` in the namespace: the port answers HTTP there and
+    `ssh NAME 'echo $MARK'` (dstack's alias) prints the job's env value; stopped after."""
     attach = subprocess.Popen(
-        remote.argv("attach", "far", "-p", f"{local}:{port}"),
+        remote.argv("attach", name, "-p", f"{local}:{port}"),
         cwd=remote.workdir,
         env=remote.env,
         stdout=subprocess.PIPE,
@@ -134,20 +162,27 @@ def test_attach_and_ssh_from_another_machine(remote: Dstack, space: ClientNamesp
         assert attach.poll() is None, attach.stdout.read() if attach.stdout else ""
         config = remote.home / ".dstack" / "ssh" / "config"
         shell = _in_space(
-            space, "ssh", "-F", str(config), "-o", "BatchMode=yes", "far", "echo $MARK"
+            space, "ssh", "-F", str(config), "-o", "BatchMode=yes", name, "echo $MARK"
         )
         assert shell.returncode == 0 and shell.stdout.strip() == "from-the-far-job", shell
-        _refusals(remote, space, str(data["job_id"]), int(str(data["ssh_port"])), port)
+        yield
     finally:
         attach.send_signal(signal.SIGINT)
         try:
             attach.wait(timeout=30)
         except subprocess.TimeoutExpired:
             attach.kill()
-    _attach_logs_show_the_request(remote)
-    script = attach_script("far", local=free_port(), port=port, tries=60)
-    assert remote.python(script, timeout=180) == 200  # dstack's Run.attach() from there too
-    remote.ok("stop", "far", "-x", "-y")
+
+
+def test_attach_at_an_ipv6_attach_host(remote6: Dstack, space: ClientNamespace) -> None:
+    port, local = free_port(), free_port()
+    remote6.write("far6.dstack.yml", TASK.format(port=port).replace("name: far", "name: far6"))
+    remote6.ok("apply", "-f", "far6.dstack.yml", "-y", "-d")
+    remote6.wait_status("far6", "running")
+    assert _presented(remote6, "far6")["hostname"] == space.server_ip6
+    with _attached(remote6, space, "far6", local, port):
+        pass
+    remote6.ok("stop", "far6", "-x", "-y")
 
 
 def _attach_logs_show_the_request(remote: Dstack) -> None:
