@@ -31,6 +31,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+import asyncssh
+
 from agent.client import AgentClient, AgentError, AgentUnreachable
 from agent.deploy import DeployError
 from agent.tunnel import SSHTarget
@@ -44,7 +46,7 @@ CONFIG = WorkerConfig(kind="teardowns", concurrency=4, lease_seconds=120.0, min_
 RETRY_SECONDS = 30.0
 ENDING_SECONDS = 2.0
 GIVE_UP_SECONDS = 86400.0
-_HOST_ERRORS = (AgentUnreachable, AgentError, DeployError, OSError, ValueError)
+_HOST_ERRORS = (AgentUnreachable, AgentError, DeployError, asyncssh.Error, OSError, ValueError)
 
 
 def make_process(deps: WorkerDeps) -> Process:
