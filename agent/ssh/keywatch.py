@@ -10,7 +10,9 @@ each connection whose key may no longer reach what the connection uses: the key 
 projects that leave out a project whose job one of its channels reached (a session, a
 forward, dstack's hop or log stream). Closing a connection closes all its channels; a
 session's command is ended with it (`agent.ssh.sessions`). A key whose projects only grew
-keeps its connections. Called by `agent.ssh.server.start_ssh_server`.
+keeps its connections. A file that cannot be parsed (a writer appending, caught mid-line)
+closes nothing until a clean read; the server replaces the file whole (`mv`), appending
+only the control line at deploy. Called by `agent.ssh.server.start_ssh_server`.
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ KEY_CHECK_INTERVAL = 1.0
 class KeyFile:
     """``authorized_keys``, read at every use and parsed again only when its bytes changed
     (parsing costs about 57 µs a line; the server's connections share one). `generation`
-    counts the parses: it changes whenever what the file says may have changed."""
+    counts the parses: it changes whenever what the file says may have changed. A file that
+    cannot be read or parsed lets nobody in; `garbled` says so when the cause may be a
+    writer caught mid-write (anything but a missing file)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._raw: bytes | None = None
         self._parsed = asyncssh.SSHAuthorizedKeys()
         self.generation = 0
+        self.garbled = False
 
     def current(self) -> asyncssh.SSHAuthorizedKeys:
         try:
@@ -46,11 +51,13 @@ class KeyFile:
                 self._parsed = asyncssh.SSHAuthorizedKeys(raw.decode())
                 self._raw = raw
                 self.generation += 1
+            self.garbled = False
         except (OSError, ValueError, asyncssh.KeyImportError) as exc:
             log.warning("cannot read authorized keys %s: %s", self.path, exc)
             if self._raw is not None or self.generation == 0:
                 self.generation += 1
             self._raw, self._parsed = None, asyncssh.SSHAuthorizedKeys()
+            self.garbled = not isinstance(exc, FileNotFoundError)
         return self._parsed
 
 
@@ -88,8 +95,8 @@ class OpenConnections:
         """Read the key file; if it changed since the last sweep, close the connections it
         no longer allows. How many were closed."""
         current = self.keys.current()
-        if self.keys.generation == self._swept:
-            return 0
+        if self.keys.generation == self._swept or self.keys.garbled:
+            return 0  # unchanged, or perhaps caught mid-write: judged on a clean read
         self._swept = self.keys.generation
         closing = [c for c in list(self._open) if c.revoked(current)]
         for connection in closing:

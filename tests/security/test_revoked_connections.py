@@ -13,6 +13,7 @@ configures it (`ProxyJump`).
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,11 +21,19 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from agent.ssh.keywatch import KeyFile, OpenConnections
 from agent.ssh.server import user_key_line
 from tests.security.test_jump_attack import Field, field  # noqa: F401 - fixture
 from tests.tunnel.conftest import agent_over_ssh, keys  # noqa: F401 - fixtures
 
 DEADLINE = 30.0
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write `path` whole at once, as the server does (`mv`): never seen half-written."""
+    temporary = path.with_name(f".{path.name}.new")
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
 def _member(tmp_path: Path, field: Field, name: str) -> tuple[Path, str]:  # noqa: F811
@@ -35,7 +44,7 @@ def _member(tmp_path: Path, field: Field, name: str) -> tuple[Path, str]:  # noq
     path.chmod(0o600)
     line = user_key_line(key.export_public_key().decode(), ["alpha"])
     authorized = field.agent.keys.authorized_keys
-    authorized.write_text(authorized.read_text() + line + "\n")
+    replace_file(authorized, authorized.read_text() + line + "\n")
     return path, line
 
 
@@ -61,7 +70,7 @@ def _without(field: Field, line: str) -> None:  # noqa: F811
     authorized = field.agent.keys.authorized_keys
     blob = line.split()[-1]
     kept = [x for x in authorized.read_text().splitlines() if blob not in x]
-    authorized.write_text("".join(f"{x}\n" for x in kept))
+    replace_file(authorized, "".join(f"{x}\n" for x in kept))
 
 
 async def _shell(
@@ -138,7 +147,7 @@ async def test_a_key_narrowed_away_from_the_project_it_uses_is_closed_not_one_th
         text = authorized.read_text()
         text = text.replace(grown_line, grown_line.replace("=alpha", "=alpha,bravo"))
         text = text.replace(narrowed_line, narrowed_line.replace("=alpha", "=bravo"))
-        authorized.write_text(text)  # one write: the sweep that closes one saw both
+        replace_file(authorized, text)  # one write: the sweep that closes one saw both
         async with asyncio.timeout(DEADLINE):
             await narrowed.wait_closed()
         await _gone(narrowed_pid)
@@ -187,3 +196,35 @@ async def test_openssh_session_of_a_removed_member_ends(
         if ssh.poll() is None:
             ssh.kill()
             ssh.wait()
+
+
+class _Connection:
+    """An open connection as the sweep sees it: revoked once its key is not in the file."""
+
+    def __init__(self, key: asyncssh.SSHKey) -> None:
+        self.key, self.closed = key.convert_to_public(), False
+
+    def revoked(self, file_keys: asyncssh.SSHAuthorizedKeys) -> bool:
+        return file_keys.validate(self.key, "127.0.0.1", "127.0.0.1") is None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_key_file_caught_mid_write_closes_nothing_until_a_clean_read(tmp_path: Path) -> None:
+    path = tmp_path / "authorized_keys"
+    first, second = (asyncssh.generate_private_key("ssh-ed25519") for _ in range(2))
+    lines = [user_key_line(k.export_public_key().decode(), ["alpha"]) for k in (first, second)]
+    replace_file(path, f"{lines[0]}\n{lines[1]}\n")
+    connections = OpenConnections(KeyFile(path))
+    kept, dropped = _Connection(first), _Connection(second)
+    connections.add(kept)
+    connections.add(dropped)
+    assert connections.sweep() == 0  # the file as the watch starts
+    replace_file(path, f"{lines[0]}\n{lines[1][:60]}")  # an append caught mid-line
+    assert connections.sweep() == 0 and connections.keys.garbled
+    assert not kept.closed and not dropped.closed
+    replace_file(path, f"{lines[0]}\n")  # clean again, without the second key
+    assert connections.sweep() == 1 and dropped.closed and not kept.closed
+    path.unlink()  # no file at all: nobody is let in, and what is open is closed
+    assert connections.sweep() == 1 and kept.closed and len(connections) == 0
