@@ -15,6 +15,7 @@ test_attach_remote_ssh.py.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import shutil
@@ -98,7 +99,8 @@ def client_namespace() -> Iterator[ClientNamespace]:
     try:
         prefix = _free_subnet()
         prefix6 = f"fd{secrets.token_hex(1)}:{secrets.token_hex(2)}:{secrets.token_hex(2)}:"
-        space = ClientNamespace(name, f"{prefix}.1", f"{prefix}.2", f"{prefix6}:1", f"{prefix6}:2")
+        ip6 = [str(ipaddress.ip_address(f"{prefix6}:{n}")) for n in (1, 2)]  # canonical
+        space = ClientNamespace(name, f"{prefix}.1", f"{prefix}.2", *ip6)
         _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
         _ip("link", "set", inner, "netns", name)
         _ip("addr", "add", f"{space.server_ip}/30", "dev", outer)

@@ -30,7 +30,16 @@ import pytest
 
 from agent.local import local_agent_ssh_port, local_paths
 from tests.compat.conftest import Dstack, _real, free_port
-from tests.compat.netns import ANSWERS, CONNECTS, SSH_OPTIONS, ClientNamespace, client_namespace
+from tests.compat.farclient import (
+    attached,
+    attached_apply_streams,
+    in_space,
+    ssh_in,
+    stranger_key,
+    task,
+    user_key,
+)
+from tests.compat.netns import CONNECTS, SSH_OPTIONS, ClientNamespace, client_namespace
 from tests.compat.pyapi import attach_script
 from tests.web.serving import running_server, wait_until
 
@@ -41,23 +50,6 @@ pytestmark = [
 ]
 
 ATTACH_PORTS = range(41000, 41020)  # --attach-ports: the listener takes one of these
-
-TASK = """type: task
-name: far
-env:
-  - MARK=from-the-far-job
-ports: [{port}]
-commands:
-  - python3 -m http.server {port}
-"""
-
-STREAMED = """type: task
-name: farlogs
-commands:
-  - echo first-line-of-farlogs
-  - sleep 2
-  - echo last-line-of-farlogs
-"""
 
 
 @pytest.fixture(scope="module")
@@ -104,16 +96,8 @@ def remote6(space: ClientNamespace, tmp_path_factory: pytest.TempPathFactory) ->
         yield client
 
 
-def _in_space(space: ClientNamespace, *argv: str) -> subprocess.CompletedProcess[str]:
-    return space.run(*argv, timeout=90)
-
-
-def _answers(space: ClientNamespace, url: str) -> bool:
-    return _in_space(space, sys.executable, "-c", ANSWERS, url).returncode == 0
-
-
 def _connects(space: ClientNamespace, host: str, port: int) -> bool:
-    return _in_space(space, sys.executable, "-c", CONNECTS, host, str(port)).returncode == 0
+    return in_space(space, sys.executable, "-c", CONNECTS, host, str(port)).returncode == 0
 
 
 def _presented(remote: Dstack, name: str = "far") -> dict[str, object]:
@@ -126,12 +110,12 @@ def _presented(remote: Dstack, name: str = "far") -> dict[str, object]:
 
 def test_attach_and_ssh_from_another_machine(remote: Dstack, space: ClientNamespace) -> None:
     port, local = free_port(), free_port()
-    remote.write("far.dstack.yml", TASK.format(port=port))
+    remote.write("far.dstack.yml", task("far", port))
     remote.ok("apply", "-f", "far.dstack.yml", "-y", "-d")
     remote.wait_status("far", "running")
     data = _presented(remote)
     assert data["hostname"] == space.server_ip and data["ssh_port"] in ATTACH_PORTS, data
-    with _attached(remote, space, "far", local, port):
+    with attached(remote, space, "far", local, port):
         _refusals(remote, space, str(data["job_id"]), int(str(data["ssh_port"])), port)
     _attach_logs_show_the_request(remote)
     script = attach_script("far", local=free_port(), port=port, tries=60)
@@ -139,48 +123,13 @@ def test_attach_and_ssh_from_another_machine(remote: Dstack, space: ClientNamesp
     remote.ok("stop", "far", "-x", "-y")
 
 
-@contextlib.contextmanager
-def _attached(
-    remote: Dstack, space: ClientNamespace, name: str, local: int, port: int
-) -> Iterator[None]:
-    """`dstack attach NAME -p LOCAL:PORT` in the namespace: the port answers HTTP there and
-    `ssh NAME 'echo $MARK'` (dstack's alias) prints the job's env value; stopped after."""
-    attach = subprocess.Popen(
-        remote.argv("attach", name, "-p", f"{local}:{port}"),
-        cwd=remote.workdir,
-        env=remote.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_until(
-            lambda: _answers(space, f"http://127.0.0.1:{local}/") or attach.poll() is not None,
-            timeout=120,
-            what="the forwarded port to answer in the client namespace",
-        )
-        assert attach.poll() is None, attach.stdout.read() if attach.stdout else ""
-        config = remote.home / ".dstack" / "ssh" / "config"
-        shell = _in_space(
-            space, "ssh", "-F", str(config), "-o", "BatchMode=yes", name, "echo $MARK"
-        )
-        assert shell.returncode == 0 and shell.stdout.strip() == "from-the-far-job", shell
-        yield
-    finally:
-        attach.send_signal(signal.SIGINT)
-        try:
-            attach.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            attach.kill()
-
-
 def test_attach_at_an_ipv6_attach_host(remote6: Dstack, space: ClientNamespace) -> None:
     port, local = free_port(), free_port()
-    remote6.write("far6.dstack.yml", TASK.format(port=port).replace("name: far", "name: far6"))
+    remote6.write("far6.dstack.yml", task("far6", port))
     remote6.ok("apply", "-f", "far6.dstack.yml", "-y", "-d")
     remote6.wait_status("far6", "running")
     assert _presented(remote6, "far6")["hostname"] == space.server_ip6
-    with _attached(remote6, space, "far6", local, port):
+    with attached(remote6, space, "far6", local, port):
         pass
     remote6.ok("stop", "far6", "-x", "-y")
 
@@ -212,45 +161,11 @@ def _attach_logs_show_the_request(remote: Dstack) -> None:
             logs.kill()
 
 
-def _key_of(remote: Dstack, username: str, project: str) -> Path:
-    """A new user, a member of `project` only; their key pair as dstack's client gets it."""
-    admin = remote.server.admin_token
-    with remote.server.client(admin) as http:
-        made = http.post("/api/users/create", json={"username": username, "global_role": "user"})
-        assert made.status_code == 200, made.text
-        http.post("/api/projects/create", json={"project_name": project})
-        members = {"members": [{"username": username, "project_role": "user"}]}
-        added = http.post(f"/api/projects/{project}/add_members", json=members)
-        assert added.status_code == 200, added.text
-    with remote.server.client(made.json()["creds"]["token"]) as http:
-        key = http.post("/api/users/get_my_user").json()["ssh_private_key"]
-    path = remote.home / f"{username}_key"
-    path.write_text(key)
-    path.chmod(0o600)
-    return path
-
-
-def _ssh(
-    space: ClientNamespace, key: Path, port: int, user: str, *args: str
-) -> subprocess.CompletedProcess[str]:
-    return _in_space(
-        space,
-        "ssh",
-        "-p",
-        str(port),
-        "-i",
-        str(key),
-        *SSH_OPTIONS,
-        f"{user}@{space.server_ip}",
-        *args,
-    )
-
-
 def _forward(
     space: ClientNamespace, key: Path, port: int, user: str, dest: str
 ) -> subprocess.CompletedProcess[str]:
     """A ``direct-tcpip`` channel to `dest` (host:port) through the listener (``ssh -W``)."""
-    return _ssh(space, key, port, user, "-W", dest)
+    return ssh_in(space, key, port, user, "-W", dest)
 
 
 def _refusals(
@@ -261,39 +176,31 @@ def _refusals(
     state = json.loads(local_paths(data_dir).state.read_text())
     agent_http = int(state["http_port"])
     # a key the server never issued: not even a login
-    stranger = remote.home / "stranger_key"
-    made = subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], capture_output=True
-    )
-    assert made.returncode == 0, made
-    denied = _ssh(space, stranger, listener, job_id, "echo", "hi")
+    denied = ssh_in(space, stranger_key(remote), listener, job_id, "echo", "hi")
     assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
     # no key at all (no password or keyboard-interactive login either)
     target = f"{job_id}@{space.server_ip}"
     keyless = ("-o", "PubkeyAuthentication=no", "-p", str(listener), target, "echo", "hi")
-    nokey = _in_space(space, "ssh", *SSH_OPTIONS, *keyless)
+    nokey = in_space(space, "ssh", *SSH_OPTIONS, *keyless)
     assert nokey.returncode != 0 and "Permission denied" in nokey.stderr, nokey
     # a user of another project naming this project's job: a session, dstack's hop to the
     # agent as that job, the job's port: all refused by the agent
-    mallory = _key_of(remote, "mallory", "other")
-    session = _ssh(space, mallory, listener, job_id, "echo", "hi")
+    mallory = user_key(remote, "mallory", "other")
+    session = ssh_in(space, mallory, listener, job_id, "echo", "hi")
     assert session.returncode != 0 and "no job named" in session.stderr, session
     hop = _forward(space, mallory, listener, job_id, f"localhost:{agent_ssh}")
     assert hop.returncode != 0 and "prohibited" in hop.stderr.lower(), hop
     port = _forward(space, mallory, listener, job_id, f"127.0.0.1:{job_port}")
     assert port.returncode != 0 and "prohibited" in port.stderr.lower(), port
     # the agent's API: no user key reaches it through the listener, not even a member's
-    member = remote.home / "member_key"
-    with remote.server.client(remote.server.admin_token) as http:
-        member.write_text(http.post("/api/users/get_my_user").json()["ssh_private_key"])
-    member.chmod(0o600)
+    member = user_key(remote)
     for key in (mallory, member):
         api = _forward(space, key, listener, job_id, f"127.0.0.1:{agent_http}")
         assert api.returncode != 0 and "prohibited" in api.stderr.lower(), api
     # the server's own key (the agent's API on the server's machine): no login there
     control = _forward(space, data_dir / "ssh" / "id_ed25519", listener, "root", "127.0.0.1:1")
     assert control.returncode != 0 and "Permission denied" in control.stderr, control
-    own = _ssh(space, member, listener, job_id, "echo", "hi")  # the refusals are not vacuous
+    own = ssh_in(space, member, listener, job_id, "echo", "hi")  # the refusals are not vacuous
     assert own.returncode == 0 and own.stdout.strip() == "hi", own
     # the agent's own ports and the server's loopback: out of the client namespace's reach
     for where in (space.server_ip, "127.0.0.1"):
@@ -303,10 +210,4 @@ def _refusals(
 
 
 def test_attached_apply_streams_logs_to_another_machine(remote: Dstack) -> None:
-    remote.write("farlogs.dstack.yml", STREAMED)
-    done = remote("apply", "-f", "farlogs.dstack.yml", "-y", timeout=240)
-    agent_log = local_paths(remote.server.settings.data_dir).log
-    assert done.returncode == 0, (done.stdout, done.stderr, agent_log.read_text()[-4000:])
-    first = done.stdout.index("first-line-of-farlogs")
-    assert done.stdout.index("last-line-of-farlogs") > first, done.stdout
-    assert remote.run_status("farlogs") == "done"
+    attached_apply_streams(remote, "farlogs", local_paths(remote.server.settings.data_dir).log)
