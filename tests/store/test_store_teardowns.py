@@ -133,3 +133,29 @@ def test_a_fleet_being_deployed_lists_its_hosts_by_its_spec(store: Store) -> Non
     assert not lists_host({"ssh_config": {"hosts": [{"hostname": "h", "port": 23}]}}, "h", 22)
     assert lists_host({"ssh_config": {"hosts": ["h"]}}, "h", None)
     assert not lists_host({"nodes": 2}, "h", 22)
+
+
+def test_hosts_a_fleet_of_the_project_lists_are_recorded_before_their_instances(
+    store: Store,
+) -> None:
+    project_id = store.get_or_create_project("doomed").id
+    spec = {
+        "ssh_config": {
+            "user": "ubuntu",
+            "identity_file": "/keys/lab",
+            "hosts": ["10.0.0.3", {"hostname": "10.0.0.1", "port": 22}],
+        }
+    }
+    fleet = store.add(
+        Fleet(project_id=project_id, name="lab", spec=spec, status="submitted",
+              created_at=store.now())
+    )  # fmt: skip
+    _instance(store, "doomed", fleet.id, "10.0.0.1")  # deployed already: recorded once
+    hosts = Database(store.engine).write_now(delete_project, "doomed", store.now())
+    assert hosts == 2
+    found = {t.host.hostname: t.host for t in store.list_teardowns()}
+    assert set(found) == {"10.0.0.1", "10.0.0.3"}
+    being_deployed = found["10.0.0.3"]
+    assert (being_deployed.ssh_port, being_deployed.ssh_user) == (22, "ubuntu")
+    assert being_deployed.resources == {"identity_file": "/keys/lab"}
+    assert being_deployed.backend == "ssh"

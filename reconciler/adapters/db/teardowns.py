@@ -4,8 +4,10 @@ Deleting a project deletes its runs, jobs, fleets and instances with it (foreign
 its jobs still run on their hosts and its SSH hosts' agents still hold its members' keys.
 `record_teardowns` runs inside the deletion's own transaction (`readmodels.accounts.
 delete_project`), before the rows go: one `host_teardowns` row per host that ran one of the
-project's unfinished jobs (or one the store ended without its agent) or is a live SSH
-instance of its fleets, with the host's address and the agent's ids of those jobs. The
+project's unfinished jobs (or one the store ended without its agent), is a live SSH
+instance of its fleets or is listed by the `ssh_config` of one of its fleets not ended yet
+(a host being deployed has no instance yet, but may already hold the members' keys), with
+the host's address and the agent's ids of those jobs. The
 teardowns worker (`reconciler.engine.workers.teardowns`) takes each row with a lease:
 `load_teardown`, then `hold_teardown` (try again later, with why) or `finish_teardown`.
 `fleets_on_host` tells it whether another fleet still lists the host. An SSH host that
@@ -73,6 +75,19 @@ def record_teardowns(session: Session, project_id: str, project_name: str, now: 
         hosts.setdefault(_key(instance), (_host(instance), []))
     for job_id, agent_job_id, instance in jobs:
         hosts.setdefault(_key(instance), (_host(instance), []))[1].append(agent_job_id or job_id)
+    specs = session.scalars(
+        select(Fleet.spec).where(
+            Fleet.project_id == project_id,
+            Fleet.deleted.is_(False),
+            Fleet.status.in_(["submitted", "active", "terminating"]),
+        )
+    ).all()
+    known = {(host["hostname"], host["ssh_port"]) for host, _ in hosts.values()}
+    for spec in specs:  # hosts being deployed have no instance yet, but may have our keys
+        for host in spec_hosts(spec):
+            if (host["hostname"], host["ssh_port"]) not in known:
+                known.add((host["hostname"], host["ssh_port"]))
+                hosts[(host["hostname"], host["ssh_port"])] = (host, [])
     for host, job_ids in hosts.values():
         session.add(
             HostTeardown(
@@ -86,20 +101,44 @@ def record_teardowns(session: Session, project_id: str, project_name: str, now: 
     return len(hosts)
 
 
-def lists_host(spec: Any, hostname: str | None, ssh_port: int | None) -> bool:
-    """Pure: whether a fleet spec's `ssh_config.hosts` names `hostname:ssh_port` (a host's
-    port defaults to the fleet's, then 22)."""
+def spec_hosts(spec: Any) -> list[dict[str, Any]]:
+    """Pure: the hosts a fleet spec's `ssh_config` lists, as `_host` records them (a host's
+    port, user and key default to the fleet's; the port then to 22)."""
     ssh = spec.get("ssh_config") if isinstance(spec, dict) else None
     if not isinstance(ssh, dict):
-        return False
-    default = ssh.get("port") or 22
-    for host in ssh.get("hosts") or []:
-        name, port = (host, default) if isinstance(host, str) else (None, None)
-        if isinstance(host, dict):
-            name, port = host.get("hostname"), host.get("port") or default
-        if name == hostname and str(port or 22) == str(ssh_port or 22):
-            return True
-    return False
+        return []
+    found = []
+    for index, host in enumerate(ssh.get("hosts") or []):
+        entry = {"hostname": host} if isinstance(host, str) else host
+        if not isinstance(entry, dict) or not entry.get("hostname"):
+            continue
+        try:
+            port = int(entry.get("port") or ssh.get("port") or 22)
+        except (TypeError, ValueError):
+            continue
+        name = str(entry["hostname"])
+        identity = entry.get("identity_file") or ssh.get("identity_file")
+        found.append(
+            {
+                "id": f"ssh_config:{index}",
+                "name": name,
+                "hostname": name,
+                "ssh_port": port,
+                "ssh_user": entry.get("user") or ssh.get("user"),
+                "agent_port": None,
+                "backend": "ssh",
+                "resources": {"identity_file": identity} if identity else None,
+            }
+        )
+    return found
+
+
+def lists_host(spec: Any, hostname: str | None, ssh_port: int | None) -> bool:
+    """Pure: whether a fleet spec's `ssh_config.hosts` names `hostname:ssh_port`."""
+    return any(
+        host["hostname"] == hostname and host["ssh_port"] == (ssh_port or 22)
+        for host in spec_hosts(spec)
+    )
 
 
 def _key(instance: Instance) -> tuple[Any, ...]:
