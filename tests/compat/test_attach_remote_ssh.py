@@ -4,11 +4,11 @@ As test_attach_remote.py, with the server's only fleet an SSH fleet on the tests
 sshd (`tests.compat.sshfleet`): dstack's client runs in another network namespace and
 reaches the server only at the veth address (`--host`, `--attach-host`); the job is
 presented there, on the server's listener to the host agent's SSH server for users (through
-the server's SSH login to the host). `attach -p` answers HTTP in the namespace, `ssh <run>`
-runs in the job, attached `apply` streams; through the listener a key the host's agent does
-not hold (never issued, or another project's user's) is refused and a member's key reaches
-neither the agent's API nor the host's sshd; neither is reachable from the namespace
-directly either.
+the server's SSH login to the host). `attach -p` and `Run.attach()` answer HTTP in the
+namespace, `ssh <run>` runs in the job, attached `apply` streams; through the listener a
+key the host's agent does not hold (never issued, or another project's user's) is refused
+and a member's key reaches neither the agent's API nor the host's sshd; neither is
+reachable from the namespace directly either.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tests.compat.farclient import (
     user_key,
 )
 from tests.compat.netns import CONNECTS, ClientNamespace, client_namespace
+from tests.compat.pyapi import attach_script
 from tests.compat.sshfleet import SSHFleet, ssh_fleet_server
 
 pytestmark = [
@@ -66,6 +67,8 @@ def test_attach_and_ssh_to_an_ssh_fleet_job_from_another_machine(
     assert data["dockyard_backend"] == "ssh" and data["hostname"] == space.server_ip, data
     with attached(dstack, space, "farssh", local, port):
         _refusals(fleet, space, str(submission["id"]), int(data["ssh_port"]))
+    script = attach_script("farssh", local=free_port(), port=port, tries=60)
+    assert dstack.python(script, timeout=180) == 200  # dstack's Run.attach() from there too
     dstack.ok("stop", "farssh", "-x", "-y")
 
 
