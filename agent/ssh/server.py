@@ -34,10 +34,8 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import asyncssh
-from asyncssh.forward import SSHForwarder
 
 from agent.server.activity import ConnectionActivity
 from agent.ssh.jump import JobAccess, JobLink, JumpLinks
@@ -45,6 +43,7 @@ from agent.ssh.keywatch import KEY_CHECK_INTERVAL, OpenConnections, watch_key_fi
 from agent.ssh.keywatch import KeyFile as KeyFile
 from agent.ssh.runner_api import RUNNER_HTTP_PORT, serve_logs_ws
 from agent.ssh.sessions import JobLookup, JobSession, SessionResolver, serve_session
+from agent.ssh.watchedforward import watched_forward
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +279,7 @@ class _AgentSSHServer(asyncssh.SSHServer):
                 self.used.add(self._port_project(dest_port) if self._port_project else None)
             owner = self._watch.watched_owner(dest_port) if self._watch else None
             if self._watch is not None and owner is not None:
-                return _watched_forward(dest_host, dest_port, owner, self._watch.activity)
+                return watched_forward(dest_host, dest_port, owner, self._watch.activity)
             return True
         raise asyncssh.ChannelOpenError(
             asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
@@ -315,35 +314,6 @@ class _AgentSSHServer(asyncssh.SSHServer):
 
     def server_requested(self, listen_host: str, listen_port: int) -> bool:
         return False
-
-
-class _WatchedForwarder(SSHForwarder):
-    """asyncssh's own forwarder (channel side) that says when the channel is gone."""
-
-    def __init__(self, peer: SSHForwarder, on_lost: Callable[[], None]) -> None:
-        super().__init__(peer)
-        self._on_lost = on_lost
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        try:
-            super().connection_lost(exc)
-        finally:
-            self._on_lost()
-
-
-async def _watched_forward(
-    host: str, port: int, job_id: str, activity: ConnectionActivity
-) -> asyncssh.SSHTCPSession[bytes]:
-    """Forward like asyncssh does (refused as it would be), counting the channel's life."""
-    loop = asyncio.get_running_loop()
-    try:
-        _, peer = await loop.create_connection(SSHForwarder, host, port)
-    except OSError as error:
-        raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, str(error)) from None
-    holder = object()
-    activity.opened(holder, job_id)
-    forwarder = _WatchedForwarder(peer, lambda: activity.closed(holder))
-    return cast(asyncssh.SSHTCPSession[bytes], forwarder)  # as asyncssh treats its own
 
 
 async def start_ssh_server(
