@@ -42,7 +42,14 @@ from agent.ssh.jump import JobAccess, JobLink, JumpLinks
 from agent.ssh.keywatch import KEY_CHECK_INTERVAL, OpenConnections, watch_key_file
 from agent.ssh.keywatch import KeyFile as KeyFile
 from agent.ssh.runner_api import RUNNER_HTTP_PORT, serve_logs_ws
-from agent.ssh.sessions import JobLookup, JobSession, SessionResolver, serve_session
+from agent.ssh.sessions import (
+    JobSession,
+    SessionResolver,
+    limited_lookup,
+    linked_lookup,
+    noting_lookup,
+    serve_session,
+)
 from agent.ssh.watchedforward import watched_forward
 
 log = logging.getLogger(__name__)
@@ -128,33 +135,6 @@ class _LoginKeys(asyncssh.SSHAuthorizedKeys):
         if options is not None and not ca:
             self.matched = key
         return options
-
-
-def _limited(sessions: SessionResolver, projects: frozenset[str] | None) -> JobLookup:
-    async def resolve(name: str) -> JobSession | None:
-        job = await sessions(name, projects)  # a run name: among the key's projects' jobs
-        if job is None or projects is None or job.project in projects:
-            return job
-        return None
-
-    return resolve
-
-
-def _linked(sessions: JobLookup, job_id: str) -> JobLookup:
-    async def resolve(name: str) -> JobSession | None:
-        return await sessions(job_id)  # an inner connection's sessions are its job's
-
-    return resolve
-
-
-def _noted(sessions: JobLookup, used: set[str | None]) -> JobLookup:
-    async def resolve(name: str) -> JobSession | None:
-        job = await sessions(name)
-        if job is not None:  # the connection now uses this job's project
-            used.add(job.project)
-        return job
-
-    return resolve
 
 
 def is_forward_allowed(
@@ -316,6 +296,43 @@ class _AgentSSHServer(asyncssh.SSHServer):
         return False
 
 
+def _session_handler(
+    sessions: SessionResolver, watch: ActivityWatch | None
+) -> Callable[[asyncssh.SSHServerProcess[bytes]], Awaitable[None]]:
+    """The server's session handler: the job a session's user name means, among the key's
+    projects (an inner connection of dstack's attach: its job), counted as activity."""
+
+    async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
+        conn = process.get_extra_info("connection")
+        environment = conn.get_key_option("environment") if conn is not None else None
+        limited = limited_lookup(sessions, key_projects(environment))
+        owner = conn.get_owner() if conn is not None else None
+        if isinstance(owner, _AgentSSHServer) and owner.by_user() and not owner.still_authorized():
+            process.stderr.write(f"{REVOKED_MESSAGE}\n".encode())
+            process.exit(1)
+            return
+        if isinstance(owner, _AgentSSHServer):
+            if owner.link is not None:
+                limited = linked_lookup(limited, owner.link.job_id)
+            limited = noting_lookup(limited, owner.used)
+        if watch is None:
+            await serve_session(process, limited)
+            return
+
+        async def resolve(name: str) -> JobSession | None:
+            job = await limited(name)
+            if job is not None:
+                watch.activity.opened(process, job.job_id)
+            return job
+
+        try:
+            await serve_session(process, resolve)
+        finally:
+            watch.activity.closed(process)
+
+    return handle
+
+
 async def start_ssh_server(
     options: SSHServerOptions,
     *,
@@ -338,34 +355,6 @@ async def start_ssh_server(
         options.authorized_keys.parent.mkdir(parents=True, exist_ok=True)
         options.authorized_keys.touch(mode=0o600)
 
-    async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
-        conn = process.get_extra_info("connection")
-        environment = conn.get_key_option("environment") if conn is not None else None
-        limited = _limited(sessions, key_projects(environment))
-        owner = conn.get_owner() if conn is not None else None
-        if isinstance(owner, _AgentSSHServer) and owner.by_user() and not owner.still_authorized():
-            process.stderr.write(f"{REVOKED_MESSAGE}\n".encode())
-            process.exit(1)
-            return
-        if isinstance(owner, _AgentSSHServer):
-            if owner.link is not None:
-                limited = _linked(limited, owner.link.job_id)
-            limited = _noted(limited, owner.used)
-        if watch is None:
-            await serve_session(process, limited)
-            return
-
-        async def resolve(name: str) -> JobSession | None:
-            job = await limited(name)
-            if job is not None:
-                watch.activity.opened(process, job.job_id)
-            return job
-
-        try:
-            await serve_session(process, resolve)
-        finally:
-            watch.activity.closed(process)
-
     acceptor: asyncssh.SSHAcceptor = await asyncssh.listen(
         options.host,
         options.port,
@@ -373,7 +362,7 @@ async def start_ssh_server(
             keys, policy, watch, port_project, jobs, connections
         ),
         server_host_keys=[str(options.host_key)],
-        process_factory=handle,
+        process_factory=_session_handler(sessions, watch),
         encoding=None,
         allow_scp=False,
         agent_forwarding=False,

@@ -49,6 +49,41 @@ JobLookup = Callable[[str], Awaitable[JobSession | None]]
 """The job of a session's user name, for one connection (its key's projects bound)."""
 
 
+def limited_lookup(sessions: SessionResolver, projects: frozenset[str] | None) -> JobLookup:
+    """For a key limited to `projects`: a run name is looked up among their jobs, and a job
+    of another project (named by id) is none."""
+
+    async def resolve(name: str) -> JobSession | None:
+        job = await sessions(name, projects)
+        if job is None or projects is None or job.project in projects:
+            return job
+        return None
+
+    return resolve
+
+
+def linked_lookup(sessions: JobLookup, job_id: str) -> JobLookup:
+    """An inner connection of dstack's attach: its sessions are its job's, whatever name."""
+
+    async def resolve(name: str) -> JobSession | None:
+        return await sessions(job_id)
+
+    return resolve
+
+
+def noting_lookup(sessions: JobLookup, used: set[str | None]) -> JobLookup:
+    """Each job found adds its project to `used` (what the connection reaches:
+    `agent.ssh.keywatch` closes it when its key loses one of them)."""
+
+    async def resolve(name: str) -> JobSession | None:
+        job = await sessions(name)
+        if job is not None:
+            used.add(job.project)
+        return job
+
+    return resolve
+
+
 def _host_shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
