@@ -1,10 +1,14 @@
 """A claimed batch of jobs read in one statement, a placement answering its instance as
 the take left it (no read after), and a one-job run following its job in the job's write —
 on SQLite and PostgreSQL: a run held by a runs worker (or changed meanwhile) is made due
-instead, so the runs worker decides as before."""
+instead, so the runs worker decides as before; steps ending together recorded in one
+transaction, each fenced on its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from sqlalchemy import event
 
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take
@@ -151,3 +155,33 @@ def test_the_workers_get_frozen_values_not_rows(store: Store) -> None:
     assert all(isinstance(j, JobRecord) for j in loaded[1])
     assert store.run_job_records(run_id) == loaded[1]
     assert store.project_name(instance.project_id) == "main"
+
+
+def test_steps_ending_together_are_recorded_together(store: Store) -> None:
+    instance, jobs, tokens = _rig(store, jobs=3)
+    begins: list[object] = []
+    event.listen(store.engine, "begin", lambda *a: begins.append(a))
+    steps = [
+        _ending(instance.project_id, job, token, RunFollowing("running", f"t{i}", DONE))
+        for i, (job, token) in enumerate(zip(jobs, tokens, strict=True))
+    ]
+    steps[1] = replace(steps[1], token="stolen")  # its lease is gone: its fence fails alone
+    results = store.record_job_steps(steps)
+    assert results == [StepResult.WRITTEN, StepResult.LEASE_LOST, StepResult.WRITTEN]
+    # SQLite: one transaction; PostgreSQL: one per step (a batch's row locks deadlocked
+    # with another replica's wakes)
+    assert len(begins) == (1 if store.engine.dialect.name == "sqlite" else 3)
+    statuses = [(store.get(Job, j.id), store.get(Run, j.run_id)) for j in jobs]
+    assert [(j.status, r.status) for j, r in statuses if j and r] == [
+        ("done", "done"),
+        ("running", "running"),  # nothing of it written: not its run either
+        ("done", "done"),
+    ]
+    assert {e.target_id for e in store.list_events(project_id=instance.project_id)} == {
+        jobs[0].id,
+        jobs[0].run_id,
+        jobs[2].id,
+        jobs[2].run_id,
+    }
+    with pytest.raises(ValueError, match="on its own"):  # a placement answers its instance
+        store.record_job_steps([replace(steps[0], take=(Take(instance.id, 1),))])

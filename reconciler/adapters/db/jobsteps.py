@@ -19,6 +19,9 @@ Each method is one transaction:
   them is passed over), a placement that leaves room on its instance wakes the next one,
   and a job that still finds no room while some instance has free blocks passes the wake
   to the first job after it in line that could use them (`pass_wake`).
+- `record_job_steps(steps)` records a batch of steps that take no capacity in one
+  transaction on SQLite, each fenced on its own (the jobs worker's steps that end
+  together); on PostgreSQL one transaction per step (row locks across replicas).
 - `place_job(step)` is `record_job_step` for a placement, answering the instance as the
   take left it (`UPDATE … RETURNING`; the step goes on to submit the job there).
 - `wake_waiting_jobs(project_id, count)` makes the first jobs waiting for room due now
@@ -28,7 +31,7 @@ Each method is one transaction:
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, cast
@@ -185,6 +188,28 @@ class JobStepsStore(StoreBase):
                 return self._record(session, step, self.now(), [])
         except _AbortError as abort:
             return abort.result
+
+    def record_job_steps(self, steps: Sequence[JobStep]) -> list[StepResult]:
+        """**Record a batch of job steps** (none taking capacity) in one transaction, each
+        as `record_job_step` would, fenced on its own: a step whose fence fails wrote
+        nothing (its first statement is the fenced write) and the others go on. What
+        fails otherwise rolls the whole batch back (each caller sees it; it is retried)."""
+        if any(step.take for step in steps):
+            raise ValueError("a step taking capacity is recorded on its own (place_job)")
+        if self.engine.dialect.name != "sqlite":
+            # Row locks: one batch's job rows, written in turn, against another replica's
+            # wakes of many rows at once deadlock (seen with two replicas). SQLite has one
+            # writer at a time: no row locks, no deadlock; elsewhere one step at a time.
+            return [self.record_job_step(step) for step in steps]
+        results: list[StepResult] = []
+        with self.writing() as session:
+            now = self.now()
+            for step in steps:
+                try:
+                    results.append(self._record(session, step, now, []))
+                except _AbortError as abort:  # its fence failed: nothing of it written
+                    results.append(abort.result)
+        return results
 
     def place_job(self, step: JobStep) -> InstanceRecord | StepResult:
         """**Place a job**: `record_job_step` (capacity taken with the fenced job write,

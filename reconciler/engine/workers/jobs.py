@@ -64,6 +64,7 @@ from reconciler.engine.workers.job_context import (
 )
 from reconciler.engine.workers.job_running import RunningJobs
 from reconciler.engine.workers.job_uploads import job_archives
+from reconciler.engine.workers.job_writes import StepWrites
 from reconciler.engine.workers.run_jobs import job_view, run_view
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
@@ -99,6 +100,7 @@ class JobsProcessor:
         of a claimed batch that found no room learned, so the others like it need not read
         the candidates again (`_place`). Dropped with each new batch and each release."""
         self._running = RunningJobs(store=store, agents=agents, config=config, release=self.release)
+        self._writes = StepWrites(store.record_job_steps)
 
     async def __call__(self, job_id: str, token: str) -> float | None:
         """The worker callback (`Worker` also finds `prepare` on it)."""
@@ -143,7 +145,7 @@ class JobsProcessor:
         self, ctx: JobContext, token: str, update: Update, due: float | None
     ) -> float | None:
         if update:  # the write drops the lease too (one transaction): nothing left to release
-            held = await asyncio.to_thread(self.write, ctx, token, update, _due_in(due))
+            held = await self._write_together(ctx, token, update, _due_in(due))
             if held and REMOVE in update:
                 # Only once the final status is stored: a crash before this line leaves a
                 # finished job on the host (harmless), never a stored job the host lost.
@@ -166,6 +168,15 @@ class JobsProcessor:
         commit in the same transaction (`Store.record_job_step`). True if written."""
         step = self._step_of(ctx, token, update, release_lease)
         return self._written(self.store.record_job_step(step), step, update)
+
+    async def _write_together(
+        self, ctx: JobContext, token: str, update: Update, release_lease: float
+    ) -> bool:
+        """`write`, in one transaction with the other steps written now (`StepWrites`)."""
+        step = self._step_of(ctx, token, update, release_lease)
+        if step.take:  # a placement answers its instance: on its own
+            return await asyncio.to_thread(self.write, ctx, token, update, release_lease)
+        return self._written(await self._writes.write(step), step, update)
 
     def _write_placement(self, ctx: JobContext, token: str, update: Update) -> JobContext | None:
         """`write` for a placement (`Store.place_job`, the lease kept): the placed job as
