@@ -137,10 +137,10 @@ class JobEventFeed:
             self.check_output()
 
     def check_output(self) -> None:
-        """Publish `output` for each running job whose log grew since the last look. A job
-        not running at the last look is only measured: what it printed before is news once
-        it still runs a look later (a job that ends first brings its log with its end, and
-        a tiny task then costs its reader no pass for its output)."""
+        """Publish `output` for each running job whose log grew since the last look. At a
+        job's first look nothing is news yet: what it printed by then is, at the next look,
+        if it still runs (a job that ends first brings its log with its end, and a tiny
+        task then costs its reader no pass for its output)."""
         assert self._running_logs is not None
         sizes: dict[str, int] = {}
         for job_id, path in self._running_logs():
@@ -148,8 +148,9 @@ class JobEventFeed:
                 size = os.stat(path).st_size
             except OSError:
                 continue
-            sizes[job_id] = size
-            if size > self._sizes.get(job_id, size):
+            before = self._sizes.get(job_id)
+            sizes[job_id] = 0 if before is None else size  # first look: all of it news next
+            if before is not None and size > before:
                 self.publish(job_id, JobEventKind.OUTPUT)
         self._sizes = sizes
 

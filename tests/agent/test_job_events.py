@@ -137,19 +137,27 @@ async def test_a_jobs_end_event_carries_its_state_and_its_short_log(
     assert ended["short"].status == "exited"
 
 
-async def test_output_before_a_jobs_first_look_is_not_news(tmp_path: Path) -> None:
+async def test_output_before_a_jobs_first_look_is_news_at_its_next_look(tmp_path: Path) -> None:
     # A job that prints and ends between two looks brings its log with its end: an output
-    # event for it would only cost the server a pass.
+    # event for it would only cost the server a pass. One that still runs gets it then.
     log = tmp_path / "output.log"
     log.write_bytes(b"printed at once\n")
-    feed = JobEventFeed(running_logs=lambda: [("job", log)])
+    running = [("job", log)]
+    feed = JobEventFeed(running_logs=lambda: running)
     feed.check_output()
-    assert feed.seq == 0  # its first look: measured, not news
-    with log.open("ab") as handle:
-        handle.write(b"more\n")
-    feed.check_output()
+    assert feed.seq == 0  # its first look: not news yet
+    feed.check_output()  # still running, quiet since: what it printed is news now
     page = feed.page(0, feed.epoch)
     assert [(e.job_id, e.kind) for e in page.events] == [("job", JobEventKind.OUTPUT)]
+    feed.check_output()
+    assert feed.seq == 1  # nothing new
+    ended = tmp_path / "ended.log"
+    ended.write_bytes(b"tiny\n")
+    running[:] = [("tiny", ended)]
+    feed.check_output()
+    running.clear()  # it ended before the next look: its end event carries its log
+    feed.check_output()
+    assert feed.seq == 1
 
 
 async def test_removals_remove_finished_jobs_and_leave_running_ones(

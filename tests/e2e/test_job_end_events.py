@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from agent.client import AgentClient
-from reconciler.adapters.db.models import Job
+from agent.protocol import JobState
+from reconciler.adapters.db.models import Job, Run
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.jobevents import JobEventFollower
 from reconciler.engine.worker import Lease
@@ -37,18 +38,26 @@ async def followed(h: Harness) -> AsyncIterator[JobEventFollower]:
     await follower.aclose()
 
 
-async def test_a_tiny_tasks_end_is_recorded_from_its_end_event(
-    h: Harness, followed: JobEventFollower, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _count_state_and_log_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The agent client's `job` and `logs` calls from now on (the real calls, counted)."""
     asked: list[str] = []
-    for name in ("job", "logs"):  # the real calls, counted
+    for name in ("job", "logs"):
         real = getattr(AgentClient, name)
 
         async def counted(self: AgentClient, *args: Any, _real: Any = real, **kw: Any) -> Any:
-            asked.append(_real.__name__)
-            return await _real(self, *args, **kw)
+            answer = await _real(self, *args, **kw)
+            ended = isinstance(answer, JobState) and answer.status.is_finished()
+            asked.append(_real.__name__ + (" (ended)" if ended else ""))
+            return answer
 
         monkeypatch.setattr(AgentClient, name, counted)
+    return asked
+
+
+async def test_a_tiny_tasks_end_is_recorded_from_its_end_event(
+    h: Harness, followed: JobEventFollower, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = _count_state_and_log_calls(monkeypatch)
     run = h.submit("type: task\nname: tiny\ncommands: ['echo tiny output; exit 4']\n")
     await h.until(lambda: h.run(run.id).status == "failed")
     [job] = h.jobs_of(run.id)
@@ -74,3 +83,24 @@ async def test_a_wake_that_came_while_the_job_was_placed_is_used_by_its_placemen
     assert job.status == "running"
     assert job.due_at is not None and job.last_processed_at is not None
     assert job.due_at > job.last_processed_at  # its next pass, not now
+
+
+async def test_a_stopped_jobs_end_is_recorded_from_its_end_event_too(
+    h: Harness, followed: JobEventFollower, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its end is not left behind in the follower either (it would be kept until 10,000
+    # others): the pass that removes a finished job drops an end it did not use.
+    run = h.submit("type: task\nname: stopped\ncommands: ['echo started; sleep 600']\n")
+    await h.until(lambda: h.run(run.id).status == "running" and "started" in h.log_text(run))
+    asked = _count_state_and_log_calls(monkeypatch)
+    h.store.update(
+        Run, run.id, status="terminating", termination_reason="stopped_by_user", due_at=None
+    )
+    await h.until(lambda: h.run(run.id).status == "terminated", within=60)
+    [job] = h.jobs_of(run.id)
+    assert job.termination_reason == "terminated_by_user"
+    assert h.log_text(run).startswith("started\n")  # then the shell's "Terminated"
+    # The passes before its end may ask (the stop's, one woken by the stop order's event);
+    # the pass that records the end asks nothing: its end event told it.
+    assert "job (ended)" not in asked
+    assert followed.ended(h.instance.id, job.agent_job_id or job.id) is None  # not kept

@@ -334,8 +334,13 @@ class RunningJobs:
                 timeout = 0.0 if abort else float(_stop_duration(ctx))
                 await client.stop(job_id, grace=timeout, force=abort)
                 runtime["stop_sent"] = True
-            state = await client.job(job_id)
-            offset, drained = await self.pull_logs(ctx, client)
+            end = self.agents.events.ended(instance.id, job_id)  # it ended: told with its event
+            if end is not None:
+                state = end.state
+                offset, drained = await self._end_logs(ctx, client, end)
+            else:
+                state = await client.job(job_id)
+                offset, drained = await self.pull_logs(ctx, client)
         except AgentUnreachable as exc:
             # Past the grace window `unreachable` ends the job: the host is lost, the job too.
             return self.unreachable(ctx, exc) | {"runtime": runtime}, self.config.active_poll
@@ -359,6 +364,7 @@ class RunningJobs:
         instance = await asyncio.to_thread(self._instance, ctx)
         if instance is None:
             return
+        self.agents.events.ended(instance.id, job_id)  # an end its pass did not use: dropped
         # Unreachable: the host keeps a finished job's files; nothing depends on them.
         # With others ending there now: one call for them all (`JobRemovals`).
         with contextlib.suppress(AgentUnreachable):
