@@ -421,10 +421,14 @@ class JobsProcessor:
         status = JobStatus.RUNNING if ran else JobStatus.PULLING
         if status is JobStatus.RUNNING:
             runtime["started_at"] = self.store.clock.now_ts()
+            runtime["ports"] = {str(p.container_port): p.host_port for p in state.ports}
         missed = events.submitted(instance.id, agent_job_id, started=ran)  # a start, told late
-        # One that ended is looked at again at once, unless its end event will wake it.
+        # One that ended is looked at again at once, unless its end event will wake it; a
+        # running service too: its first look makes it ready (or probes it) and records
+        # its ports, and no event may come to wake it (a quiet server prints nothing).
         ended = state.status.is_finished() and not self.agents.following(instance.id)
-        due = 0.0 if ended or missed else self._running.next_pass(ctx, None)
+        serving = ran and ctx.run.run_type == "service"
+        due = 0.0 if ended or missed or serving else self._running.next_pass(ctx, None)
         return {
             "status": status.value,
             "agent_job_id": state.id,
