@@ -19,17 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import docker
 import httpx
 import pytest
 
 from agent.protocol import API_PREFIX, JobState, JobStatus
 from agent.server.gpus import NVIDIA_INFO_ARGS, NVIDIA_METRICS_ARGS
 from agent.server.serving import AgentConfig, start_agent
-from tests.services.docker import docker_engine  # noqa: F401
+from tests.services.docker import DockerEngine, docker_engine  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = Path(__file__).parent / "recorded"
 DEADLINE = 30.0
+LOOP = "while :; do sleep 0.05; done"  # a job command that runs until stopped
 
 
 def recorded_tools(gpus: bool) -> Callable[[tuple[str, ...]], Awaitable[str | None]]:
@@ -113,6 +115,14 @@ class AgentApi:
 
 def _client(port: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}{API_PREFIX}", timeout=30)
+
+
+@pytest.fixture
+def docker_client(docker_engine: DockerEngine) -> Iterator[docker.DockerClient]:  # noqa: F811
+    """A client of the test Docker engine, closed after the test."""
+    client = docker_engine.client()
+    yield client
+    client.close()
 
 
 @pytest.fixture

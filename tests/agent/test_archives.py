@@ -6,10 +6,8 @@ import base64
 import io
 import tarfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import pytest
 
 from agent.protocol import MAX_ARCHIVES_BYTES, Archive, JobState, JobStatus
@@ -130,13 +128,6 @@ def test_activity_counts_connections_with_an_injected_clock() -> None:
     )
     pending = JobState(id="j", status=JobStatus.PENDING)
     assert activity.annotate(pending).no_connections_secs is None
-
-
-@pytest.fixture
-def docker_client(docker_engine: DockerEngine) -> Iterator[docker.DockerClient]:
-    client = docker_engine.client()
-    yield client
-    client.close()
 
 
 @pytest.mark.docker

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import docker
@@ -15,19 +15,11 @@ import pytest
 
 from agent.protocol import JobReason, JobState, JobStatus
 from agent.server.serving import AgentConfig, start_agent
-from tests.agent.conftest import AgentApi, AgentProcess, _client, recorded_tools, wait_for
+from tests.agent.conftest import LOOP, AgentApi, AgentProcess, _client, recorded_tools, wait_for
 from tests.agent.registry import FakeRegistry
 from tests.services.docker import DockerEngine, rootfs_tarball
 
 pytestmark = pytest.mark.docker
-LOOP = "while :; do sleep 0.05; done"
-
-
-@pytest.fixture
-def docker_client(docker_engine: DockerEngine) -> Iterator[docker.DockerClient]:
-    client = docker_engine.client()
-    yield client
-    client.close()
 
 
 @pytest.fixture

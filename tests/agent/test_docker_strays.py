@@ -19,20 +19,19 @@ import pytest
 from agent.protocol import JobStatus
 from agent.server.serving import AgentConfig, start_agent
 from agent.server.store import JobStore
-from tests.agent.conftest import AgentApi, _client, recorded_tools, wait_for
+from tests.agent.conftest import LOOP, AgentApi, _client, recorded_tools, wait_for
 from tests.services.docker import DockerEngine
 
 pytestmark = pytest.mark.docker
-LOOP = "while :; do sleep 0.05; done"
 
 
-@pytest.fixture
-def docker_client(docker_engine: DockerEngine) -> Iterator[docker.DockerClient]:
-    client = docker_engine.client()
-    yield client
-    for container in client.containers.list(all=True, filters={"label": "dockyard.test=strays"}):
+@pytest.fixture(autouse=True)
+def _remove_strays(docker_client: docker.DockerClient) -> Iterator[None]:
+    """Removes this file's containers (label dockyard.test=strays) after each test."""
+    yield
+    labelled = docker_client.containers.list(all=True, filters={"label": "dockyard.test=strays"})
+    for container in labelled:
         container.remove(force=True)
-    client.close()
 
 
 def _config(data_dir: Path, engine: DockerEngine) -> AgentConfig:

@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.protocol import JobReason, JobStatus
-from tests.agent.conftest import AgentApi, AgentProcess, pid_alive, wait_for
-
-LOOP = "while :; do sleep 0.05; done"
+from tests.agent.conftest import LOOP, AgentApi, AgentProcess, pid_alive, wait_for
 
 
 async def test_stop_within_the_grace_period(agent: AgentApi) -> None:
