@@ -14,6 +14,7 @@ passes its own `Lease` constructor (`StoreLeasing(leases, make_lease=Lease)`) an
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
@@ -49,8 +50,11 @@ _FINISHED_RUNS = [s.value for s in RunStatus if s.is_finished()]
 _FINISHED_JOBS = [s.value for s in JobStatus if s.is_finished()]
 
 
+@functools.cache
 def pending_work(kind: str) -> ColumnElement[bool]:
-    """Rows of `kind` that still need processing (the claim filter)."""
+    """Rows of `kind` that still need processing (the claim filter). Built once per kind
+    (an immutable expression, reused by every claim, `next_due` and wake: building all
+    of them took ~0.26 ms of CPU per call, several calls per job step)."""
     filters: dict[str, ColumnElement[bool]] = {
         "runs": and_(Run.deleted.is_(False), not_(Run.status.in_(_FINISHED_RUNS))),
         "jobs": not_(Job.status.in_(_FINISHED_JOBS)),
