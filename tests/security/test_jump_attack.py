@@ -126,15 +126,21 @@ async def field(agent_over_ssh: AgentOverSSH, tmp_path: Path) -> AsyncIterator[F
         await pool.close()
 
 
-def _connect(
-    field: Field, user: str, tunnel: asyncssh.SSHClientConnection | None = None
+def connect(
+    field: Field,
+    user: str,
+    tunnel: asyncssh.SSHClientConnection | None = None,
+    *,
+    key: Path | None = None,
 ) -> asyncssh.connection._ConnectionContext:  # type: ignore[name-defined]
+    """A connection to the agent's SSH server as `user` with `key` (the attacker's by
+    default), through `tunnel` (an outer connection: dstack's hop) if given."""
     return asyncssh.connect(
         "localhost" if tunnel else "127.0.0.1",
         field.agent.ssh_port,
         tunnel=tunnel,
         username=user,
-        client_keys=[str(field.attacker_key)],
+        client_keys=[str(key or field.attacker_key)],
         known_hosts=None,
         config=None,
     )
@@ -175,7 +181,7 @@ async def _log(conn: asyncssh.SSHClientConnection, until: bytes, query: str = ""
 async def test_outer_user_naming_another_projects_job_gets_no_hop(field: Field) -> None:
     ssh_port = field.agent.ssh_port
     for name in (field.bravo, field.bravo_done, field.bravo_run, unique_id("nosuchjob")):
-        async with _connect(field, name) as outer:
+        async with connect(field, name) as outer:
             for host in ("localhost", "127.0.0.1", "::1"):
                 reason = await _refused(outer, host, ssh_port)
                 assert "no job named" in reason, (name, host, reason)
@@ -188,10 +194,10 @@ async def test_outer_user_naming_another_projects_job_gets_no_hop(field: Field) 
 
 async def test_a_hop_through_the_attackers_own_job_reaches_only_that_job(field: Field) -> None:
     ssh_port = field.agent.ssh_port
-    async with _connect(field, field.alpha) as outer:
+    async with connect(field, field.alpha) as outer:
         # the inner user name is the attacker's choice: the link, not the name, decides
         for inner_user in ("root", field.bravo, field.bravo_run):
-            async with _connect(field, inner_user, tunnel=outer) as inner:
+            async with connect(field, inner_user, tunnel=outer) as inner:
                 result = await _session(inner)
                 assert result.exit_status == 0, result.stderr
                 assert field.alpha in str(result.stdout) and "alpha-web" in str(result.stdout)
@@ -202,7 +208,7 @@ async def test_a_hop_through_the_attackers_own_job_reaches_only_that_job(field: 
                 log = await _log(inner, b"alpha-secret")
                 assert b"alpha-secret" in log and b"bravo" not in log
         # a running job has no end yet: a start_time after its lines still streams them
-        async with _connect(field, "root", tunnel=outer) as inner:
+        async with connect(field, "root", tunnel=outer) as inner:
             log = await _log(inner, b"alpha-secret", "?start_time=2100-01-01T00:00:00Z")
             assert b"alpha-secret" in log
         # the attacker's own job's port stays reachable (the refusals above are not vacuous)
@@ -220,7 +226,7 @@ async def test_a_finished_job_of_the_attackers_project_gives_its_log_not_a_shell
     await wait_job(client, done.id, lambda s: s.status.is_finished())
     await client.aclose()
     await pool.close()
-    async with _connect(field, done.id) as outer, _connect(field, "root", outer) as inner:
+    async with connect(field, done.id) as outer, connect(field, "root", outer) as inner:
         result = await _session(inner)
         assert result.exit_status != 0 and "no job named" in str(result.stderr)
         assert b"alpha-finished" in await _log(inner, b"alpha-finished")
@@ -288,20 +294,20 @@ async def test_a_removed_key_opens_nothing_new_on_its_open_connection(field: Fie
     with_key = authorized.read_text()
     blob = with_key.splitlines()[-1].split()[-1]
     without_key = "".join(f"{x}\n" for x in with_key.splitlines() if blob not in x)
-    async with _connect(field, field.alpha) as outer:
+    async with connect(field, field.alpha) as outer:
         assert (await _session(outer)).exit_status == 0
         _replace(authorized, without_key)
         for host, port in (("127.0.0.1", field.alpha_port), ("localhost", field.agent.ssh_port)):
             reason = await _refused_or_closed(outer, host, port)
             assert "no longer authorized" in reason or reason == "closed", reason
     _replace(authorized, with_key)  # back as it was: a new connection works
-    async with _connect(field, field.alpha) as again:
+    async with connect(field, field.alpha) as again:
         assert (await _session(again)).exit_status == 0
         changed = with_key.replace("DOCKYARD_PROJECTS=alpha", "DOCKYARD_PROJECTS=alpha,bravo")
         _replace(authorized, changed)  # other options than it logged in with (it grew:
         # the connection stays open, its new channels are refused)
         assert "no longer authorized" in await _refused(again, "127.0.0.1", field.alpha_port)
-    async with _connect(field, field.alpha) as fresh:  # a new connection gets the new options
+    async with connect(field, field.alpha) as fresh:  # a new connection gets the new options
         assert (await _session(fresh)).exit_status == 0
 
 
@@ -334,7 +340,7 @@ async def test_a_run_name_shared_with_another_project_finds_the_keys_own_job(
     await client.submit(twin)
     try:
         await wait_job(client, twin.id, lambda s: s.status == JobStatus.RUNNING)
-        async with _connect(field, "alpha-web") as outer, _connect(field, "root", outer) as inner:
+        async with connect(field, "alpha-web") as outer, connect(field, "root", outer) as inner:
             result = await _session(inner)
             assert result.exit_status == 0, result.stderr
             assert field.alpha in str(result.stdout) and twin.id not in str(result.stdout)

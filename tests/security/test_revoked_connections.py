@@ -23,7 +23,7 @@ import pytest
 
 from agent.ssh.keywatch import KeyFile, OpenConnections
 from agent.ssh.server import user_key_line
-from tests.security.test_jump_attack import Field, field  # noqa: F401 - fixture
+from tests.security.test_jump_attack import Field, connect, field  # noqa: F401 - fixture
 from tests.tunnel.conftest import agent_over_ssh, keys  # noqa: F401 - fixtures
 
 DEADLINE = 30.0
@@ -46,23 +46,6 @@ def _member(tmp_path: Path, field: Field, name: str) -> tuple[Path, str]:  # noq
     authorized = field.agent.keys.authorized_keys
     replace_file(authorized, authorized.read_text() + line + "\n")
     return path, line
-
-
-def _connect(
-    field: Field,  # noqa: F811
-    key: Path,
-    user: str,
-    tunnel: asyncssh.SSHClientConnection | None = None,
-) -> asyncssh.connection._ConnectionContext:  # type: ignore[name-defined]
-    return asyncssh.connect(
-        "localhost" if tunnel else "127.0.0.1",
-        field.agent.ssh_port,
-        tunnel=tunnel,
-        username=user,
-        client_keys=[str(key)],
-        known_hosts=None,
-        config=None,
-    )
 
 
 def _without(field: Field, line: str) -> None:  # noqa: F811
@@ -106,9 +89,9 @@ async def test_a_removed_members_open_shell_forward_and_hop_are_closed(
     attacker_line = field.agent.keys.authorized_keys.read_text().splitlines()[-1]
     other_key, _ = _member(tmp_path, field, "other-member")
     async with (
-        _connect(field, field.attacker_key, field.alpha) as outer,
-        _connect(field, field.attacker_key, "root", tunnel=outer) as inner,
-        _connect(field, other_key, field.alpha) as other,
+        connect(field, field.alpha) as outer,
+        connect(field, "root", tunnel=outer) as inner,
+        connect(field, field.alpha, key=other_key) as other,
     ):
         shell, pid = await _shell(outer)
         inner_shell, inner_pid = await _shell(inner)
@@ -138,8 +121,8 @@ async def test_a_key_narrowed_away_from_the_project_it_uses_is_closed_not_one_th
     grown_key, grown_line = _member(tmp_path, field, "grown")
     narrowed_key, narrowed_line = _member(tmp_path, field, "narrowed")
     async with (
-        _connect(field, grown_key, field.alpha) as grown,
-        _connect(field, narrowed_key, field.alpha) as narrowed,
+        connect(field, field.alpha, key=grown_key) as grown,
+        connect(field, field.alpha, key=narrowed_key) as narrowed,
     ):
         grown_shell, grown_pid = await _shell(grown)
         _, narrowed_pid = await _shell(narrowed)
