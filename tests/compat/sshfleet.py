@@ -9,7 +9,8 @@ any SSH host: into a per-module agent directory (`--ssh-agent-dir`) on a free ag
 the deployed agent and its jobs are stopped and sshd with them.
 
 Used by `test_attach_ssh.py`; other modules import the fixture by name
-(`from tests.compat.sshfleet import ssh_fleet`).
+(`from tests.compat.sshfleet import ssh_fleet`). `ssh_host_server` is the same server and
+host without the fleet (`tests/security/test_project_deletion.py` applies its own).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from agent.server.executors import proctable
 from tests.compat.conftest import Dstack, _real
 from tests.services.missing import skip_or_fail
 from tests.services.sshd import SSHHost, make_client_key, sshd_unavailable_reason, start_sshd
-from tests.web.serving import running_server, wait_until
+from tests.web.serving import Running, running_server, wait_until
 
 FLEET = """type: fleet
 name: ssh
@@ -90,12 +91,26 @@ def stop_deployed_agent(agent_dir: Path) -> None:
                 os.kill(process.pid, signal.SIGKILL)
 
 
+@dataclass
+class SSHServer:
+    """A server set to deploy its agent to `host` (no fleet yet), dstack's CLI for it (not
+    registered), the server's key for the host and where the agent goes."""
+
+    server: Running
+    dstack: Dstack
+    host: SSHHost
+    key: Path  # the server's key for the host (`identity_file` of a fleet)
+    agent_dir: Path
+    agent_port: int
+
+
 @contextlib.contextmanager
-def ssh_fleet_server(
+def ssh_host_server(
     tmp: Path, *, prefix: tuple[str, ...] = (), **extra: object
-) -> Iterator[SSHFleet]:
-    """sshd, a server with `extra` settings whose SSH fleet is up on it, and dstack's CLI
-    (run under `prefix`, e.g. in another network namespace) registered at its URL."""
+) -> Iterator[SSHServer]:
+    """sshd with a generated client key and a server with `extra` settings whose agent for
+    SSH hosts goes to `tmp/agent` on a free port pair; dstack's CLI runs under `prefix`.
+    At the end the deployed agent and its jobs are stopped, and sshd."""
     reason = sshd_unavailable_reason()
     if reason:
         skip_or_fail(reason)
@@ -114,24 +129,35 @@ def ssh_fleet_server(
     try:
         with running_server(tmp, _real, **settings) as server:
             client = Dstack(server, home, workdir, prefix=prefix)
-            url, token = server.url, server.admin_token
-            client.ok("project", "add", "--name", "main", "--url", url, "--token", token, "-y")
-            text = FLEET.format(key=key, port=host.port)
-            with server.client(token) as http:
-                applied = http.post(
-                    "/api/project/main/fleets/apply", json={"text": text, "path": "ssh.yml"}
-                )
-                assert applied.status_code == 200, applied.text
-            wait_until(lambda: client.fleet_ready("ssh"), timeout=180, what="the SSH fleet")
-            yield SSHFleet(client, host, agent_dir, agent_port)
-            with server.client(token) as http:
-                for run in http.post("/api/runs/list", json={"only_active": True}).json():
-                    names = [run["run_spec"]["run_name"]]
-                    body = {"runs_names": names, "abort": True}
-                    http.post("/api/project/main/runs/stop", json=body)
+            yield SSHServer(server, client, host, key, agent_dir, agent_port)
     finally:
         stop_deployed_agent(agent_dir)
         host.stop()
+
+
+@contextlib.contextmanager
+def ssh_fleet_server(
+    tmp: Path, *, prefix: tuple[str, ...] = (), **extra: object
+) -> Iterator[SSHFleet]:
+    """sshd, a server with `extra` settings whose SSH fleet is up on it, and dstack's CLI
+    (run under `prefix`, e.g. in another network namespace) registered at its URL."""
+    with ssh_host_server(tmp, prefix=prefix, **extra) as up:
+        server, client = up.server, up.dstack
+        url, token = server.url, server.admin_token
+        client.ok("project", "add", "--name", "main", "--url", url, "--token", token, "-y")
+        text = FLEET.format(key=up.key, port=up.host.port)
+        with server.client(token) as http:
+            applied = http.post(
+                "/api/project/main/fleets/apply", json={"text": text, "path": "ssh.yml"}
+            )
+            assert applied.status_code == 200, applied.text
+        wait_until(lambda: client.fleet_ready("ssh"), timeout=180, what="the SSH fleet")
+        yield SSHFleet(client, up.host, up.agent_dir, up.agent_port)
+        with server.client(token) as http:
+            for run in http.post("/api/runs/list", json={"only_active": True}).json():
+                names = [run["run_spec"]["run_name"]]
+                body = {"runs_names": names, "abort": True}
+                http.post("/api/project/main/runs/stop", json=body)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ deleted on its own retires its host the same way once its instance has ended.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -30,10 +29,10 @@ import pytest
 
 from agent.local import local_agent_ssh_port, local_paths
 from agent.server.executors import proctable
-from tests.compat.conftest import Dstack, _real
-from tests.compat.sshfleet import FLEET, free_port_pair, stop_deployed_agent
-from tests.services.sshd import SSHHost, make_client_key, sshd_unavailable_reason, start_sshd
-from tests.web.serving import Running, running_server, wait_until
+from tests.compat.conftest import Dstack
+from tests.compat.sshfleet import FLEET, ssh_host_server
+from tests.services.sshd import SSHHost
+from tests.web.serving import Running, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -85,28 +84,8 @@ class Host:  # the SSH host, or (`ssh_port`) the local agent's SSH server
 
 @pytest.fixture
 def host(tmp_path: Path) -> Iterator[Host]:
-    reason = sshd_unavailable_reason()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    home, workdir, agent_dir = tmp_path / "home", tmp_path / "work", tmp_path / "agent"
-    for path in (home, workdir):
-        path.mkdir()
-    key = make_client_key(tmp_path / "client")
-    sshd = start_sshd(tmp_path / "host", key)
-    agent_port = free_port_pair()
-    settings = {
-        "ssh_agent_dir": str(agent_dir),
-        "ssh_agent_port": agent_port,
-        "key_dirs": str(key.parent),
-    }
-    try:
-        with running_server(tmp_path, _real, **settings) as server:
-            yield Host(server, Dstack(server, home, workdir), sshd, key, agent_dir, agent_port)
-    finally:
-        stop_deployed_agent(agent_dir)
-        sshd.stop()
+    with ssh_host_server(tmp_path) as up:
+        yield Host(up.server, up.dstack, up.host, up.key, up.agent_dir, up.agent_port)
 
 
 def _member(host: Host, name: str, project: str) -> tuple[Path, str]:
