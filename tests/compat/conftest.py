@@ -8,14 +8,17 @@ with `dstack project add`, so nothing of the developer's `~/.dstack` is read or 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -81,6 +84,29 @@ class Dstack:
         done = self(*args, cwd=cwd)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done.stdout
+
+    @contextlib.contextmanager
+    def running(
+        self, *args: str, stdout: IO[str] | int = subprocess.PIPE
+    ) -> Iterator[subprocess.Popen[str]]:
+        """`dstack ARGS` left running (stderr merged into `stdout`), interrupted at the end
+        as a user's Ctrl-C (SIGINT) and killed if it has not exited 30 s later."""
+        process = subprocess.Popen(
+            self.argv(*args),
+            cwd=self.workdir,
+            env=self.env,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            yield process
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
     def python(self, code: str, timeout: float = 120) -> object:
         """Run `code` (dstack's Python API) in a subprocess; it prints one JSON value."""

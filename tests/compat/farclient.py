@@ -13,7 +13,6 @@ dstack's client gets it (`users/get_my_user`), `stranger_key` one the server nev
 from __future__ import annotations
 
 import contextlib
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,15 +60,7 @@ def attached(
 ) -> Iterator[None]:
     """`dstack attach NAME -p LOCAL:PORT` in the namespace: the port answers HTTP there and
     `ssh NAME 'echo $MARK'` (dstack's alias) prints the job's env value; stopped after."""
-    attach = subprocess.Popen(
-        client.argv("attach", name, "-p", f"{local}:{port}"),
-        cwd=client.workdir,
-        env=client.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
+    with client.running("attach", name, "-p", f"{local}:{port}") as attach:
         wait_until(
             lambda: answers(space, f"http://127.0.0.1:{local}/") or attach.poll() is not None,
             timeout=120,
@@ -80,12 +71,6 @@ def attached(
         shell = in_space(space, "ssh", "-F", str(config), "-o", "BatchMode=yes", name, "echo $MARK")
         assert shell.returncode == 0 and shell.stdout.strip() == f"from-the-job-{name}", shell
         yield
-    finally:
-        attach.send_signal(signal.SIGINT)
-        try:
-            attach.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            attach.kill()
 
 
 def attached_apply_streams(client: Dstack, name: str, agent_log: Path | None = None) -> None:

@@ -6,14 +6,13 @@ request through it is answered), and `ssh <run>` with the config dstack wrote (O
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import urllib.request
 
 import pytest
 
 from agent.local import local_agent_ssh_port
-from tests.compat.conftest import DSTACK, Dstack, free_port
+from tests.compat.conftest import Dstack, free_port
 from tests.compat.pyapi import attach_script
 from tests.web.serving import wait_until
 
@@ -105,37 +104,25 @@ def test_attach_forwards_a_port_and_ssh_alias_opens_the_job(dstack: Dstack) -> N
     dstack.write("att.dstack.yml", TASK.format(port=port))
     dstack.ok("apply", "-f", "att.dstack.yml", "-y", "-d")
     dstack.wait_status("att", "running")
-    attach = subprocess.Popen(
-        [DSTACK, "attach", "att", "-p", f"{local}:{port}"],
-        cwd=dstack.workdir,
-        env=dstack.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
     try:
-        wait_until(
-            lambda: _answers(f"http://127.0.0.1:{local}/") or attach.poll() is not None,
-            timeout=90,
-            what="the forwarded port to answer",
-        )
-        assert attach.poll() is None, attach.stdout.read() if attach.stdout else ""
-        config = dstack.home / ".dstack" / "ssh" / "config"
-        assert "Host att" in config.read_text()
-        done = subprocess.run(
-            ["ssh", "-F", str(config), "-o", "BatchMode=yes", "att", "echo", "hi"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
-        _outsider_is_refused(dstack, port)
+        with dstack.running("attach", "att", "-p", f"{local}:{port}") as attach:
+            wait_until(
+                lambda: _answers(f"http://127.0.0.1:{local}/") or attach.poll() is not None,
+                timeout=90,
+                what="the forwarded port to answer",
+            )
+            assert attach.poll() is None, attach.stdout.read() if attach.stdout else ""
+            config = dstack.home / ".dstack" / "ssh" / "config"
+            assert "Host att" in config.read_text()
+            done = subprocess.run(
+                ["ssh", "-F", str(config), "-o", "BatchMode=yes", "att", "echo", "hi"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
+            _outsider_is_refused(dstack, port)
     finally:
-        attach.send_signal(signal.SIGINT)
-        try:
-            attach.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            attach.kill()
         dstack.ok("stop", "att", "-x", "-y")
 
 

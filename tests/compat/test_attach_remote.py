@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -138,27 +137,13 @@ def _attach_logs_show_the_request(remote: Dstack) -> None:
     """`dstack attach --logs` from the namespace prints the job's log: http.server's line for
     the request made through the forward (the job's port is free there: forwarded as is)."""
     path = remote.home / "attach-logs.out"
-    with open(path, "w") as out:
-        logs = subprocess.Popen(
-            remote.argv("attach", "far", "--logs"),
-            cwd=remote.workdir,
-            env=remote.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    with open(path, "w") as out, remote.running("attach", "far", "--logs", stdout=out) as logs:
         wait_until(
             lambda: '"GET / HTTP/1.1" 200' in path.read_text() or logs.poll() is not None,
             timeout=120,
             what="`dstack attach --logs` to print the job's log",
         )
         assert '"GET / HTTP/1.1" 200' in path.read_text(), path.read_text()
-    finally:
-        logs.send_signal(signal.SIGINT)
-        try:
-            logs.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            logs.kill()
 
 
 def _forward(
