@@ -152,7 +152,9 @@ def _job_gone(host: Host, job_id: str) -> bool:
     return not (jobs_dir / job_id).exists() and not proctable.job_processes(-1, job_id)
 
 
-def _open_shell(host: Host, key: Path) -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def _open_shell(host: Host, key: Path) -> Iterator[subprocess.Popen[str]]:
+    """An open shell in the job with `key` (its `ready` read), killed at the end if open."""
     shell = subprocess.Popen(
         _ssh(host, key, "echo ready; exec sleep 600"),
         stdin=subprocess.DEVNULL,
@@ -160,9 +162,14 @@ def _open_shell(host: Host, key: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert shell.stdout is not None
-    assert shell.stdout.readline().strip() == "ready"
-    return shell
+    try:
+        assert shell.stdout is not None
+        assert shell.stdout.readline().strip() == "ready"
+        yield shell
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+        shell.wait()
 
 
 def test_a_deleted_projects_member_loses_its_jobs_and_the_host(host: Host) -> None:
@@ -173,8 +180,7 @@ def test_a_deleted_projects_member_loses_its_jobs_and_the_host(host: Host) -> No
     keys_file = host.agent_dir / "authorized_keys"
     assert blob in keys_file.read_text()
     wait_until(lambda: _let_in(host, key), timeout=60, what="mallory let in")
-    shell = _open_shell(host, key)
-    try:
+    with _open_shell(host, key) as shell:
         host.post("/api/projects/doomed/delete", {})
         wait_until(lambda: shell.poll() is not None, timeout=120, what="the open shell to end")
         wait_until(lambda: _job_gone(host, job_id), timeout=120, what="the job stopped, removed")
@@ -183,10 +189,6 @@ def test_a_deleted_projects_member_loses_its_jobs_and_the_host(host: Host) -> No
         assert blob not in keys_file.read_text()
         assert len(lines) == 1 and "DOCKYARD_ROLE" not in lines[0]  # the server's key only
         assert _refused(host, key)
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-        shell.wait()
 
 
 def test_a_host_another_fleet_lists_keeps_its_agent_and_that_fleets_members(
@@ -219,16 +221,11 @@ def test_a_deleted_projects_jobs_stop_on_the_local_fleet(host: Host) -> None:
     local = Host(host.server, host.dstack, host.host, host.key, agent_dir, 0, ssh_port)
     job_id = _run_job(local, "doomed")
     wait_until(lambda: _let_in(local, key), timeout=60, what="mallory let in")
-    shell = _open_shell(local, key)
-    try:
+    with _open_shell(local, key) as shell:
         host.post("/api/projects/doomed/delete", {})
         wait_until(lambda: shell.poll() is not None, timeout=120, what="the open shell to end")
         wait_until(lambda: _job_gone(local, job_id), timeout=120, what="the job stopped, removed")
         assert _refused(local, key)
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-        shell.wait()
 
 
 def test_a_fleet_deleted_on_its_own_retires_its_host(host: Host) -> None:
