@@ -104,3 +104,14 @@ async def test_a_stopped_jobs_end_is_recorded_from_its_end_event_too(
     # the pass that records the end asks nothing: its end event told it.
     assert "job (ended)" not in asked
     assert followed.ended(h.instance.id, job.agent_job_id or job.id) is None  # not kept
+
+
+async def test_a_task_started_by_its_submit_is_looked_at_by_its_first_duty(
+    h: Harness, followed: JobEventFollower
+) -> None:
+    # Its start event wakes no one (the submit's answer told it): its `max_duration` must
+    # not wait for the event poll (600 s) to end it.
+    run = h.submit("type: task\nname: limited\nmax_duration: 2\ncommands: ['sleep 600']\n")
+    await h.until(lambda: h.run(run.id).status in ("failed", "terminated"), within=60)
+    [job] = h.jobs_of(run.id)
+    assert job.termination_reason == "max_duration_exceeded"

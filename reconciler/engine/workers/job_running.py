@@ -191,6 +191,13 @@ class RunningJobs:
         duty = self._duty(ctx, runtime, pulling=state.status is not AgentStatus.RUNNING)
         return update, self.next_pass(ctx, runtime.get("started_at"), duty=duty)
 
+    def after_submit(self, ctx: JobContext, runtime: Mapping[str, Any], *, pulling: bool) -> float:
+        """When a job just submitted is looked at next: its first duty (a limit, a pull's
+        progress), else `next_pass` (its start event, told by the submit's answer, wakes
+        no one: the duties must not wait for the event poll)."""
+        duty = self._duty(ctx, runtime, pulling=pulling)
+        return self.next_pass(ctx, runtime.get("started_at"), duty=duty)
+
     def next_pass(
         self, ctx: JobContext, since: float | None, *, duty: float | None = None
     ) -> float:

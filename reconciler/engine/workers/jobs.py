@@ -425,10 +425,13 @@ class JobsProcessor:
         missed = events.submitted(instance.id, agent_job_id, started=ran)  # a start, told late
         # One that ended is looked at again at once, unless its end event will wake it; a
         # running service too: its first look makes it ready (or probes it) and records
-        # its ports, and no event may come to wake it (a quiet server prints nothing).
+        # its ports, and no event may come to wake it (a quiet server prints nothing). So
+        # is a dev environment (its first look, as a service's). A task is looked at by
+        # its first duty (`max_duration`, a utilization window) or when its events say.
         ended = state.status.is_finished() and not self.agents.following(instance.id)
-        serving = ran and ctx.run.run_type == "service"
-        due = 0.0 if ended or missed or serving else self._running.next_pass(ctx, None)
+        serving = ran and ctx.run.run_type != "task"
+        soon = 0.0 if ended or missed or serving else None
+        due = self._running.after_submit(ctx, runtime, pulling=not ran) if soon is None else soon
         return {
             "status": status.value,
             "agent_job_id": state.id,
