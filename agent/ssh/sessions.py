@@ -3,7 +3,9 @@
 The SSH user name selects the job (its id or its run name; the agent resolves it through a
 `SessionResolver` given by the job manager, among the jobs of the key's projects). A
 process-executor job gets a shell in its working directory with its environment; a Docker
-job gets ``docker exec`` into its container. With a terminal (``ssh -t``, or an interactive
+job gets ``docker exec`` into its container, its processes marked ``DOCKYARD_SESSION`` so
+that they end with the session's channel: a killed ``docker exec`` client leaves its
+command running in the container. With a terminal (``ssh -t``, or an interactive
 ``ssh`` without a command) the command runs on a pseudo-terminal that follows the client's
 window size; without one, stdin/stdout/stderr are plain pipes and the exit status is passed
 back."""
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import secrets
 import shutil
 import signal
 import struct
@@ -26,6 +29,8 @@ import asyncssh
 
 CHUNK = 65536
 HOST_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "SHELL")
+SESSION_MARK = "DOCKYARD_SESSION"
+REAP_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -89,14 +94,17 @@ def _host_shell() -> str:
 
 
 def build_session_argv(
-    job: JobSession, command: str | None, *, term: str | None = None
+    job: JobSession, command: str | None, *, term: str | None = None, mark: str | None = None
 ) -> list[str]:
     """Pure: the argv that gives a session in `job` (a shell, or `command` in a shell);
-    `term` is the client's terminal type when it asked for one."""
+    `term` is the client's terminal type when it asked for one; `mark` is set in a
+    container session's environment (`reap_script`)."""
     if job.executor == "docker":
         if not job.container_id:
             raise ValueError(f"job {job.job_id} has no container yet")
         argv = ["docker", "exec", "-i"]
+        if mark:
+            argv += ["-e", f"{SESSION_MARK}={mark}"]
         if term:
             argv += ["-t", "-e", f"TERM={term}"]
         if job.working_dir:
@@ -105,6 +113,14 @@ def build_session_argv(
         return [*argv, "-c", command] if command else argv
     shell = _host_shell()
     return [shell, "-c", command] if command else [shell]
+
+
+def reap_script(mark: str) -> str:
+    """Pure: a shell script that kills, inside a container, every process whose environment
+    carries the session's mark (the NULs between variables are dropped by the command
+    substitution, so the mark is matched as a substring: it is of fixed length)."""
+    found = f'case "$(cat "$p/environ" 2>/dev/null)" in *{SESSION_MARK}={mark}*)'
+    return f'for p in /proc/[0-9]*; do {found} kill -9 "${{p#/proc/}}";; esac; done 2>/dev/null'
 
 
 def build_session_env(job: JobSession, term: str | None) -> dict[str, str]:
@@ -131,15 +147,17 @@ async def serve_session(process: asyncssh.SSHServerProcess[bytes], resolve: JobL
         process.exit(1)
         return
     term = process.get_terminal_type()
+    mark = secrets.token_hex(8) if job.executor == "docker" else None
     try:
-        argv = build_session_argv(job, process.command, term=term)
+        argv = build_session_argv(job, process.command, term=term, mark=mark)
         env = build_session_env(job, term)
         cwd = job.working_dir if job.executor == "process" else None
         owner = job.owner if job.executor == "process" else None
+        reap = _container_reaper(job, mark, env)
         if term is not None:
-            code = await _run_on_pty(process, argv, env, cwd, owner)
+            code = await _run_on_pty(process, argv, env, cwd, owner, reap)
         else:
-            code = await _run_on_pipes(process, argv, env, cwd, owner)
+            code = await _run_on_pipes(process, argv, env, cwd, owner, reap)
     except (OSError, ValueError) as exc:
         process.stderr.write(f"cannot start a session in job {job.job_id}: {exc}\n".encode())
         code = 127
@@ -174,12 +192,43 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+Reaper = Callable[[], Awaitable[None]]
+"""Ends what a session started where killing its process group does not reach."""
+
+
+def _container_reaper(job: JobSession, mark: str | None, env: dict[str, str]) -> Reaper | None:
+    """For a container session: kill, in the container, what carries the session's mark."""
+    container_id = job.container_id
+    if mark is None or not container_id:
+        return None
+
+    async def reap() -> None:
+        argv = ["docker", "exec", "-u", "0", container_id, "/bin/sh", "-c", reap_script(mark)]
+        null = asyncio.subprocess.DEVNULL
+        sub = await asyncio.create_subprocess_exec(
+            *argv, stdin=null, stdout=null, stderr=null, env=env
+        )
+        try:
+            async with asyncio.timeout(REAP_TIMEOUT):
+                await sub.wait()
+        except TimeoutError:
+            sub.kill()
+
+    return reap
+
+
 async def _hang_up_with_channel(
-    process: asyncssh.SSHServerProcess[bytes], sub: asyncio.subprocess.Process
+    process: asyncssh.SSHServerProcess[bytes],
+    sub: asyncio.subprocess.Process,
+    reap: Reaper | None,
 ) -> None:
     """The session's command ends when its channel closes (the client left, or the agent
-    closed the connection: `agent.ssh.keywatch`), not only when it exits by itself."""
+    closed the connection: `agent.ssh.keywatch`), not only when it exits by itself. In a
+    container the command is reaped first: its `docker exec` client then ends with it."""
     await process.channel.wait_closed()
+    if sub.returncode is None and reap is not None:
+        with contextlib.suppress(OSError):
+            await reap()
     if sub.returncode is None:
         _kill_group(sub.pid)
 
@@ -190,6 +239,7 @@ async def _run_on_pipes(
     env: dict[str, str],
     cwd: str | None,
     owner: tuple[int, int] | None,
+    reap: Reaper | None = None,
 ) -> int:
     sub = await asyncio.create_subprocess_exec(
         *argv,
@@ -203,7 +253,7 @@ async def _run_on_pipes(
     )
     assert sub.stdin is not None and sub.stdout is not None and sub.stderr is not None
     feeder = asyncio.create_task(_pump_stdin(process, sub.stdin))
-    hang_up = asyncio.create_task(_hang_up_with_channel(process, sub))
+    hang_up = asyncio.create_task(_hang_up_with_channel(process, sub, reap))
     try:
         await asyncio.gather(
             _pump_to_channel(sub.stdout, process.stdout),
@@ -247,6 +297,7 @@ async def _run_on_pty(
     env: dict[str, str],
     cwd: str | None,
     owner: tuple[int, int] | None,
+    reap: Reaper | None = None,
 ) -> int:
     master, slave = os.openpty()
     if owner is not None:  # the job's account must be able to use its terminal
@@ -267,7 +318,7 @@ async def _run_on_pty(
         os.close(slave)
     os.set_blocking(master, False)
     feeder = asyncio.create_task(_feed_pty(process, master))
-    hang_up = asyncio.create_task(_hang_up_with_channel(process, sub))
+    hang_up = asyncio.create_task(_hang_up_with_channel(process, sub, reap))
     try:
         await _drain_pty(master, process.stdout)
         return await sub.wait()

@@ -12,6 +12,7 @@ import pytest
 from agent.client import AgentClient
 from agent.protocol import ExecutorKind, JobSpec, JobStatus
 from agent.tunnel import TunnelPool
+from tests.agent.conftest import wait_for
 from tests.services.docker import DockerEngine, docker_engine  # noqa: F401 - fixture
 from tests.tunnel.conftest import AgentOverSSH, Keys, free_port, unique_id, wait_job
 
@@ -81,3 +82,52 @@ async def test_ssh_run_execs_into_the_container(
         await client.remove(spec.id)
         await client.aclose()
         await pool.close()
+
+
+async def test_a_container_sessions_commands_end_with_its_channel(
+    docker_agent: AgentOverSSH,
+    docker_engine: DockerEngine,  # noqa: F811 - the fixture
+) -> None:
+    """A session's `docker exec` client killed leaves its command running in the container;
+    closing the channel (the client left, or its key was revoked) must end that command and
+    what it started, while the job itself runs on."""
+    pool = TunnelPool()
+    client = AgentClient.over_tunnel(pool, docker_agent.target(), docker_agent.http_port)
+    spec = JobSpec(
+        id=unique_id("box"),
+        run_name="box",
+        executor=ExecutorKind.DOCKER,
+        image=docker_engine.image,
+        commands=["sleep 600"],
+    )
+    await client.submit(spec)
+    engine = docker_engine.client()
+    try:
+        state = await wait_job(client, spec.id, lambda s: s.status == JobStatus.RUNNING)
+        container = engine.containers.get(state.container_id or "")
+
+        def sleeping(seconds: str) -> bool:
+            return any(f"sleep {seconds}" in " ".join(p) for p in container.top()["Processes"])
+
+        async def both(running: bool) -> bool:
+            found = [await asyncio.to_thread(sleeping, s) for s in ("777", "778")]
+            return found == [running, running]
+
+        conn = await asyncssh.connect(
+            "127.0.0.1",
+            docker_agent.ssh_port,
+            username="box",
+            client_keys=[str(docker_agent.keys.private)],
+            known_hosts=None,
+            config=None,
+        )
+        await conn.create_process("sleep 777 & sleep 778; echo never")
+        await wait_for(lambda: both(True), "the session's commands to run")
+        conn.close()
+        await conn.wait_closed()
+        await wait_for(lambda: both(False), "the session's commands to end")
+        assert sleeping("600")  # the job's own command runs on
+    finally:
+        engine.close()
+        await client.stop(spec.id, force=True)
+        await wait_job(client, spec.id, lambda s: s.status.is_finished())
