@@ -115,6 +115,19 @@ class RunningJobs:
                 return offset, True
         return offset, False
 
+    async def _state_and_logs(
+        self, ctx: JobContext, client: AgentClient, instance_id: str, job_id: str
+    ) -> tuple[JobState, int, bool]:
+        """The job's state and its new log bytes (`pull_logs`'s offset and end): from its
+        end event when the agent told it (nothing asked), else asked of the agent."""
+        end = self.agents.events.ended(instance_id, job_id)
+        if end is not None:
+            offset, drained = await self._end_logs(ctx, client, end)
+            return end.state, offset, drained
+        state = await client.job(job_id)
+        offset, drained = await self.pull_logs(ctx, client)
+        return state, offset, drained
+
     async def _end_logs(
         self, ctx: JobContext, client: AgentClient, end: JobEnd
     ) -> tuple[int, bool]:
@@ -139,14 +152,8 @@ class RunningJobs:
             return finish(JR.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"), None
         client = self.agents.client(instance)
         job_id = ctx.job.agent_job_id or ctx.job.id
-        end = self.agents.events.ended(instance.id, job_id)  # told with its event: no need to ask
         try:
-            if end is not None:
-                state = end.state
-                offset, drained = await self._end_logs(ctx, client, end)
-            else:
-                state = await client.job(job_id)
-                offset, drained = await self.pull_logs(ctx, client)
+            state, offset, drained = await self._state_and_logs(ctx, client, instance.id, job_id)
         except AgentUnreachable as exc:
             return self.unreachable(ctx, exc), self.config.active_poll
         except AgentError as exc:
@@ -341,13 +348,7 @@ class RunningJobs:
                 timeout = 0.0 if abort else float(_stop_duration(ctx))
                 await client.stop(job_id, grace=timeout, force=abort)
                 runtime["stop_sent"] = True
-            end = self.agents.events.ended(instance.id, job_id)  # it ended: told with its event
-            if end is not None:
-                state = end.state
-                offset, drained = await self._end_logs(ctx, client, end)
-            else:
-                state = await client.job(job_id)
-                offset, drained = await self.pull_logs(ctx, client)
+            state, offset, drained = await self._state_and_logs(ctx, client, instance.id, job_id)
         except AgentUnreachable as exc:
             # Past the grace window `unreachable` ends the job: the host is lost, the job too.
             return self.unreachable(ctx, exc) | {"runtime": runtime}, self.config.active_poll
