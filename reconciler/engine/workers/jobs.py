@@ -8,13 +8,13 @@ terminating (stop with grace, drain logs, remove) -> done / failed / terminated 
 it reloads the job by its lease token, decides with the pure core (`scheduling`,
 `jobspecs`, `transitions`), does the slow agent I/O outside any DB transaction and writes
 the result fenced by the token. An unreachable agent is a state with a grace window, not a
-failure. Running and terminating jobs are handled in `job_running.py`.
+failure. Placing a submitted job is `job_placing.py`; running and terminating jobs are
+handled in `job_running.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,31 +25,19 @@ from agent.protocol import ErrorCode, ExecutorKind, JobSpec
 from agent.protocol import JobStatus as AgentStatus
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.blobs import BlobStore
-from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take, WaitPlace
+from reconciler.adapters.db.jobsteps import JobStep, StepResult
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.db.stepevents import RunFollowing
 from reconciler.adapters.db.steploads import JobRows
 from reconciler.adapters.db.store import Store
-from reconciler.core.elastic import Growth, choose_growth, failure_message, hosts_coming
-from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job, requirements_of
+from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job
 from reconciler.core.runfollow import follow_run, follows_its_job
-from reconciler.core.scheduling import (
-    Candidate,
-    NoFit,
-    Placement,
-    Requirements,
-    free_blocks,
-    place_cluster,
-    place_job,
-    room_ask,
-)
 from reconciler.core.transitions import moves_run
 from reconciler.domain.inventory import InstanceRecord
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import RELEASED, Lease, Process, WorkerConfig
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
-from reconciler.engine.workers.growing import AWAITING_FLEET, NODES_NEEDED, elastic_fleets
 from reconciler.engine.workers.job_context import (
     MARKERS,
     PASS_WAKE,
@@ -62,15 +50,13 @@ from reconciler.engine.workers.job_context import (
     Update,
     finish,
 )
+from reconciler.engine.workers.job_placing import JobPlacer
 from reconciler.engine.workers.job_running import RunningJobs
 from reconciler.engine.workers.job_uploads import job_archives
 from reconciler.engine.workers.job_writes import StepWrites
 from reconciler.engine.workers.run_jobs import job_view, run_view
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
-
-Waits = tuple[str, int | None]
-"""Why a job waits for busy capacity, and its room ask (`scheduling.room_ask`)."""
 
 
 class JobsProcessor:
@@ -93,12 +79,8 @@ class JobsProcessor:
         self.config = config
         self._secrets = secrets
         self._hint = hint
-        self._placing = asyncio.Lock()
         self._prepared: dict[str, JobContext] = {}  # by lease token, read with the claim
-        self._no_room: dict[tuple[str, str, int], tuple[Waits, float]] = {}
-        """(project, requirements, nodes) -> (why it waits, until when): what the last job
-        of a claimed batch that found no room learned, so the others like it need not read
-        the candidates again (`_place`). Dropped with each new batch and each release."""
+        self._placer = JobPlacer(store=store, config=config, write=self._write_placement)
         self._running = RunningJobs(store=store, agents=agents, config=config, release=self.release)
         self._writes = StepWrites(store.record_job_steps)
 
@@ -110,7 +92,7 @@ class JobsProcessor:
         """Read every job of a claimed batch in one read (one thread hop for the batch)."""
         pairs = [(lease.row_id, lease.token) for lease in leases]
         batch = await asyncio.to_thread(self.store.load_job_batch, pairs)
-        self._no_room = {}
+        self._placer.forget()
         self._prepared.update((token, _context(rows)) for token, rows in batch.items())
 
     async def process(self, job_id: str, token: str) -> float | None:
@@ -121,7 +103,7 @@ class JobsProcessor:
         if ctx is None:
             return None
         if JobStatus(ctx.job.status) is JobStatus.SUBMITTED:
-            update, due, placed = await self._submitted(ctx, token, batched=batched)
+            update, due, placed = await self._placer.submitted(ctx, token, batched=batched)
             if placed is None:
                 return await self._finish_step(ctx, token, update, due)
             # Placed (and still leased): submit it to its agent in the same pass.
@@ -196,7 +178,7 @@ class JobsProcessor:
         """Hint the workers whose rows the write made due; True if it was written."""
         held = result in (StepResult.WRITTEN, StepResult.WRITTEN_RUN_DUE)
         if held and RELEASE in update:  # the woken jobs run now, not at the next poll
-            self._no_room = {}
+            self._placer.forget()
             self._hint("jobs")
         if held and WAKE_FLEET in update:  # the fleet sees the demand now stored
             self._hint("fleets")
@@ -251,132 +233,6 @@ class JobsProcessor:
             target_name=f"{ctx.run.run_name}/{ctx.job.replica_num}/{ctx.job.job_num}",
             message=message,
         )
-
-    # -- submitted: choose an instance ------------------------------------------------------
-
-    async def _submitted(
-        self, ctx: JobContext, token: str, *, batched: bool = False
-    ) -> tuple[Update, float | None, JobContext | None]:
-        """The update and due time of a job that stays unplaced, or the placed job."""
-        if ctx.job.instance_id is not None:  # placed with its cluster's master
-            return {"status": JobStatus.PROVISIONING.value}, 0.0, None
-        slot = ctx.slot
-        if slot.nodes > 1 and slot.job_num > 0:
-            message = "waiting for the master node to be placed"
-            return {"status_message": message}, self.config.wait_poll, None
-        async with self._placing:
-            update, due = await asyncio.to_thread(self._place, ctx, slot, batched)
-            if TAKE not in update:
-                return update, due, None
-            # Capacity and the fenced job write in one transaction: an instance filled
-            # meanwhile or a lost lease writes nothing (placed again at once or never).
-            placed = await asyncio.to_thread(self._write_placement, ctx, token, update)
-            return {}, due, placed
-
-    def _place(
-        self, ctx: JobContext, slot: JobSlot, batched: bool = False
-    ) -> tuple[Update, float | None]:
-        req = requirements_of(slot.spec)
-        key = (ctx.project.id, repr(req), slot.nodes)
-        known = self._no_room.get(key) if batched else None
-        if known is not None and known[1] > time.monotonic():
-            # A job like it of this batch found no room just now. Safe to trust: a release
-            # meanwhile wakes the first waiting jobs, leased ones too (they run again).
-            return self._waiting(ctx, *known[0]), self.config.wait_backoff
-        candidates = self.store.placement_candidates(ctx.project.id, ports=bool(req.host_ports))
-        if slot.nodes > 1:
-            result = place_cluster(req, slot.nodes, candidates)
-        else:
-            single = place_job(req, candidates)
-            result = single if isinstance(single, NoFit) else (single,)
-        if isinstance(result, NoFit):
-            update, due, waits = self._no_fit(ctx, req, slot.nodes, result, candidates)
-            if waits is not None and batched:  # the batch's next jobs like it need not read
-                self._no_room[key] = (waits, time.monotonic() + NO_ROOM_FOR)
-            return update, due
-        return self._placed(ctx, slot, result), 0.0
-
-    def _placed(self, ctx: JobContext, slot: JobSlot, result: tuple[Placement, ...]) -> Update:
-        """The update placing the job (and its cluster siblings, rank by rank)."""
-        takes = [Take(result[0].instance_id, result[0].blocks)]
-        if slot.nodes <= 1:  # no siblings to read
-            return self._placing_update(ctx, result[0], takes)
-        siblings = [j for j in self.store.run_job_records(ctx.run.id) if j.status == "submitted"]
-        for placement, rank in zip(result[1:], range(1, slot.nodes), strict=False):
-            sibling = next(
-                (
-                    j.id
-                    for j in siblings
-                    if j.job_num == rank and j.replica_num == ctx.job.replica_num
-                ),
-                None,
-            )
-            runtime = {"gpus": list(placement.gpus), "blocks": placement.blocks}
-            takes.append(Take(placement.instance_id, placement.blocks, sibling, runtime))
-        return self._placing_update(ctx, result[0], takes)
-
-    @staticmethod
-    def _placing_update(ctx: JobContext, master: Placement, takes: list[Take]) -> Update:
-        runtime = _not_awaiting(ctx.runtime) | {"gpus": list(master.gpus), "blocks": master.blocks}
-        return {
-            "status": JobStatus.PROVISIONING.value,
-            "instance_id": master.instance_id,
-            "runtime": runtime,
-            "status_message": f"placed on {master.instance_name}",
-            TAKE: tuple(takes),
-        }
-
-    def _no_fit(
-        self,
-        ctx: JobContext,
-        req: Requirements,
-        nodes: int,
-        no_fit: NoFit,
-        candidates: list[Candidate],
-    ) -> tuple[Update, float | None, Waits | None]:
-        """No instance now: wait for a fleet to grow, wait for busy capacity, or fail
-        (dstack's `failed_to_start_due_to_no_capacity`, saying why no fleet can grow);
-        with why and its room ask when it waits for busy capacity."""
-        fleets = elastic_fleets(self.store, ctx.project.id, candidates, job_id=ctx.job.id)
-        growth = choose_growth(req, nodes, fleets, current=ctx.runtime.get(AWAITING_FLEET))
-        if isinstance(growth, Growth):
-            demand = {AWAITING_FLEET: growth.fleet_id, NODES_NEEDED: growth.nodes}
-            runtime = ctx.runtime | demand
-            update: Update = {"status_message": growth.message, "runtime": runtime}
-            if growth.grows or runtime != ctx.runtime:
-                update[WAKE_FLEET] = growth.fleet_id
-            return self._changed(ctx, update), self.config.wait_backoff, None
-        coming = None if no_fit.wait else hosts_coming(req, fleets)
-        if no_fit.wait or coming is not None:
-            busy = coming is None  # only busy capacity is worth remembering for the batch
-            waits = (coming or no_fit.message, room_ask(req, candidates) if nodes == 1 else None)
-            update = self._waiting(ctx, *waits)
-            if free_blocks(candidates) > 0:  # room it cannot use: a job behind may fit
-                update[PASS_WAKE] = WaitPlace(
-                    ctx.run.run_type == "task", ctx.job.submitted_at, ctx.job.id
-                )
-            return update, self.config.wait_backoff, waits if busy else None
-        reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
-        message = failure_message(no_fit.message, growth)
-        ended = finish(reason, self.store.now(), message, runtime=_not_awaiting(ctx.runtime))
-        return ended, None, None
-
-    def _waiting(self, ctx: JobContext, message: str, ask: int | None) -> Update:
-        """A job waiting for busy capacity (or hosts being set up) to make room; `ask`:
-        the free blocks it needs on one instance (`scheduling.room_ask`)."""
-        runtime = _not_awaiting(ctx.runtime)
-        return self._changed(ctx, {"status_message": message, "runtime": runtime, "room_ask": ask})
-
-    @staticmethod
-    def _changed(ctx: JobContext, update: Update) -> Update:
-        """`update` without what the job already has: a waiting job that learns nothing
-        new writes nothing (hundreds of them would otherwise queue on the one writer)."""
-        current = {
-            "status_message": ctx.job.status_message,
-            "runtime": ctx.runtime,
-            "room_ask": ctx.job.room_ask,
-        }
-        return {k: v for k, v in update.items() if k not in current or current[k] != v}
 
     # -- provisioning: submit to the agent ----------------------------------------------------
 
@@ -514,15 +370,6 @@ def _due_in(due: float | None) -> float:
     """When the row is due again after a step that answered `due` (None: the default)."""
     return CONFIG.min_interval if due is None else max(0.0, due)
 
-
-def _not_awaiting(runtime: dict[str, Any]) -> dict[str, Any]:
-    """The runtime without a recorded fleet demand (placed, failed, or waiting for busy
-    capacity instead)."""
-    return {k: v for k, v in runtime.items() if k not in (AWAITING_FLEET, NODES_NEEDED)}
-
-
-NO_ROOM_FOR = 1.0
-"""Seconds a batch trusts that jobs like one that found no room find none either."""
 
 CONFIG = WorkerConfig(
     kind="jobs",
