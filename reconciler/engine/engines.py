@@ -21,7 +21,8 @@ def server_engines(settings: Settings, *, server_key: Path | None = None) -> Eng
     local = LocalSettings(
         data_dir=settings.data_dir,
         user=getpass.getuser(),
-        proxy_url=f"{settings.public_url}/proxy/services",
+        # what users are shown (a gateway's URL): the address they reach, when it is set
+        proxy_url=f"{(settings.external_url or settings.public_url).rstrip('/')}/proxy/services",
     )
     if settings.pulumi_passphrase is None:
         return build_engines(local, None)

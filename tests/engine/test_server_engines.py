@@ -9,6 +9,7 @@ import pytest
 
 from reconciler.engine.engines import server_engines
 from reconciler.settings import Settings
+from stacks.protocol import StackResource
 
 NOT_FOUND = (
     "Pulumi CLI not found: install it (https://www.pulumi.com/docs/install/) "
@@ -33,3 +34,13 @@ def test_without_a_passphrase_cloud_resources_are_blocked(tmp_path: Path) -> Non
     reason = engines.blocked_reason("fleet", AWS_FLEET)
     assert reason is not None
     assert "Pulumi" in reason
+
+
+async def test_a_local_gateways_url_is_the_external_url_when_set(tmp_path: Path) -> None:
+    """Users are shown the address they reach, not the one the server binds."""
+    gateway = StackResource("main", "gateway", "gw", "gw.dstack.yml", {"domain": "example.com"})
+    env = {"DOCKYARD_EXTERNAL_URL": "https://dockyard.example.com/"}
+    shown = await server_engines(Settings.from_env(env, data_dir=tmp_path)).local.up(gateway)
+    assert shown["url"] == "https://dockyard.example.com/proxy/services/main/"
+    bound = await server_engines(Settings.from_env({}, data_dir=tmp_path / "b")).local.up(gateway)
+    assert str(bound["url"]).startswith("http://127.0.0.1:")
