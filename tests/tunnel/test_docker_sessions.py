@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import asyncssh
 import pytest
 
 from agent.client import AgentClient
-from agent.protocol import ExecutorKind, JobSpec, JobStatus
+from agent.protocol import ExecutorKind, JobSpec, JobState, JobStatus
 from agent.tunnel import TunnelPool
 from tests.agent.conftest import wait_for
 from tests.services.docker import DockerEngine, docker_engine  # noqa: F401 - fixture
@@ -38,50 +39,57 @@ async def docker_agent(
         yield AgentOverSSH(context.http_port, ssh_port, keys, config.data_dir)
 
 
+@contextlib.asynccontextmanager
+async def running_box(
+    agent: AgentOverSSH, engine: DockerEngine, **spec: object
+) -> AsyncIterator[JobState]:
+    """A Docker job `box` running `sleep 600` on the agent; stopped and removed after."""
+    pool = TunnelPool()
+    client = AgentClient.over_tunnel(pool, agent.target(), agent.http_port)
+    job = JobSpec.model_validate(
+        {"id": unique_id("box"), "run_name": "box", "executor": ExecutorKind.DOCKER,
+         "image": engine.image, "commands": ["sleep 600"], **spec}
+    )  # fmt: skip
+    await client.submit(job)
+    try:
+        state = await wait_job(
+            client, job.id, lambda s: s.status == JobStatus.RUNNING or s.status.is_finished()
+        )
+        assert state.status == JobStatus.RUNNING, state
+        yield state
+    finally:
+        await client.stop(job.id, force=True)
+        await wait_job(client, job.id, lambda s: s.status.is_finished())
+        await client.remove(job.id)
+        await client.aclose()
+        await pool.close()
+
+
+async def connect_box(agent: AgentOverSSH) -> asyncssh.SSHClientConnection:
+    """A user's SSH connection to the agent, for sessions in the job `box`."""
+    return await asyncssh.connect(
+        "127.0.0.1",
+        agent.ssh_port,
+        username="box",
+        client_keys=[str(agent.keys.private)],
+        known_hosts=None,
+        config=None,
+    )
+
+
 async def test_ssh_run_execs_into_the_container(
     docker_agent: AgentOverSSH,
     docker_engine: DockerEngine,  # noqa: F811 - the fixture
 ) -> None:
-    pool = TunnelPool()
-    client = AgentClient.over_tunnel(pool, docker_agent.target(), docker_agent.http_port)
-    spec = JobSpec(
-        id=unique_id("box"),
-        run_name="box",
-        executor=ExecutorKind.DOCKER,
-        image=docker_engine.image,
-        env={"FOO": "in-container"},
-        working_dir="/work",
-        commands=["sleep 600"],
-    )
-    await client.submit(spec)
-    try:
-        state = await wait_job(
-            client, spec.id, lambda s: s.status == JobStatus.RUNNING or s.status.is_finished()
-        )
-        assert state.status == JobStatus.RUNNING, state
-        async with asyncssh.connect(
-            "127.0.0.1",
-            docker_agent.ssh_port,
-            username="box",
-            client_keys=[str(docker_agent.keys.private)],
-            known_hosts=None,
-            config=None,
-        ) as conn:
-            result = await conn.run(
-                "echo $FOO; pwd; test -f /.dockerenv && echo docker", check=True
-            )
-            shell = await conn.create_process(term_type="xterm-256color", encoding=None)
-            shell.stdin.write(b"echo term=$TERM; tty; exit\n")
-            async with asyncio.timeout(30):
-                typed = await shell.stdout.read()
-        assert str(result.stdout).splitlines() == ["in-container", "/work", "docker"]
-        assert b"term=xterm-256color" in typed and b"/dev/pts/" in typed
-    finally:
-        await client.stop(spec.id, force=True)
-        await wait_job(client, spec.id, lambda s: s.status.is_finished())
-        await client.remove(spec.id)
-        await client.aclose()
-        await pool.close()
+    box = running_box(docker_agent, docker_engine, env={"FOO": "in-container"}, working_dir="/work")
+    async with box, await connect_box(docker_agent) as conn:
+        result = await conn.run("echo $FOO; pwd; test -f /.dockerenv && echo docker", check=True)
+        shell = await conn.create_process(term_type="xterm-256color", encoding=None)
+        shell.stdin.write(b"echo term=$TERM; tty; exit\n")
+        async with asyncio.timeout(30):
+            typed = await shell.stdout.read()
+    assert str(result.stdout).splitlines() == ["in-container", "/work", "docker"]
+    assert b"term=xterm-256color" in typed and b"/dev/pts/" in typed
 
 
 async def test_a_container_sessions_commands_end_with_its_channel(
@@ -91,43 +99,25 @@ async def test_a_container_sessions_commands_end_with_its_channel(
     """A session's `docker exec` client killed leaves its command running in the container;
     closing the channel (the client left, or its key was revoked) must end that command and
     what it started, while the job itself runs on."""
-    pool = TunnelPool()
-    client = AgentClient.over_tunnel(pool, docker_agent.target(), docker_agent.http_port)
-    spec = JobSpec(
-        id=unique_id("box"),
-        run_name="box",
-        executor=ExecutorKind.DOCKER,
-        image=docker_engine.image,
-        commands=["sleep 600"],
-    )
-    await client.submit(spec)
     engine = docker_engine.client()
     try:
-        state = await wait_job(client, spec.id, lambda s: s.status == JobStatus.RUNNING)
-        container = engine.containers.get(state.container_id or "")
+        async with running_box(docker_agent, docker_engine) as state:
+            container = engine.containers.get(state.container_id or "")
 
-        def sleeping(seconds: str) -> bool:
-            return any(f"sleep {seconds}" in " ".join(p) for p in container.top()["Processes"])
+            def sleeping(seconds: str) -> bool:
+                processes = container.top()["Processes"]
+                return any(f"sleep {seconds}" in " ".join(p) for p in processes)
 
-        async def both(running: bool) -> bool:
-            found = [await asyncio.to_thread(sleeping, s) for s in ("777", "778")]
-            return found == [running, running]
+            async def both(running: bool) -> bool:
+                found = [await asyncio.to_thread(sleeping, s) for s in ("777", "778")]
+                return found == [running, running]
 
-        conn = await asyncssh.connect(
-            "127.0.0.1",
-            docker_agent.ssh_port,
-            username="box",
-            client_keys=[str(docker_agent.keys.private)],
-            known_hosts=None,
-            config=None,
-        )
-        await conn.create_process("sleep 777 & sleep 778; echo never")
-        await wait_for(lambda: both(True), "the session's commands to run")
-        conn.close()
-        await conn.wait_closed()
-        await wait_for(lambda: both(False), "the session's commands to end")
-        assert sleeping("600")  # the job's own command runs on
+            conn = await connect_box(docker_agent)
+            await conn.create_process("sleep 777 & sleep 778; echo never")
+            await wait_for(lambda: both(True), "the session's commands to run")
+            conn.close()
+            await conn.wait_closed()
+            await wait_for(lambda: both(False), "the session's commands to end")
+            assert sleeping("600")  # the job's own command runs on
     finally:
         engine.close()
-        await client.stop(spec.id, force=True)
-        await wait_job(client, spec.id, lambda s: s.status.is_finished())
