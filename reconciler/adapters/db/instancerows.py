@@ -11,17 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import select
 
+from reconciler.adapters.db.leasing import Leases
 from reconciler.adapters.db.models import Fleet, Instance
 from reconciler.adapters.db.records import capacity_record, instance_record
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.domain.inventory import LeasedInstance
 
-_LEASE_COLUMNS = frozenset({"lock_token", "lock_expires_at", "lock_owner"})
-
 
 class InstanceRowsStore(StoreBase):
+    leases: Leases  # set by `Store`
+
     def load_instance(self, instance_id: str, token: str) -> LeasedInstance | None:
         """The instance if this lease still holds it, with its fleet (None when it has
         none or the fleet row is gone); None otherwise."""
@@ -40,16 +41,5 @@ class InstanceRowsStore(StoreBase):
 
     def write_instance(self, instance_id: str, token: str, values: Mapping[str, Any]) -> bool:
         """`UPDATE instances SET values WHERE id=instance_id AND lock_token=token`; whether
-        it held."""
-        touched = _LEASE_COLUMNS.intersection(values)
-        if touched:
-            raise ValueError(f"write_instance may not set {sorted(touched)}")
-        table = Instance.__table__
-        assert isinstance(table, Table)
-        with self.writing() as session:
-            result = session.execute(
-                update(table)
-                .where(table.c.id == instance_id, table.c.lock_token == token)
-                .values(**values)
-            )
-        return bool(getattr(result, "rowcount", 0))
+        it held (`Leases.fenced_update`: the lease columns may not be set)."""
+        return self.leases.fenced_update(Instance, instance_id, token, values)

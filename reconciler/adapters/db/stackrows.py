@@ -12,17 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import select
 
+from reconciler.adapters.db.leasing import Leases
 from reconciler.adapters.db.models import Fleet, Gateway, Project, Resource, Volume
 from reconciler.adapters.db.records import CAPACITY_MODELS, capacity_record
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.domain.inventory import CapacityKind, CapacityRecord
 
-_LEASE_COLUMNS = frozenset({"lock_token", "lock_expires_at", "lock_owner"})
-
 
 class StackRowsStore(StoreBase):
+    leases: Leases  # set by `Store`
+
     def load_capacity(self, kind: CapacityKind, row_id: str, token: str) -> CapacityRecord | None:
         """The row if this lease still holds it, with its project's name (its id when the
         project is gone) and its resource's path; None otherwise."""
@@ -43,16 +44,6 @@ class StackRowsStore(StoreBase):
     def write_capacity(
         self, kind: CapacityKind, row_id: str, token: str, values: Mapping[str, Any]
     ) -> bool:
-        """`UPDATE … SET values WHERE id=row_id AND lock_token=token`; whether it held."""
-        touched = _LEASE_COLUMNS.intersection(values)
-        if touched:
-            raise ValueError(f"write_capacity may not set {sorted(touched)}")
-        table = CAPACITY_MODELS[kind].__table__
-        assert isinstance(table, Table)
-        with self.writing() as session:
-            result = session.execute(
-                update(table)
-                .where(table.c.id == row_id, table.c.lock_token == token)
-                .values(**values)
-            )
-        return bool(getattr(result, "rowcount", 0))
+        """`UPDATE … SET values WHERE id=row_id AND lock_token=token`; whether it held
+        (`Leases.fenced_update`: the lease columns may not be set)."""
+        return self.leases.fenced_update(CAPACITY_MODELS[kind], row_id, token, values)
