@@ -108,6 +108,10 @@ class JobEventFollower:
         ask the agent)."""
         return self._ends.pop((instance_id, agent_job_id), None)
 
+    def holds_end(self, instance_id: str, agent_job_id: str) -> bool:
+        """Whether the agent's end of this job is held here (not taken: `ended` takes it)."""
+        return (instance_id, agent_job_id) in self._ends
+
     def _keep_ends(self, instance_id: str, page: JobEventsPage) -> None:
         for event in page.events:
             if event.end is not None:

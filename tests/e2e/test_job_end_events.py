@@ -7,6 +7,8 @@ The workers are stepped by the harness; the job event follower is the server's o
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -90,20 +92,36 @@ async def test_a_stopped_jobs_end_is_recorded_from_its_end_event_too(
 ) -> None:
     # Its end is not left behind in the follower either (it would be kept until 10,000
     # others): the pass that removes a finished job drops an end it did not use.
-    run = h.submit("type: task\nname: stopped\ncommands: ['echo started; sleep 600']\n")
+    # The job ignores SIGTERM, so the stop's own pass finds it still running; it ends only
+    # when the test kills it (a forced stop) after that pass, and its end event wakes the
+    # pass that records it. (Otherwise the stop's pass may itself see it ended: a race.)
+    run = h.submit(
+        "type: task\nname: stopped\ncommands: [\"trap '' TERM; echo started; sleep 600\"]\n"
+    )
     await h.until(lambda: h.run(run.id).status == "running" and "started" in h.log_text(run))
     asked = _count_state_and_log_calls(monkeypatch)
     h.store.update(
         Run, run.id, status="terminating", termination_reason="stopped_by_user", due_at=None
     )
+    [job] = h.jobs_of(run.id)
+    await h.until(lambda: bool(h.jobs_of(run.id)[0].runtime.get("stop_sent")))
+    assert "job (ended)" not in asked  # the stop's pass: it still runs
+    job_id = job.agent_job_id or job.id
+    await h.agents.client(h.instance).stop(job_id, grace=0, force=True)
+    # the workers are not stepped until its end event is here: a pass woken before (by the
+    # stop order's event) would find the job ended by asking, as it should
+    deadline = time.monotonic() + 30
+    while not followed.holds_end(h.instance.id, job_id):
+        assert time.monotonic() < deadline, "no end event from the agent"
+        await asyncio.sleep(0.02)
     await h.until(lambda: h.run(run.id).status == "terminated", within=60)
     [job] = h.jobs_of(run.id)
     assert job.termination_reason == "terminated_by_user"
-    assert h.log_text(run).startswith("started\n")  # then the shell's "Terminated"
+    assert h.log_text(run).startswith("started\n")
     # The passes before its end may ask (the stop's, one woken by the stop order's event);
     # the pass that records the end asks nothing: its end event told it.
     assert "job (ended)" not in asked
-    assert followed.ended(h.instance.id, job.agent_job_id or job.id) is None  # not kept
+    assert not followed.holds_end(h.instance.id, job_id)  # not kept
 
 
 async def test_a_task_started_by_its_submit_is_looked_at_by_its_first_duty(
