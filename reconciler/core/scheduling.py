@@ -187,6 +187,13 @@ def fit_now(req: Requirements, cand: Candidate) -> Placement | None:
     return Placement(cand.instance_id, cand.instance_name, chosen, blocks)
 
 
+def wait_rank(run_type: str) -> int:
+    """A waiting job's rank in the line for room, before the time it came: services and
+    dev environments (0: someone waits on them) ahead of tasks (1), so a queue of batch
+    tasks never holds them back."""
+    return 1 if run_type == "task" else 0
+
+
 def room_ask(req: Requirements, candidates: Sequence[Candidate]) -> int | None:
     """The fewest free blocks one instance must have before this job can fit there: the
     least it needs on any candidate that could hold it once idle; None if none could.

@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.adapters.db.jobsteps import JobStep, StepResult, Take, WaitPlace
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
-from reconciler.adapters.db.runsteps import RunWrite
+from reconciler.adapters.db.runsteps import NewJob, RunWrite
 from reconciler.adapters.db.store import Store
 
 HOST = {"cpus": 8, "arch": "x86_64", "memory_mib": 16384, "disk_mib": 100000, "gpus": []}
@@ -160,10 +160,14 @@ def test_room_made_wakes_a_waiting_service_ahead_of_older_tasks(store: Store) ->
         Run(project_id=instance.project_id, run_name="api", run_type="service", spec={},
             spec_hash="s", status="submitted", submitted_at=store.now())
     )  # fmt: skip
-    service = store.add(
-        Job(run_id=service_run.id, status="submitted", job_spec={}, submitted_at=store.now(),
-            due_at=store.now())
+    # submitted as the runs worker submits it: its rank in line from its run's type
+    service_id = store.submit_job(
+        NewJob(run_id=service_run.id, nodes=1, spec={}, replica_num=0, job_num=0,
+               group_name=None, submission_num=0, deployment_num=0)
     )  # fmt: skip
+    store.update(Job, service_id, due_at=store.now())  # it found no room either
+    service = store.get(Job, service_id)
+    assert service is not None and service.wait_rank == 0
     store.wake_waiting_jobs(instance.project_id, 2)
     woken = [j.id for j in (store.get(Job, t.id) for t in [service, *tasks]) if j and not j.due_at]
     assert woken[0] == service.id and len(woken) == 2  # the service first, then a task
@@ -247,7 +251,7 @@ def test_a_job_without_room_passes_the_wake_to_the_next_that_fits(store: Store) 
     waits = JobStep(
         job_id=job.id, token=token, read_status="submitted", project_id=instance.project_id,
         run_id=job.run_id, values={"room_ask": 2},
-        pass_wake=WaitPlace(True, job.submitted_at, job.id),
+        pass_wake=WaitPlace(1, job.submitted_at, job.id),
     )  # fmt: skip
     assert store.record_job_step(waits) is StepResult.WRITTEN
     assert (_awake(store, ahead), _awake(store, behind)) == ([], [1])

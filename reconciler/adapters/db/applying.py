@@ -36,6 +36,7 @@ from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Event, Fleet, Gateway, Job, Resource, Run, Volume
 from reconciler.core.jobspecs import expand_jobs
 from reconciler.core.reconcile_status import ActionResult
+from reconciler.core.scheduling import wait_rank
 from reconciler.domain.kinds import Kind
 from reconciler.domain.plan import Action, ActionKind
 from reconciler.domain.statuses import JobStatus, RunStatus, RunTerminationReason
@@ -238,19 +239,19 @@ def _submit_task_jobs(ctx: ApplyContext, run: Run) -> None:
     slots = [s for s in expand_jobs(run.spec, replicas=1) if s.replica_num == 0]
     for slot in slots:
         add = ctx.known.new_jobs.append if ctx.known is not None else ctx.session.add
-        add(
-            Job(
-                run_id=run.id,
-                status=JobStatus.SUBMITTED.value,
-                job_spec={"slot": {"nodes": slot.nodes}, "spec": dict(slot.spec)},
-                submitted_at=ctx.now,
-                replica_num=slot.replica_num,
-                job_num=slot.job_num,
-                group_name=slot.group_name,
-                submission_num=0,
-                deployment_num=run.deployment_num or 0,
-            )
+        job = Job(
+            run_id=run.id,
+            status=JobStatus.SUBMITTED.value,
+            job_spec={"slot": {"nodes": slot.nodes}, "spec": dict(slot.spec)},
+            submitted_at=ctx.now,
+            replica_num=slot.replica_num,
+            job_num=slot.job_num,
+            group_name=slot.group_name,
+            submission_num=0,
+            deployment_num=run.deployment_num or 0,
         )
+        job.wait_rank = wait_rank(run.run_type)
+        add(job)
     if slots:
         ctx.hints.add("jobs")
     else:  # nothing to wait for: the runs worker looks at it now

@@ -40,12 +40,12 @@ from sqlalchemy import (
     ColumnElement,
     Table,
     Update,
-    and_,
     case,
     func,
     insert,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.orm import Session
@@ -127,9 +127,10 @@ class JobStep:
 
 @dataclass(frozen=True, slots=True)
 class WaitPlace:
-    """A waiting job's place in line: services and dev environments first, then first come."""
+    """A waiting job's place in line (`ix_jobs_waiting_line`): services and dev
+    environments first, then first come."""
 
-    is_task: bool
+    rank: int  # `scheduling.wait_rank`
     submitted_at: datetime
     job_id: str
 
@@ -393,27 +394,25 @@ def wake_waiting_statement(
     first come first served. With `room` (free blocks), only jobs whose `room_ask` it
     meets (or that have none yet); with `after`, only jobs behind that place in line.
     """
-    is_task = case((Run.run_type == "task", 1), else_=0)
     conditions = [
-        Run.project_id == project_id,
         Job.status == JobStatus.SUBMITTED.value,
+        Run.project_id == project_id,
         Job.instance_id.is_(None),
         Job.due_at.is_not(None),
     ]
     if room is not None:
         conditions.append(or_(Job.room_ask.is_(None), Job.room_ask <= room))
-    if after is not None:
-        mine = 1 if after.is_task else 0
-        later = or_(
-            Job.submitted_at > after.submitted_at,
-            and_(Job.submitted_at == after.submitted_at, Job.id > after.job_id),
+    if after is not None:  # a range of `ix_jobs_waiting_line`: the line from that place on
+        conditions.append(
+            tuple_(Job.wait_rank, Job.submitted_at, Job.id)
+            > tuple_(after.rank, after.submitted_at, after.job_id)
         )
-        conditions.append(or_(is_task > mine, and_(is_task == mine, later)))
+    # The line's order is the index's: the walk stops at the first job that fits.
     oldest = (
         select(Job.id)
         .join(Run, Run.id == Job.run_id)
         .where(*conditions)
-        .order_by(is_task, Job.submitted_at, Job.id)
+        .order_by(Job.wait_rank, Job.submitted_at, Job.id)
         .limit(count)
     )
     return update(_JOBS).where(Job.id.in_(oldest)).values(due_at=None)

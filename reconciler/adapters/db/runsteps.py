@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import select
+
 from reconciler.adapters.db.leasing import fenced_step_update
 from reconciler.adapters.db.models import Event, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.core.scheduling import wait_rank
 from reconciler.domain.statuses import JobStatus
 
 
@@ -93,5 +96,7 @@ class RunStepsStore(StoreBase):
             deployment_num=new.deployment_num,
         )
         with self.writing() as session:
+            run_type = session.scalar(select(Run.run_type).where(Run.id == new.run_id))
+            job.wait_rank = wait_rank(run_type or "task")
             session.add(job)
         return job.id

@@ -29,6 +29,7 @@ from reconciler.core.scheduling import (
     place_cluster,
     place_job,
     room_ask,
+    wait_rank,
 )
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.workers.growing import AWAITING_FLEET, NODES_NEEDED, elastic_fleets
@@ -167,9 +168,8 @@ class JobPlacer:
             waits = (coming or no_fit.message, room_ask(req, candidates) if nodes == 1 else None)
             update = self._waiting(ctx, *waits)
             if free_blocks(candidates) > 0:  # room it cannot use: a job behind may fit
-                update[PASS_WAKE] = WaitPlace(
-                    ctx.run.run_type == "task", ctx.job.submitted_at, ctx.job.id
-                )
+                place = (wait_rank(ctx.run.run_type), ctx.job.submitted_at, ctx.job.id)
+                update[PASS_WAKE] = WaitPlace(*place)
             return update, self.config.wait_backoff, waits if busy else None
         reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
         message = failure_message(no_fit.message, growth)

@@ -46,7 +46,15 @@ class Run(Leased, Base, kw_only=True):
 
 class Job(Leased, Base, kw_only=True):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_status_processed", "status", "last_processed_at"),)
+    __table_args__ = (
+        Index("ix_jobs_status_processed", "status", "last_processed_at"),
+        # The claim and `next_due` read active jobs by status (a positive list: finished
+        # jobs, the whole history, are never walked) and due time.
+        Index("ix_jobs_status_due", "status", "due_at"),
+        # The wake of waiting jobs walks the line in its order and stops at the first
+        # that fits (`jobsteps.wake_waiting_statement`): its cost does not grow with it.
+        Index("ix_jobs_waiting_line", "status", "wait_rank", "submitted_at", "id"),
+    )
 
     id: Mapped[str] = id_column()
     run_id: Mapped[str] = mapped_column(
@@ -73,6 +81,10 @@ class Job(Leased, Base, kw_only=True):
     # A job waiting for busy capacity: the fewest free blocks one instance needs before
     # it can fit (`scheduling.room_ask`), so blocks given back wake a job they can hold.
     room_ask: Mapped[int | None] = mapped_column(Integer, default=None)
+    # Its place in the line of waiting jobs, before the time it came: 0 for a service or a
+    # dev environment (someone waits on it), 1 for a task (`jobsteps.wait_rank`).
+    # Set by the units of work that submit jobs (the database's 1 for rows without it).
+    wait_rank: Mapped[int] = mapped_column(Integer, server_default="1", init=False)
     # What the jobs worker learns while the job runs: allocated GPUs and blocks, host ports,
     # started_at, probe readiness. Owned by reconciler.engine.workers.jobs.
     runtime: Mapped[Any] = mapped_column(JSONText, default=None, nullable=True)
