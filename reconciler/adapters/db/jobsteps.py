@@ -36,22 +36,10 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import (
-    ColumnElement,
-    Table,
-    Update,
-    case,
-    func,
-    insert,
-    or_,
-    select,
-    tuple_,
-    update,
-)
+from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.dml import ReturningUpdate
 
-from reconciler.adapters.db.leasing import fenced_step_update, leased_table
+from reconciler.adapters.db.leasing import fenced_step_update
 from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.adapters.db.stepevents import (
@@ -61,11 +49,27 @@ from reconciler.adapters.db.stepevents import (
     run_events,
     step_events,
 )
+from reconciler.adapters.db.stepstatements import (
+    FLEETS,
+    JOBS,
+    PLACEABLE,
+    ROOM_ANY,
+    ROOM_GIVEN,
+    ROOM_MOST_FREE,
+    ROOM_ON_INSTANCE,
+    RUNS,
+    fenced_write,
+    plain_values,
+    return_capacity,
+    run,
+    take_capacity,
+    wake_waiting,
+)
 from reconciler.core.hostblocks import block_size, host_sized
 from reconciler.core.jobspecs import host_ports_of
 from reconciler.core.scheduling import Candidate, Gpu
 from reconciler.domain.inventory import InstanceRecord
-from reconciler.domain.statuses import InstanceStatus, JobStatus
+from reconciler.domain.statuses import JobStatus
 
 ACTIVE_ON_INSTANCE = (
     JobStatus.PROVISIONING.value,
@@ -73,11 +77,6 @@ ACTIVE_ON_INSTANCE = (
     JobStatus.RUNNING.value,
     JobStatus.TERMINATING.value,
 )
-_PLACEABLE = (InstanceStatus.IDLE.value, InstanceStatus.BUSY.value)
-_JOBS, _RUNS, _FLEETS, _INSTANCES = (leased_table(m) for m in (Job, Run, Fleet, Instance))
-"""The tables the step's statements write: Core DML (`update(table)`), not ORM-enabled
-DML, which costs about half as much again per statement in the ORM's bulk-update path
-(a step writes 4 to 6 of them)."""
 EVENTS = cast(Table, Event.__table__)
 RELEASE_WAKES = 1
 """Waiting jobs woken by blocks given back: the first in line (services first, then first
@@ -150,7 +149,7 @@ class JobStepsStore(StoreBase):
             }
             instances = session.scalars(
                 select(Instance)
-                .where(Instance.project_id == project_id, Instance.status.in_(_PLACEABLE))
+                .where(Instance.project_id == project_id, Instance.status.in_(PLACEABLE))
                 .order_by(Instance.fleet_id, Instance.instance_num, Instance.created_at)
             ).all()
             # The jobs on them matter for what they hold: GPUs, and host ports if asked.
@@ -228,59 +227,83 @@ class JobStepsStore(StoreBase):
         self, session: Session, step: JobStep, now: datetime, taken: list[InstanceRecord]
     ) -> StepResult:
         """The step's statements; `taken` gets the instances taken on, as left."""
+        conn = session.connection()
         for take in step.take:
-            row = session.execute(_take_capacity(take)).first()
+            params = {"p_instance": take.instance_id, "p_blocks": take.blocks}
+            row = run(conn, take_capacity(), params).first()
             if row is None:
                 raise _AbortError(StepResult.CAPACITY_TAKEN)
             taken.append(_as_record(row._mapping))
             if take.job_id is not None:
-                session.execute(
-                    update(_JOBS)
+                conn.execute(
+                    update(JOBS)
                     .where(Job.id == take.job_id)
                     .values(instance_id=take.instance_id, runtime=dict(take.runtime))
                 )
-        fenced = fenced_step_update(
-            Job, step.job_id, step.token, step.read_status, step.values, now, step.release_lease
-        )
-        if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
+        if not _fenced_write(conn, step, now).rowcount:
             raise _AbortError(StepResult.LEASE_LOST)
         if taken and taken[0].busy_blocks < taken[0].total_blocks:  # room left: the chain
             room = taken[0].total_blocks - taken[0].busy_blocks
-            session.execute(wake_waiting_statement(step.project_id, 1, room=room))
-        self._after_write(session, step, now)
+            wake = wake_waiting(ROOM_GIVEN, after=False)
+            run(conn, wake, {"p_project": step.project_id, "p_count": 1, "p_room": room})
+        self._after_write(conn, step, now)
         events = step_events(step.project_id, step.job_id, step.event, now)
-        followed = not following(step.follow) or follow_run(session, step.run_id, step.follow)
+        followed = not following(step.follow) or follow_run(conn, step.run_id, step.follow)
         if followed and step.follow is not None:
             events.extend(run_events(step.project_id, step.run_id, step.follow, now))
         if events:  # every event of the step in one statement
-            session.execute(insert(EVENTS), events)
+            conn.execute(insert(EVENTS), events)
         return StepResult.WRITTEN if followed else StepResult.WRITTEN_RUN_DUE
 
-    def _after_write(self, session: Session, step: JobStep, now: datetime) -> None:
+    def _after_write(self, conn: Connection, step: JobStep, now: datetime) -> None:
         if step.release is not None:
             instance_id, blocks = step.release
-            session.execute(return_capacity_statement(instance_id, blocks, now))
-            room = _free_on(instance_id)
-            session.execute(wake_waiting_statement(step.project_id, RELEASE_WAKES, room=room))
+            given = {"p_instance": instance_id, "p_blocks": blocks, "p_now": now}
+            run(conn, return_capacity(), given)
+            wake = wake_waiting(ROOM_ON_INSTANCE, after=False)
+            woken = {"p_project": step.project_id, "p_count": RELEASE_WAKES}
+            run(conn, wake, woken | {"p_instance": instance_id})
         if step.pass_wake is not None:
-            room = _most_free(step.project_id)
-            after = step.pass_wake
-            session.execute(wake_waiting_statement(step.project_id, 1, room=room, after=after))
+            place = step.pass_wake
+            params = {"p_project": step.project_id, "p_count": 1, "p_rank": place.rank}
+            params |= {"p_at": place.submitted_at, "p_job": place.job_id}
+            run(conn, wake_waiting(ROOM_MOST_FREE, after=True), params)
         if step.wake_fleet is not None:
-            session.execute(update(_FLEETS).where(Fleet.id == step.wake_fleet).values(due_at=None))
+            conn.execute(update(FLEETS).where(Fleet.id == step.wake_fleet).values(due_at=None))
         if step.event is not None and step.wake_run and step.follow is None:
-            session.execute(update(_RUNS).where(Run.id == step.run_id).values(due_at=None))
+            conn.execute(update(RUNS).where(Run.id == step.run_id).values(due_at=None))
 
     def wake_waiting_jobs(self, project_id: str, count: int) -> None:
         """Make the `count` oldest jobs of the project waiting for room due now (an
         instance became ready)."""
         with self.writing() as session:
-            session.execute(wake_waiting_statement(project_id, count))
+            params = {"p_project": project_id, "p_count": count}
+            run(session.connection(), wake_waiting(ROOM_ANY, after=False), params)
 
     def give_back_capacity(self, instance_id: str, blocks: int) -> None:
         """Give `blocks` back on their own (tests and repairs; steps use `release`)."""
         with self.writing() as session:
-            session.execute(return_capacity_statement(instance_id, blocks, self.now()))
+            given = {"p_instance": instance_id, "p_blocks": blocks, "p_now": self.now()}
+            run(session.connection(), return_capacity(), given)
+
+
+def _fenced_write(conn: Connection, step: JobStep, now: datetime) -> Any:
+    """The step's fenced write of its job (prebuilt unless a value is a SQL expression)."""
+    if not plain_values(JOBS, step.values):
+        fenced = fenced_step_update(
+            Job, step.job_id, step.token, step.read_status, step.values, now, step.release_lease
+        )
+        return conn.execute(fenced)
+    statement, params = fenced_write(
+        JOBS,
+        step.values,
+        row_id=step.job_id,
+        token=step.token,
+        read_status=step.read_status,
+        now=now,
+        release_lease=step.release_lease,
+    )
+    return conn.execute(statement, params)
 
 
 class _AbortError(Exception):
@@ -340,92 +363,8 @@ def to_candidate(
     )
 
 
-def _take_capacity(take: Take) -> ReturningUpdate[Any]:
-    """Add the blocks to the instance's busy blocks if they still fit; returns the
-    instance's columns after (no row: they did not fit)."""
-    return (
-        update(_INSTANCES)
-        .where(
-            Instance.id == take.instance_id,
-            Instance.busy_blocks + take.blocks <= Instance.total_blocks,
-            Instance.status.in_(_PLACEABLE),
-        )
-        .values(busy_blocks=Instance.busy_blocks + take.blocks, status=InstanceStatus.BUSY.value)
-        .returning(*_INSTANCE_COLUMNS)
-    )
-
-
 _RECORD_FIELDS = frozenset(f.name for f in fields(InstanceRecord))
-_INSTANCE_COLUMNS = [c for c in Instance.__table__.columns if c.name in _RECORD_FIELDS]
 
 
 def _as_record(row: Mapping[Any, Any]) -> InstanceRecord:
     return InstanceRecord(**{name: row[name] for name in _RECORD_FIELDS})
-
-
-def return_capacity_statement(instance_id: str, blocks: int, now: datetime) -> Update:
-    """The UPDATE giving `blocks` back; the instance is idle again when nothing holds it."""
-    left = Instance.busy_blocks - blocks
-    remaining = case((left > 0, left), else_=0)
-    status = case(
-        ((Instance.status == InstanceStatus.BUSY.value) & (left <= 0), InstanceStatus.IDLE.value),
-        else_=Instance.status,
-    )
-    return (
-        update(_INSTANCES)
-        .where(Instance.id == instance_id)
-        .values(busy_blocks=remaining, status=status, last_job_processed_at=now)
-    )
-
-
-def wake_waiting_statement(
-    project_id: str,
-    count: int,
-    *,
-    room: int | ColumnElement[Any] | None = None,
-    after: WaitPlace | None = None,
-) -> Update:
-    """Make the `count` first jobs of the project waiting for capacity due now.
-
-    Jobs that found no room sleep (`JobsConfig.wait_backoff`) instead of polling; blocks
-    given back, or an instance that became ready, wake the first of them in the same
-    transaction as the change that made room: services and dev environments ahead of
-    tasks (someone waits on them; a queue of batch tasks must not hold them back), then
-    first come first served. With `room` (free blocks), only jobs whose `room_ask` it
-    meets (or that have none yet); with `after`, only jobs behind that place in line.
-    """
-    conditions = [
-        Job.status == JobStatus.SUBMITTED.value,
-        Run.project_id == project_id,
-        Job.instance_id.is_(None),
-        Job.due_at.is_not(None),
-    ]
-    if room is not None:
-        conditions.append(or_(Job.room_ask.is_(None), Job.room_ask <= room))
-    if after is not None:  # a range of `ix_jobs_waiting_line`: the line from that place on
-        conditions.append(
-            tuple_(Job.wait_rank, Job.submitted_at, Job.id)
-            > tuple_(after.rank, after.submitted_at, after.job_id)
-        )
-    # The line's order is the index's: the walk stops at the first job that fits.
-    oldest = (
-        select(Job.id)
-        .join(Run, Run.id == Job.run_id)
-        .where(*conditions)
-        .order_by(Job.wait_rank, Job.submitted_at, Job.id)
-        .limit(count)
-    )
-    return update(_JOBS).where(Job.id.in_(oldest)).values(due_at=None)
-
-
-def _free_on(instance_id: str) -> ColumnElement[Any]:
-    """The free blocks of one instance (read in the statement, after a give-back)."""
-    free = Instance.total_blocks - Instance.busy_blocks
-    return select(free).where(Instance.id == instance_id).scalar_subquery()
-
-
-def _most_free(project_id: str) -> ColumnElement[Any]:
-    """The most free blocks on any one placeable instance of the project."""
-    free = func.max(Instance.total_blocks - Instance.busy_blocks)
-    placeable = (Instance.project_id == project_id, Instance.status.in_(_PLACEABLE))
-    return select(free).where(*placeable).scalar_subquery()

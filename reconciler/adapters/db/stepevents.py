@@ -4,17 +4,18 @@
 then the run's, in order) so the step inserts them all in one statement; `follow_run`
 writes a one-job run's new values with its job (`core.runfollow`), fenced by the run's
 status read and only while no runs worker holds the run — else the run is made due and its
-worker decides. Called inside `Store.record_job_step`'s transaction (`jobsteps.py`).
+worker decides. Called inside `Store.record_job_step`'s transaction (`jobsteps.py`), on its
+connection.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Update, bindparam, update
 
 from reconciler.adapters.db.leasing import leased_table
 from reconciler.adapters.db.models import Run, new_id
@@ -37,17 +38,30 @@ def following(follow: RunFollowing | None) -> bool:
     return follow is not None and bool(follow.change.values)
 
 
-def follow_run(session: Session, run_id: str, follow: RunFollowing | None) -> bool:
+def follow_run(connection: Connection, run_id: str, follow: RunFollowing | None) -> bool:
     """Write the run's values with its job; False: made due instead (nothing written)."""
     assert follow is not None
-    written = session.execute(
-        update(_RUNS)
-        .where(Run.id == run_id, Run.status == follow.read_status, Run.lock_token.is_(None))
-        .values(**follow.change.values)
-    ).rowcount  # type: ignore[attr-defined]
+    values = follow.change.values
+    params = {f"v_{name}": value for name, value in values.items()}
+    params |= {"p_id": run_id, "p_status": follow.read_status}
+    written = connection.execute(_run_write(tuple(sorted(values))), params).rowcount
     if not written:  # held by a runs worker, or changed meanwhile: it decides
-        session.execute(update(_RUNS).where(Run.id == run_id).values(due_at=None))
+        connection.execute(_make_due(), {"p_id": run_id})
     return bool(written)
+
+
+@functools.cache
+def _run_write(names: tuple[str, ...]) -> Update:
+    """The followed run's write (built once per set of columns; see `stepstatements`)."""
+    c = _RUNS.c
+    fence = (c.id == bindparam("p_id"), c.status == bindparam("p_status"), c.lock_token.is_(None))
+    values = {name: bindparam(f"v_{name}", type_=c[name].type) for name in names}
+    return update(_RUNS).where(*fence).values(**values)
+
+
+@functools.cache
+def _make_due() -> Update:
+    return update(_RUNS).where(_RUNS.c.id == bindparam("p_id")).values(due_at=None)
 
 
 def step_events(

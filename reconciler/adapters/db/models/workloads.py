@@ -52,7 +52,7 @@ class Job(Leased, Base, kw_only=True):
         # jobs, the whole history, are never walked) and due time.
         Index("ix_jobs_status_due", "status", "due_at"),
         # The wake of waiting jobs walks the line in its order and stops at the first
-        # that fits (`jobsteps.wake_waiting_statement`): its cost does not grow with it.
+        # that fits (`stepstatements.wake_waiting`): its cost does not grow with it.
         Index("ix_jobs_waiting_line", "status", "wait_rank", "submitted_at", "id"),
     )
 

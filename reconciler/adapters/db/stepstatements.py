@@ -1,0 +1,191 @@
+"""The jobs worker's hot statements, built once per shape and run with bind parameters.
+
+Building a SQLAlchemy statement (and its cache key) costs more CPU than SQLite takes to
+run it: about 0.4 ms for the wake of waiting jobs, 0.2 ms for a fenced step write, and
+a step runs four to six of them. Each statement here is built on first use for its shape
+(which value columns, which kind of room) and kept; callers pass the values as
+parameters and run it on the transaction's connection (Core: no ORM execution layer).
+
+Called by `jobsteps.py` (`record_job_step`, `place_job`, `wake_waiting_jobs`) and
+`stepevents.py`, inside their transaction. Bind names start with `p_` or `v_`: SQLAlchemy
+reserves a column's own name for the VALUES and SET clauses.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Connection,
+    Table,
+    Update,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.sql.dml import ReturningUpdate
+
+from reconciler.adapters.db.leasing import leased_table
+from reconciler.adapters.db.models import Fleet, Instance, Job, Run
+from reconciler.domain.statuses import InstanceStatus, JobStatus
+
+PLACEABLE = (InstanceStatus.IDLE.value, InstanceStatus.BUSY.value)
+JOBS, RUNS, FLEETS, INSTANCES = (leased_table(m) for m in (Job, Run, Fleet, Instance))
+
+ROOM_ANY, ROOM_GIVEN, ROOM_ON_INSTANCE, ROOM_MOST_FREE = "any", "given", "instance", "most"
+"""What room a wake asks of the waiting jobs: none (any job), a number (`p_room`), the free
+blocks of one instance after a give-back (`p_instance`), the most free on any placeable
+instance of the project (a wake passed down the line)."""
+
+
+def run(connection: Connection, statement: Any, params: Mapping[str, Any]) -> Any:
+    """Run a prebuilt statement on the transaction's connection (its `CursorResult`)."""
+    return connection.execute(statement, dict(params))
+
+
+@functools.cache
+def take_capacity() -> ReturningUpdate[Any]:
+    """Add `p_blocks` to instance `p_instance`'s busy blocks if they still fit; returns
+    the instance's columns after (no row: they did not fit)."""
+    blocks: BindParameter[int] = bindparam("p_blocks")
+    return (
+        update(INSTANCES)
+        .where(
+            INSTANCES.c.id == bindparam("p_instance"),
+            INSTANCES.c.busy_blocks + blocks <= INSTANCES.c.total_blocks,
+            INSTANCES.c.status.in_(PLACEABLE),
+        )
+        .values(busy_blocks=INSTANCES.c.busy_blocks + blocks, status=InstanceStatus.BUSY.value)
+        .returning(*INSTANCES.c)
+    )
+
+
+@functools.cache
+def return_capacity() -> Update:
+    """Give `p_blocks` back on instance `p_instance` at `p_now`; the instance is idle again
+    when nothing holds it."""
+    c = INSTANCES.c
+    left = c.busy_blocks - bindparam("p_blocks")
+    status = case(
+        ((c.status == InstanceStatus.BUSY.value) & (left <= 0), InstanceStatus.IDLE.value),
+        else_=c.status,
+    )
+    return (
+        update(INSTANCES)
+        .where(c.id == bindparam("p_instance"))
+        .values(
+            busy_blocks=case((left > 0, left), else_=0),
+            status=status,
+            last_job_processed_at=bindparam("p_now", type_=c.last_job_processed_at.type),
+        )
+    )
+
+
+@functools.cache
+def wake_waiting(room: str, after: bool) -> Update:
+    """Make the `p_count` first jobs of project `p_project` waiting for capacity due now.
+
+    Jobs that found no room sleep (`JobsConfig.wait_backoff`) instead of polling; blocks
+    given back, or an instance that became ready, wake the first of them in the same
+    transaction as the change that made room: services and dev environments ahead of
+    tasks (`jobs.wait_rank`: someone waits on them; a queue of batch tasks must not hold
+    them back), then first come first served. With `room`, only jobs whose `room_ask` it
+    meets (or that have none yet); with `after`, only jobs behind that place in line
+    (`p_rank`, `p_at`, `p_job`)."""
+    j = JOBS.c
+    conditions = [
+        j.status == JobStatus.SUBMITTED.value,
+        RUNS.c.project_id == bindparam("p_project"),
+        j.instance_id.is_(None),
+        j.due_at.is_not(None),
+    ]
+    free = _room(room)
+    if free is not None:
+        conditions.append(or_(j.room_ask.is_(None), j.room_ask <= free))
+    if after:  # a range of `ix_jobs_waiting_line`: the line from that place on
+        at = bindparam("p_at", type_=j.submitted_at.type)
+        place = tuple_(bindparam("p_rank"), at, bindparam("p_job"))
+        conditions.append(tuple_(j.wait_rank, j.submitted_at, j.id) > place)
+    # The line's order is the index's: the walk stops at the first job that fits.
+    first = (
+        select(j.id)
+        .join(RUNS, RUNS.c.id == j.run_id)
+        .where(*conditions)
+        .order_by(j.wait_rank, j.submitted_at, j.id)
+        .limit(bindparam("p_count"))
+    )
+    return update(JOBS).where(j.id.in_(first)).values(due_at=None)
+
+
+def _room(room: str) -> ColumnElement[Any] | None:
+    i = INSTANCES.c
+    if room == ROOM_GIVEN:
+        return bindparam("p_room")
+    if room == ROOM_ON_INSTANCE:  # read in the statement, after the give-back
+        return (
+            select(i.total_blocks - i.busy_blocks)
+            .where(i.id == bindparam("p_instance"))
+            .scalar_subquery()
+        )
+    if room == ROOM_MOST_FREE:
+        placeable = (i.project_id == bindparam("p_project"), i.status.in_(PLACEABLE))
+        return select(func.max(i.total_blocks - i.busy_blocks)).where(*placeable).scalar_subquery()
+    return None
+
+
+def fenced_write(
+    table: Table,
+    values: Mapping[str, Any],
+    *,
+    row_id: str,
+    token: str,
+    read_status: str,
+    now: datetime,
+    release_lease: float | None,
+) -> tuple[Update, dict[str, Any]]:
+    """`leasing.fenced_step_update` as a prebuilt statement and its parameters (the
+    statement is built once per table, set of value columns and kind of release)."""
+    release = "keep" if release_lease is None else "now" if release_lease <= 0 else "later"
+    statement = _fenced(table.name, tuple(sorted(values)), release)
+    params = {f"v_{name}": value for name, value in values.items()}
+    params |= {"p_id": row_id, "p_token": token, "p_status": read_status}
+    if release != "keep":
+        params["p_now"] = now
+        params["p_later"] = now + timedelta(seconds=release_lease or 0.0)
+    return statement, params
+
+
+@functools.cache
+def _fenced(table_name: str, names: Sequence[str], release: str) -> Update:
+    table = {t.name: t for t in (JOBS, RUNS)}[table_name]
+    c = table.c
+    written: dict[str, Any] = {name: bindparam(f"v_{name}", type_=c[name].type) for name in names}
+    if release != "keep":
+        now = bindparam("p_now", type_=c.due_at.type)
+        later = bindparam("p_later", type_=c.due_at.type)
+        written |= {"lock_token": None, "lock_expires_at": None, "lock_owner": None}
+        written["last_processed_at"] = now
+        # `make_due` while in hand cleared `due_at`: the row is due now, else later
+        due_later = case((c.due_at.is_(None), now), else_=later)
+        written["due_at"] = due_later if release == "later" else now
+    fence = (
+        c.id == bindparam("p_id"),
+        c.lock_token == bindparam("p_token"),
+        c.status == bindparam("p_status"),
+    )
+    return update(table).where(*fence).values(**written)
+
+
+def plain_values(table: Table, values: Mapping[str, Any]) -> bool:
+    """Whether every value is a plain value of one of the table's columns (a prebuilt
+    statement binds it); a SQL expression among them needs its statement built for it."""
+    return all(name in table.c and not isinstance(v, ColumnElement) for name, v in values.items())
