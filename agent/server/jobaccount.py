@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import shutil
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.protocol import JobSpec
@@ -91,6 +92,21 @@ class JobAccount:
     user: str | None = None
     work_root: Path | None = None
     allow_root: bool = False  # `--allow-root-jobs`: a job's `user: root` is honoured
+    # util-linux's `setpriv`, which switches to the job's account and execs the job (None:
+    # Python switches in the child, which costs a full fork of the agent: `switch_argv`)
+    switcher: str | None = field(default_factory=lambda: shutil.which("setpriv"))
+
+    def switch_argv(self, owner: tuple[int, int], groups: Sequence[int]) -> list[str] | None:
+        """The argv prefix that runs a job as `owner` with only `groups` besides its own
+        group, or None without `setpriv`. Python's own switch (`Popen(user=…)`) rules out
+        `vfork`: each job then forks the whole agent (~4.7 ms of its CPU at 70 MB, against
+        ~0.3 ms). `setpriv` sets real, effective and saved ids, then execs: the job keeps
+        its pid (the wrapper's identity) and gets the same account as before."""
+        if self.switcher is None:
+            return None
+        uid, gid = owner
+        listed = f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups"
+        return [self.switcher, f"--reuid={uid}", f"--regid={gid}", listed, "--"]
 
     def refusal(self, spec: JobSpec) -> str | None:
         """Why this host does not run `spec` (None: it does): while jobs run as a job

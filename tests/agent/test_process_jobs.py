@@ -61,14 +61,23 @@ async def test_env_working_dir_and_shell(agent: AgentApi, tmp_path: Path) -> Non
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="running a job as another user needs root")
 async def test_a_job_runs_as_its_user(agent: AgentApi) -> None:
+    # real, effective, saved and filesystem ids all the user's: the job cannot take the
+    # agent's root back (`setpriv`, or Python's own switch where there is none)
+    ids = "grep -E '^(Uid|Gid):' /proc/self/status | tr -s '\\t' ' '"
+    take_root = "perl -e '$< = 0; $> = 0; print $> == 0 ? qq(ROOT\\n) : qq(still-user\\n)'"
     await agent.submit(
-        id="as-nobody", commands=["id -u; id -g; id -G; touch here", "exit 3"], user="nobody"
+        id="as-nobody",
+        commands=[f"id -u; id -g; id -G; touch here; {ids}; {take_root}", "exit 3"],
+        user="nobody",
     )
     state = await agent.wait_finished("as-nobody")
     assert (state.status, state.exit_status) == (JobStatus.EXITED, 3)
     nobody = pwd.getpwnam("nobody")
     uid, gid = nobody.pw_uid, nobody.pw_gid
-    assert await agent.read_log("as-nobody") == f"{uid}\n{gid}\n{gid}\n".encode()
+    assert await agent.read_log("as-nobody") == (
+        f"{uid}\n{gid}\n{gid}\nUid: {uid} {uid} {uid} {uid}\nGid: {gid} {gid} {gid} {gid}\n"
+        "still-user\n"
+    ).encode()
     assert (agent.data_dir / "jobs" / "as-nobody" / "work" / "here").stat().st_uid == uid
     job_json = agent.data_dir / "jobs" / "as-nobody" / "job.json"
     assert job_json.stat().st_mode & 0o777 == 0o600

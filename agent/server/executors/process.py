@@ -37,6 +37,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Collection
+from typing import Any
 
 from agent.protocol import ExecutorKind, GpuVendor, JobReason, JobSpec, PortMapping
 from agent.server.archives import place_archives, resolve_path_env
@@ -284,6 +285,15 @@ def _spawn(
     work_dir = account.prepare_work_dir(spec, files.work_dir)
     base = account.base_environment(spec, os.environ, work_dir)
     argv = ["/bin/sh", "-c", WRAPPER, "dockyard-job", spec.shell, join_commands(spec.commands)]
+    ids: dict[str, Any] = {}
+    if owner:
+        # another account: no groups of ours, only those of its AMD GPUs' devices
+        groups = amd_device_groups(spec)
+        switch = account.switch_argv(owner, groups)
+        if switch is not None:
+            argv = switch + argv
+        else:
+            ids = {"user": owner[0], "group": owner[1], "extra_groups": groups}
     exit_fd = os.open(files.exit_code, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with open(files.log, "ab") as log:
@@ -296,10 +306,7 @@ def _spawn(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                user=owner[0] if owner else None,
-                group=owner[1] if owner else None,
-                # another account: no groups of ours, only those of its AMD GPUs' devices
-                extra_groups=amd_device_groups(spec) if owner else None,
+                **ids,
             )
     finally:
         os.close(exit_fd)
