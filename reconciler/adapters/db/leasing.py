@@ -20,15 +20,16 @@ Everything is synchronous and short; async callers run it in a thread (see
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    Select,
     Table,
     Update,
     and_,
@@ -52,6 +53,8 @@ RowT = TypeVar("RowT", bound=Base)
 _LEASE_COLUMNS = frozenset({"lock_token", "lock_expires_at", "lock_owner"})
 _RENEW_CHUNK = 200
 """Leases renewed per statement."""
+_STATEMENTS_KEPT = 64
+StatementT = TypeVar("StatementT")
 
 
 def leased_table(model: type[Base]) -> Table:
@@ -114,6 +117,23 @@ class Leases:
         self._is_postgres = engine.dialect.name == "postgresql"
         self._claim_lock = threading.Lock()
         self._clock = clock
+        # statements built once per (use, table, filter object): `_built`
+        self._statements: dict[tuple[str, str, int], tuple[object, Any]] = {}
+
+    def _built(
+        self, use: str, model: type[Base], where: object, build: Callable[[], StatementT]
+    ) -> StatementT:
+        """The statement `build` makes for this use, table and filter, built on first use
+        (filters are compared by identity: `workleasing.pending_work` keeps one per kind;
+        a caller that makes a new one each time only fills the bounded cache)."""
+        key = (use, model.__tablename__, id(where))
+        entry = self._statements.get(key)
+        if entry is None or entry[0] is not where:
+            if len(self._statements) >= _STATEMENTS_KEPT:
+                self._statements.clear()
+            entry = (where, build())  # the filter is kept: its id is not reused meanwhile
+            self._statements[key] = entry
+        return cast(StatementT, entry[1])
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self._clock.now_ts(), UTC)
@@ -140,38 +160,21 @@ class Leases:
         """Lease up to `limit` due rows; returns [(row id, lock token)] in claim order."""
         if limit <= 0:
             return []
-        table = leased_table(model)
-        c = table.c
         now = now or self.now()
-        due = and_(
-            or_(c.due_at.is_(None), c.due_at <= now),
-            or_(c.lock_expires_at.is_(None), c.lock_expires_at <= now),
+        query, stamp = self._built(
+            "claim",
+            model,
+            where,
+            lambda: _claim_statements(leased_table(model), where, self._is_postgres),
         )
-        if where is not None:
-            due = and_(due, where)
-        query = (
-            select(c.id)
-            .where(due)
-            .order_by(c.last_processed_at.asc().nulls_first(), c.id)
-            .limit(limit)
-        )
-        if self._is_postgres:
-            query = query.with_for_update(skip_locked=True)
         expires = now + timedelta(seconds=lease_seconds)
-        stamp = (
-            update(table)
-            .where(c.id == bindparam("row_id"))
-            .values(
-                lock_token=bindparam("token"),
-                lock_expires_at=expires,
-                lock_owner=owner,
-                due_at=now,  # `make_due` while in hand clears it: `release` sees the wake
-            )
-        )
+        found = {"p_now": now, "p_limit": limit}
+        stamped = {"p_expires": expires, "p_owner": owner, "p_now": now}
         with self._claiming() as connection:
-            claimed = [(row_id, new_id()) for row_id in connection.execute(query).scalars()]
+            claimed = [(row_id, new_id()) for row_id in connection.execute(query, found).scalars()]
             if claimed:
-                connection.execute(stamp, [{"row_id": i, "token": t} for i, t in claimed])
+                rows = [{"p_row": i, "p_token": t} | stamped for i, t in claimed]
+                connection.execute(stamp, rows)
         return claimed
 
     def renew(
@@ -278,13 +281,9 @@ class Leases:
     ) -> float | None:
         """Seconds until the earliest row matching `where` can be claimed (0: one is due
         now; a leased row counts at its lease's expiry), or None if there is none."""
-        table = leased_table(model)
-        c = table.c
-        never = literal(datetime(1970, 1, 1, tzinfo=UTC), type_=c.due_at.type)
-        earliest = func.min(func.coalesce(c.lock_expires_at, c.due_at, never), type_=c.due_at.type)
-        query = select(earliest)
-        if where is not None:
-            query = query.where(where)
+        query = self._built(
+            "next_due", model, where, lambda: _next_due_statement(leased_table(model), where)
+        )
         with self._engine.connect() as connection:
             value = connection.execute(query).scalar()
         if value is None:
@@ -292,3 +291,47 @@ class Leases:
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
         return max(0.0, float((value - self.now()).total_seconds()))
+
+
+def _claim_statements(
+    table: Table, where: ColumnElement[bool] | None, postgres: bool
+) -> tuple[Select[Any], Update]:
+    """The claim's SELECT of due rows and its stamping UPDATE, built once per table and
+    filter (`workleasing.pending_work` keeps one filter per kind) and run with bind
+    parameters: building them cost more CPU than running them."""
+    c = table.c
+    now = bindparam("p_now", type_=c.due_at.type)
+    due = and_(
+        or_(c.due_at.is_(None), c.due_at <= now),
+        or_(c.lock_expires_at.is_(None), c.lock_expires_at <= now),
+    )
+    if where is not None:
+        due = and_(due, where)
+    query = (
+        select(c.id)
+        .where(due)
+        .order_by(c.last_processed_at.asc().nulls_first(), c.id)
+        .limit(bindparam("p_limit"))
+    )
+    if postgres:
+        query = query.with_for_update(skip_locked=True)
+    stamp = (
+        update(table)
+        .where(c.id == bindparam("p_row"))
+        .values(
+            lock_token=bindparam("p_token"),
+            lock_expires_at=bindparam("p_expires", type_=c.lock_expires_at.type),
+            lock_owner=bindparam("p_owner"),
+            due_at=now,  # `make_due` while in hand clears it: `release` sees the wake
+        )
+    )
+    return query, stamp
+
+
+def _next_due_statement(table: Table, where: ColumnElement[bool] | None) -> Select[Any]:
+    """`Leases.next_due`'s query, built once per table and filter."""
+    c = table.c
+    never = literal(datetime(1970, 1, 1, tzinfo=UTC), type_=c.due_at.type)
+    earliest = func.min(func.coalesce(c.lock_expires_at, c.due_at, never), type_=c.due_at.type)
+    query = select(earliest)
+    return query if where is None else query.where(where)
