@@ -74,10 +74,13 @@ async def test_a_job_runs_as_its_user(agent: AgentApi) -> None:
     assert (state.status, state.exit_status) == (JobStatus.EXITED, 3)
     nobody = pwd.getpwnam("nobody")
     uid, gid = nobody.pw_uid, nobody.pw_gid
-    assert await agent.read_log("as-nobody") == (
-        f"{uid}\n{gid}\n{gid}\nUid: {uid} {uid} {uid} {uid}\nGid: {gid} {gid} {gid} {gid}\n"
-        "still-user\n"
-    ).encode()
+    assert (
+        await agent.read_log("as-nobody")
+        == (
+            f"{uid}\n{gid}\n{gid}\nUid: {uid} {uid} {uid} {uid}\nGid: {gid} {gid} {gid} {gid}\n"
+            "still-user\n"
+        ).encode()
+    )
     assert (agent.data_dir / "jobs" / "as-nobody" / "work" / "here").stat().st_uid == uid
     job_json = agent.data_dir / "jobs" / "as-nobody" / "job.json"
     assert job_json.stat().st_mode & 0o777 == 0o600

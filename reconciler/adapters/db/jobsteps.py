@@ -39,7 +39,6 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.leasing import fenced_step_update
 from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.adapters.db.stepevents import (
@@ -59,7 +58,6 @@ from reconciler.adapters.db.stepstatements import (
     ROOM_ON_INSTANCE,
     RUNS,
     fenced_write,
-    plain_values,
     return_capacity,
     run,
     take_capacity,
@@ -288,12 +286,7 @@ class JobStepsStore(StoreBase):
 
 
 def _fenced_write(conn: Connection, step: JobStep, now: datetime) -> Any:
-    """The step's fenced write of its job (prebuilt unless a value is a SQL expression)."""
-    if not plain_values(JOBS, step.values):
-        fenced = fenced_step_update(
-            Job, step.job_id, step.token, step.read_status, step.values, now, step.release_lease
-        )
-        return conn.execute(fenced)
+    """The step's fenced write of its job (`stepstatements.fenced_write`)."""
     statement, params = fenced_write(
         JOBS,
         step.values,

@@ -70,42 +70,25 @@ def release_values(table: Table, now: datetime, due_in: float) -> dict[str, Any]
     """The columns that drop a lease: no holder, processed now, due again in `due_in`
     seconds — or now if `make_due` woke the row while it was in hand (its `due_at` is
     NULL then). Written fenced by the token, alone (`Leases.release`) or with a step's
-    own values (`Store.record_job_step`, `Store.record_run_write`: one transaction)."""
+    own values (`stepstatements.fenced_write`: one transaction)."""
     due_type = table.c.due_at.type
-    later = literal(now + timedelta(seconds=due_in), type_=due_type)
+    later = literal(now + timedelta(seconds=due_in), type_=due_type) if due_in > 0 else None
+    return release_columns(table, literal(now, type_=due_type), later)
+
+
+def release_columns(
+    table: Table, now: ColumnElement[Any], later: ColumnElement[Any] | None
+) -> dict[str, Any]:
+    """`release_values` with `now` and the time it is due again (`later`; None: now) as
+    SQL values: literals, or bind parameters of a prebuilt statement."""
+    due_at = now if later is None else case((table.c.due_at.is_(None), now), else_=later)
     return {
         "lock_token": None,
         "lock_expires_at": None,
         "lock_owner": None,
         "last_processed_at": now,
-        "due_at": case((table.c.due_at.is_(None), literal(now, type_=due_type)), else_=later)
-        if due_in > 0
-        else now,
+        "due_at": due_at,
     }
-
-
-def fenced_step_update(
-    model: type[Base],
-    row_id: str,
-    token: str,
-    read_status: str,
-    values: Mapping[str, Any],
-    now: datetime,
-    release_lease: float | None,
-) -> Update:
-    """A worker step's write of one leased row: only while `token` still holds the lease
-    and the row is still in `read_status` (what the step decided on); with `release_lease`,
-    the lease is dropped in the same statement (`release_values`). Zero rows: the fence
-    failed and nothing is written. Used by `record_job_step` and `record_run_write`."""
-    table = leased_table(model)
-    written = dict(values)
-    if release_lease is not None:
-        written.update(release_values(table, now, release_lease))
-    return (  # on the table (Core DML): cheaper than the ORM's bulk update per statement
-        update(table)
-        .where(table.c.id == row_id, table.c.lock_token == token, table.c.status == read_status)
-        .values(**written)
-    )
 
 
 class Leases:

@@ -17,9 +17,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from reconciler.adapters.db.leasing import fenced_step_update
 from reconciler.adapters.db.models import Event, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.adapters.db.stepstatements import RUNS, fenced_write
 from reconciler.core.scheduling import wait_rank
 from reconciler.domain.statuses import JobStatus
 
@@ -57,17 +57,17 @@ class RunStepsStore(StoreBase):
     def record_run_write(self, write: RunWrite) -> bool:
         """The write in one transaction; False (nothing written) if the fence failed."""
         now = self.now()
-        fenced = fenced_step_update(
-            Run,
-            write.run_id,
-            write.token,
-            write.read_status,
+        fenced, params = fenced_write(
+            RUNS,
             write.values,
-            now,
-            write.release_lease,
+            row_id=write.run_id,
+            token=write.token,
+            read_status=write.read_status,
+            now=now,
+            release_lease=write.release_lease,
         )
         with self.writing() as session:
-            if not session.execute(fenced).rowcount:  # type: ignore[attr-defined]
+            if not session.connection().execute(fenced, params).rowcount:
                 return False
             for i, (target_name, message) in enumerate(write.events):
                 session.add(

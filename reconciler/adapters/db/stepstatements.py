@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.dml import ReturningUpdate
 
-from reconciler.adapters.db.leasing import leased_table
+from reconciler.adapters.db.leasing import leased_table, release_columns
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run
 from reconciler.domain.statuses import InstanceStatus, JobStatus
 
@@ -152,31 +152,40 @@ def fenced_write(
     now: datetime,
     release_lease: float | None,
 ) -> tuple[Update, dict[str, Any]]:
-    """`leasing.fenced_step_update` as a prebuilt statement and its parameters (the
-    statement is built once per table, set of value columns and kind of release)."""
+    """A worker step's write of one leased row, and its parameters: only while `token`
+    still holds the lease and the row is still in `read_status` (what the step decided
+    on); with `release_lease`, the lease is dropped in the same statement
+    (`leasing.release_columns`: due again in that many seconds). Zero rows: the fence
+    failed and nothing is written. Used by `record_job_step` and `record_run_write`.
+
+    Built once per table, set of value columns and kind of release; a value that is a
+    SQL expression is written inline in a statement built for it."""
     release = "keep" if release_lease is None else "now" if release_lease <= 0 else "later"
-    statement = _fenced(table.name, tuple(sorted(values)), release)
-    params = {f"v_{name}": value for name, value in values.items()}
-    params |= {"p_id": row_id, "p_token": token, "p_status": read_status}
+    params: dict[str, Any] = {"p_id": row_id, "p_token": token, "p_status": read_status}
     if release != "keep":
         params["p_now"] = now
         params["p_later"] = now + timedelta(seconds=release_lease or 0.0)
-    return statement, params
+    if not plain_values(table, values):
+        return _fenced_values(table, dict(values), release), params
+    params |= {f"v_{name}": value for name, value in values.items()}
+    return _fenced(table.name, tuple(sorted(values)), release), params
 
 
 @functools.cache
 def _fenced(table_name: str, names: Sequence[str], release: str) -> Update:
     table = {t.name: t for t in (JOBS, RUNS)}[table_name]
     c = table.c
-    written: dict[str, Any] = {name: bindparam(f"v_{name}", type_=c[name].type) for name in names}
+    written = {name: bindparam(f"v_{name}", type_=c[name].type) for name in names}
+    return _fenced_values(table, written, release)
+
+
+def _fenced_values(table: Table, written: dict[str, Any], release: str) -> Update:
+    """The fenced UPDATE of `written`; a release's columns win over the step's own."""
+    c = table.c
     if release != "keep":
         now = bindparam("p_now", type_=c.due_at.type)
-        later = bindparam("p_later", type_=c.due_at.type)
-        written |= {"lock_token": None, "lock_expires_at": None, "lock_owner": None}
-        written["last_processed_at"] = now
-        # `make_due` while in hand cleared `due_at`: the row is due now, else later
-        due_later = case((c.due_at.is_(None), now), else_=later)
-        written["due_at"] = due_later if release == "later" else now
+        later = bindparam("p_later", type_=c.due_at.type) if release == "later" else None
+        written = written | release_columns(table, now, later)
     fence = (
         c.id == bindparam("p_id"),
         c.lock_token == bindparam("p_token"),
