@@ -47,6 +47,12 @@ SUBMIT_SETTLE_SECONDS = 1.0
 """How long the answer to a submit waits for the job to leave ``pending``."""
 
 
+LINGER_SECONDS = 0.01
+"""How long a long-poll woken by an event waits for more before it answers (a page that
+had news when asked answers at once): a few more events per page in a burst, for at most
+this much later news."""
+
+
 class JobEventFeed:
     """See the module docstring. All methods run on the agent's event loop."""
 
@@ -57,6 +63,7 @@ class JobEventFeed:
         keep: int = 10_000,
         output_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        linger: float = LINGER_SECONDS,
     ) -> None:
         self.epoch = uuid.uuid4().hex
         self._seq = 0
@@ -65,6 +72,7 @@ class JobEventFeed:
         self._running_logs = running_logs
         self._output_interval = output_interval
         self._clock = clock
+        self._linger = linger
         self._sizes: dict[str, int] = {}
         self._last_followed = float("-inf")
         self._watcher: asyncio.Task[None] | None = None
@@ -100,8 +108,14 @@ class JobEventFeed:
         if page.events or page.reset or wait <= 0 or self._stopping:
             return page
         published = self._published
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(published.wait(), timeout=wait)
+        except TimeoutError:
+            return self.page(since, epoch)
+        if self._linger > 0 and not self._stopping:
+            # Woken by the first event: what the next moments publish (other jobs ending
+            # in a burst) goes in the same page, one answer for many instead of one each.
+            await asyncio.sleep(self._linger)
         return self.page(since, epoch)
 
     async def published(self, within: float) -> None:

@@ -180,3 +180,23 @@ async def test_removals_remove_finished_jobs_and_leave_running_ones(
     too_many = [f"j{i}" for i in range(MAX_REMOVALS + 1)]
     response = await agent.http.post("/jobs/removals", json={"job_ids": too_many})
     assert response.status_code == 422
+
+
+async def test_a_woken_long_poll_takes_what_comes_just_after_in_the_same_page() -> None:
+    feed = JobEventFeed(linger=1.0)  # long enough: the test's own steps fit in it
+    waiting = asyncio.create_task(feed.wait(0, feed.epoch, wait=60))
+    await asyncio.sleep(0)  # it looks, finds nothing and waits
+    feed.publish("a", JobEventKind.STATE, "exited")
+    for _ in range(3):  # the waiter is woken and lingers
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    feed.publish("b", JobEventKind.STATE, "exited")
+    page = await asyncio.wait_for(waiting, timeout=30)
+    assert [e.job_id for e in page.events] == ["a", "b"]  # one answer for both
+
+
+async def test_a_long_poll_with_news_when_asked_answers_at_once() -> None:
+    feed = JobEventFeed(linger=60.0)
+    feed.publish("a", JobEventKind.STATE, "exited")
+    page = await asyncio.wait_for(feed.wait(0, feed.epoch, wait=60), timeout=30)
+    assert [e.job_id for e in page.events] == ["a"]
