@@ -31,6 +31,7 @@ from agent.protocol import (
     HEADER_JOB_FINISHED,
     HEADER_NEXT_OFFSET,
     REMOVALS_PATH,
+    SUBMISSIONS_PATH,
     ErrorBody,
     ErrorCode,
     Healthcheck,
@@ -42,6 +43,9 @@ from agent.protocol import (
     RemovalRequest,
     Removals,
     StopRequest,
+    SubmissionRequest,
+    Submissions,
+    Submitted,
     agent_version,
 )
 from agent.ssh.transport import SSHTransport
@@ -176,6 +180,22 @@ class AgentClient:
         """Submit a job; submitting an id that exists returns its state (idempotent)."""
         body = spec.model_dump(mode="json")
         return JobState.model_validate_json((await self._call("POST", "/jobs", json=body)).content)
+
+    async def submit_many(self, specs: Sequence[JobSpec]) -> list[JobState | AgentError]:
+        """Submit up to `MAX_SUBMISSIONS` jobs in one call: each one's state, or the
+        `AgentError` ``POST /jobs`` would have raised for it, in order."""
+        body = SubmissionRequest(jobs=list(specs)).model_dump(mode="json")
+        response = await self._call("POST", SUBMISSIONS_PATH, json=body)
+        answers = Submissions.model_validate_json(response.content).results
+        if len(answers) != len(specs):
+            raise AgentError(self.name, 500, ErrorCode.INTERNAL.value, "answers do not match")
+        return [self._submitted(answer) for answer in answers]
+
+    def _submitted(self, answer: Submitted) -> JobState | AgentError:
+        if answer.state is not None:
+            return answer.state
+        error = answer.error or ErrorBody(error=ErrorCode.INTERNAL, message="no answer")
+        return AgentError(self.name, answer.http_status, error.error.value, error.message)
 
     async def job(self, job_id: str) -> JobState:
         return JobState.model_validate_json((await self._call("GET", f"/jobs/{job_id}")).content)

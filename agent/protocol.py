@@ -265,6 +265,32 @@ class StopRequest(_Request):
     force: bool = False  # True: SIGKILL at once
 
 
+SUBMISSIONS_PATH = "/jobs/submissions"
+MAX_SUBMISSIONS = 100
+"""Jobs one ``POST /jobs/submissions`` may carry."""
+
+
+class SubmissionRequest(_Request):
+    """``POST /jobs/submissions``: submit these jobs (``POST /jobs`` for many), each as
+    ``POST /jobs`` would, in one call."""
+
+    jobs: Annotated[list[JobSpec], Field(min_length=1, max_length=MAX_SUBMISSIONS)]
+
+
+class Submitted(_Answer):
+    """One job of ``POST /jobs/submissions``: its state, or why it was refused."""
+
+    state: JobState | None = None
+    error: ErrorBody | None = None
+    http_status: int = 200  # what ``POST /jobs`` would have answered for it
+
+
+class Submissions(_Answer):
+    """What ``POST /jobs/submissions`` did, job by job in the request's order."""
+
+    results: list[Submitted]
+
+
 REMOVALS_PATH = "/jobs/removals"
 MAX_REMOVALS = 1000
 """Jobs one ``POST /jobs/removals`` may name."""

@@ -25,6 +25,7 @@ from agent.protocol import (
     HEADER_NEXT_OFFSET,
     MAX_LOG_LIMIT,
     REMOVALS_PATH,
+    SUBMISSIONS_PATH,
     ErrorBody,
     ErrorCode,
     Healthcheck,
@@ -35,6 +36,9 @@ from agent.protocol import (
     RemovalRequest,
     Removals,
     StopRequest,
+    SubmissionRequest,
+    Submissions,
+    Submitted,
     agent_build,
     agent_version,
 )
@@ -79,6 +83,17 @@ def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
     async def submit(spec: JobSpec) -> JobState:
         job_id = (await manager.submit(spec)).id
         return await settled(manager.events, lambda: manager.get(job_id))
+
+    @router.post(SUBMISSIONS_PATH)
+    async def submit_many(request: SubmissionRequest) -> Submissions:
+        async def one(spec: JobSpec) -> Submitted:
+            try:
+                return Submitted(state=await submit(spec))
+            except AgentError as error:  # this job's refusal; the others go on
+                body = ErrorBody(error=error.code, message=error.message)
+                return Submitted(error=body, http_status=error.http_status)
+
+        return Submissions(results=list(await asyncio.gather(*map(one, request.jobs))))
 
     @router.get("/jobs")
     async def list_jobs() -> list[JobState]:

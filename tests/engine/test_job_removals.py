@@ -12,7 +12,7 @@ import pytest
 from agent.client import AgentClient
 from agent.protocol import Removals
 from agent.tunnel import AgentUnreachable
-from reconciler.engine.workers.job_removals import JobRemovals
+from reconciler.engine.workers.agent_batches import JobRemovals
 from tests.agent.conftest import AgentApi, agent, agent_config  # noqa: F401
 
 

@@ -31,8 +31,8 @@ from reconciler.domain.inventory import AgentHost
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.joblogs import job_log_path, write_chunk
+from reconciler.engine.workers.agent_batches import JobRemovals
 from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
-from reconciler.engine.workers.job_removals import JobRemovals
 
 JR = JobTerminationReason
 EVENT_POLL = 600.0

@@ -38,6 +38,7 @@ from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.worker import RELEASED, Lease, Process, WorkerConfig
 from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
+from reconciler.engine.workers.agent_batches import JobSubmits
 from reconciler.engine.workers.job_context import (
     MARKERS,
     PASS_WAKE,
@@ -83,6 +84,7 @@ class JobsProcessor:
         self._placer = JobPlacer(store=store, config=config, write=self._write_placement)
         self._running = RunningJobs(store=store, agents=agents, config=config, release=self.release)
         self._writes = StepWrites(store.record_job_steps)
+        self._submits = JobSubmits()
 
     async def __call__(self, job_id: str, token: str) -> float | None:
         """The worker callback (`Worker` also finds `prepare` on it)."""
@@ -252,7 +254,8 @@ class JobsProcessor:
         events, agent_job_id = self.agents.events, str(body["id"])
         events.submitting(instance.id, agent_job_id)  # its start event: the answer tells it
         try:
-            state = await client.submit(JobSpec.model_validate(body))
+            # with the other jobs submitted there now: one call for them all (`JobSubmits`)
+            state = await self._submits.submit(client, JobSpec.model_validate(body))
         except AgentUnreachable as exc:
             events.submitted(instance.id, agent_job_id, started=False)
             return self._running.unreachable(ctx, exc), self.config.wait_poll
