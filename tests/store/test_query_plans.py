@@ -10,6 +10,7 @@ statistics, which a test-sized table does not have.)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +24,11 @@ from tests.store.test_store_jobsteps import _in_line, _rig
 
 
 @pytest.fixture
-def sqlite_store(store: Store) -> Store:
-    if store.engine.dialect.name != "sqlite":
-        pytest.skip("SQLite's query plans (PostgreSQL plans by table statistics)")
-    return store
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """A migrated SQLite store of its own (the plans are SQLite's)."""
+    store = Store.from_url(f"sqlite:///{tmp_path / 'plans.db'}", migrate=True)
+    yield store
+    store.close()
 
 
 @pytest.fixture
