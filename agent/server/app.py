@@ -93,7 +93,11 @@ def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
                 body = ErrorBody(error=error.code, message=error.message)
                 return Submitted(error=body, http_status=error.http_status)
 
-        return Submissions(results=list(await asyncio.gather(*map(one, request.jobs))))
+        # one submit per id (a job named twice gets the same answer twice, as POST /jobs
+        # twice would give), all at once
+        unique = {spec.id: spec for spec in request.jobs}
+        answers = dict(zip(unique, await asyncio.gather(*map(one, unique.values())), strict=True))
+        return Submissions(results=[answers[spec.id] for spec in request.jobs])
 
     @router.get("/jobs")
     async def list_jobs() -> list[JobState]:

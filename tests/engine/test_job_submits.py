@@ -57,3 +57,11 @@ async def test_a_batch_over_the_limit_is_refused_whole(agent: AgentApi) -> None:
         await client.submit_many([_spec(f"x-{i}") for i in range(101)])
     response = await agent.http.post("/jobs/submissions", json={"jobs": []})
     assert response.status_code == 422  # and the agent bounds what it is sent
+
+
+async def test_a_job_named_twice_in_one_call_is_submitted_once(agent: AgentApi) -> None:  # noqa: F811
+    client = AgentClient(agent.http, name="plain")
+    first, again = await client.submit_many([_spec("twice"), _spec("twice")])
+    assert isinstance(first, JobState) and isinstance(again, JobState)
+    assert first.id == again.id == "twice"
+    assert [job.id for job in await client.jobs()].count("twice") == 1
