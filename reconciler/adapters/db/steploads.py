@@ -14,21 +14,23 @@ Called by `reconciler.engine.workers.jobs` and `reconciler.engine.workers.runs`;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import Select, Table, bindparam, select, tuple_
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Instance, Job, Project, Run, Secret
-from reconciler.adapters.db.records import instance_record
 from reconciler.adapters.db.sessions import StoreBase
-from reconciler.adapters.db.workrecords import job_record, project_ref, run_record
+from reconciler.adapters.db.workrecords import job_record, run_record
 from reconciler.domain.inventory import InstanceRecord
 from reconciler.domain.workloads import JobRecord, ProjectRef, RunRecord
 
 BATCH = 200
 """Jobs read per statement (bounded IN list)."""
+RecordT = TypeVar("RecordT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,27 +45,65 @@ class JobRows:
 
 
 def job_rows(session: Session, leases: Sequence[tuple[str, str]]) -> dict[str, JobRows]:
-    """The rows of each (job id, token) whose lease still holds, by token."""
+    """The rows of each (job id, token) whose lease still holds, by token (Core rows made
+    into records: no ORM objects to build and track, the hot read of every job step)."""
     found: dict[str, JobRows] = {}
-    has_secrets = select(Secret.id).where(Secret.project_id == Project.id).exists()
+    connection = session.connection()
     for start in range(0, len(leases), BATCH):
         chunk = list(leases[start : start + BATCH])
-        query = (
-            select(Job, Run, Project, Instance, has_secrets)
-            .join(Run, Run.id == Job.run_id)
-            .join(Project, Project.id == Run.project_id)
-            .outerjoin(Instance, Instance.id == Job.instance_id)
-            .where(tuple_(Job.id, Job.lock_token).in_(chunk))
-        )
-        for job, run, project, instance, secrets in session.execute(query):
-            found[str(job.lock_token)] = JobRows(
-                job_record(job),
-                run_record(run),
-                project_ref(project),
-                instance_record(instance) if instance is not None else None,
-                bool(secrets),
+        for row in connection.execute(_job_rows_query(), {"p_leases": chunk}):
+            m = row._mapping
+            instance = _record(InstanceRecord, m, "i_") if m["i_id"] is not None else None
+            found[str(m["lease_token"])] = JobRows(
+                _record(JobRecord, m, "j_"),
+                _record(RunRecord, m, "r_"),
+                _record(ProjectRef, m, "p_"),
+                instance,
+                bool(m["has_secrets"]),
             )
     return found
+
+
+_LOADED: tuple[tuple[type[Any], Table, str], ...] = (
+    (JobRecord, cast(Table, Job.__table__), "j_"),
+    (RunRecord, cast(Table, Run.__table__), "r_"),
+    (ProjectRef, cast(Table, Project.__table__), "p_"),
+    (InstanceRecord, cast(Table, Instance.__table__), "i_"),
+)
+
+
+_NAMES: dict[type[Any], tuple[str, ...]] = {
+    record: tuple(f.name for f in fields(record)) for record, _, _ in _LOADED
+}
+"""Each record's fields: columns of its table, of the same names."""
+
+
+def _record(record: type[RecordT], mapping: Mapping[Any, Any], prefix: str) -> RecordT:
+    return record(**{name: mapping[prefix + name] for name in _NAMES[record]})
+
+
+@functools.cache
+def _job_rows_query() -> Select[Any]:
+    """The batch read, built once: each record's columns labelled by table, the lease
+    pairs an expanding parameter (`p_leases`)."""
+    jobs, runs, projects, instances = (table for _, table, _ in _LOADED)
+    columns = [
+        table.c[name].label(prefix + name)
+        for record, table, prefix in _LOADED
+        for name in _NAMES[record]
+    ]
+    secrets = cast(Table, Secret.__table__)
+    has_secrets = select(secrets.c.id).where(secrets.c.project_id == projects.c.id).exists()
+    pairs = tuple_(jobs.c.id, jobs.c.lock_token)
+    return (
+        select(*columns, has_secrets.label("has_secrets"), jobs.c.lock_token.label("lease_token"))
+        .select_from(
+            jobs.join(runs, runs.c.id == jobs.c.run_id)
+            .join(projects, projects.c.id == runs.c.project_id)
+            .outerjoin(instances, instances.c.id == jobs.c.instance_id)
+        )
+        .where(pairs.in_(bindparam("p_leases", expanding=True)))
+    )
 
 
 class StepLoadsStore(StoreBase):
