@@ -31,15 +31,16 @@ Each method is one transaction:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Row, Select, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.models import Event, Fleet, Instance, Job, Run
+from reconciler.adapters.db.models import Event, Fleet, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.adapters.db.stepevents import (
     RunFollowing,
@@ -50,6 +51,7 @@ from reconciler.adapters.db.stepevents import (
 )
 from reconciler.adapters.db.stepstatements import (
     FLEETS,
+    INSTANCES,
     JOBS,
     PLACEABLE,
     ROOM_ANY,
@@ -138,29 +140,15 @@ class JobStepsStore(StoreBase):
     def placement_candidates(self, project_id: str, *, ports: bool = True) -> list[Candidate]:
         """Every idle or busy instance of the project's fleets, with the GPUs in use (and,
         with `ports`, the host ports: a job that binds none need not read them)."""
-        with self.reading() as session:
-            fleets = {
-                f.id: f
-                for f in session.scalars(
-                    select(Fleet).where(Fleet.project_id == project_id, Fleet.deleted.is_(False))
-                )
-            }
-            instances = session.scalars(
-                select(Instance)
-                .where(Instance.project_id == project_id, Instance.status.in_(PLACEABLE))
-                .order_by(Instance.fleet_id, Instance.instance_num, Instance.created_at)
-            ).all()
+        with self.reading() as session:  # Core rows: no ORM objects for a hot read
+            conn = session.connection()
+            mine = {"p_project": project_id}
+            fleets = {f.id: f for f in conn.execute(_fleets_query(), mine)}
+            instances = conn.execute(_instances_query(), mine).all()
             # The jobs on them matter for what they hold: GPUs, and host ports if asked.
             holding = [i.id for i in instances if ports or _gpus(_info(i))]
-            jobs = (
-                session.scalars(
-                    select(Job).where(
-                        Job.instance_id.in_(holding), Job.status.in_(ACTIVE_ON_INSTANCE)
-                    )
-                ).all()
-                if holding
-                else []
-            )
+            held_by = {"p_instances": holding}
+            jobs = conn.execute(_holding_query(), held_by).all() if holding else []
         held: dict[str, tuple[set[int], set[int]]] = {i.id: (set(), set()) for i in instances}
         for job in jobs:
             gpus, bound = held[job.instance_id or ""]
@@ -307,7 +295,32 @@ class _AbortError(Exception):
         self.result = result
 
 
-def _info(instance: Instance) -> Mapping[str, Any]:
+@functools.cache
+def _fleets_query() -> Select[Any]:
+    f = FLEETS.c
+    return select(FLEETS).where(f.project_id == bindparam("p_project"), f.deleted.is_(False))
+
+
+@functools.cache
+def _instances_query() -> Select[Any]:
+    i = INSTANCES.c
+    return (
+        select(INSTANCES)
+        .where(i.project_id == bindparam("p_project"), i.status.in_(PLACEABLE))
+        .order_by(i.fleet_id, i.instance_num, i.created_at)
+    )
+
+
+@functools.cache
+def _holding_query() -> Select[Any]:
+    j = JOBS.c
+    return select(j.instance_id, j.runtime, j.job_spec).where(
+        j.instance_id.in_(bindparam("p_instances", expanding=True)),
+        j.status.in_(ACTIVE_ON_INSTANCE),
+    )
+
+
+def _info(instance: Row[Any]) -> Mapping[str, Any]:
     return instance.host_info if isinstance(instance.host_info, Mapping) else {}
 
 
@@ -324,8 +337,8 @@ def _gpus(host_info: Mapping[str, Any]) -> tuple[Gpu, ...]:
 
 
 def to_candidate(
-    instance: Instance,
-    fleet: Fleet,
+    instance: Row[Any],
+    fleet: Row[Any],
     busy_gpus: frozenset[int],
     busy_ports: frozenset[int] = frozenset(),
 ) -> Candidate | None:
