@@ -101,8 +101,11 @@ class JobEventFeed:
         seq = events[-1].seq if events else since
         return JobEventsPage(epoch=self.epoch, seq=seq, events=events)
 
-    async def wait(self, since: int, epoch: str, wait: float) -> JobEventsPage:
-        """`page` now if it has news, else once something is published or `wait` passed."""
+    async def wait(
+        self, since: int, epoch: str, wait: float, *, linger: float | None = None
+    ) -> JobEventsPage:
+        """`page` now if it has news, else once something is published (and `linger`
+        later: the feed's own by default, 0 for a reader in the agent) or `wait` passed."""
         self._follow()
         page = self.page(since, epoch)
         if page.events or page.reset or wait <= 0 or self._stopping:
@@ -112,10 +115,11 @@ class JobEventFeed:
             await asyncio.wait_for(published.wait(), timeout=wait)
         except TimeoutError:
             return self.page(since, epoch)
-        if self._linger > 0 and not self._stopping:
+        linger = self._linger if linger is None else linger
+        if linger > 0 and not self._stopping:
             # Woken by the first event: what the next moments publish (other jobs ending
             # in a burst) goes in the same page, one answer for many instead of one each.
-            await asyncio.sleep(self._linger)
+            await asyncio.sleep(linger)
         return self.page(since, epoch)
 
     async def published(self, within: float) -> None:

@@ -120,6 +120,9 @@ class JobManager:
         self._jobs: dict[str, _Job] = {}
         self._closing = False
         self.events = JobEventFeed(running_logs=self._running_logs)  # the server follows it
+        # called with a finished job's id just before it is removed (the SSH service keeps
+        # its log for a late `attach`: the removal must not come first)
+        self.before_remove: list[Callable[[str], None]] = []
         self.strays = StraySweeper(executors.values(), self._unfinished, sweep_every)
 
     # --- lifecycle of the manager --------------------------------------------------------
@@ -243,6 +246,8 @@ class JobManager:
         job = self._job(job_id)
         if not job.state.status.is_finished():
             raise AgentError(ErrorCode.JOB_ACTIVE, f"job {job_id} is {job.state.status}: stop it")
+        for hook in self.before_remove:
+            hook(job_id)
         executor = self._executors.get(job.spec.executor)
         if executor is not None:
             await executor.remove(job.spec, job.files)

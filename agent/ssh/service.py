@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind
 from agent.protocol import ExecutorKind, JobState, JobStatus
@@ -197,7 +198,7 @@ async def keep_ended_logs(
     agent's leaving publishes events; `stopping` is checked after each page.)"""
     seq, epoch = 0, ""
     while stopping is None or not stopping.is_set():
-        page = await context.manager.events.wait(seq, epoch, MAX_WAIT_SECONDS)
+        page = await context.manager.events.wait(seq, epoch, MAX_WAIT_SECONDS, linger=0.0)
         ended = [
             event.job_id
             for event in page.events
@@ -210,6 +211,19 @@ async def keep_ended_logs(
         seq, epoch = page.seq, page.epoch
 
 
+@contextlib.contextmanager
+def keep_before_removal(context: AgentContext, kept: KeptLogs) -> Iterator[None]:
+    """While open, a finished job's log is kept just before the job is removed: the
+    server's removal, which follows the end event, can come before `keep_ended_logs`
+    has seen that event, and a late `attach` would then find nothing."""
+    keep_first = functools.partial(_keep, context, kept)
+    context.manager.before_remove.append(keep_first)
+    try:
+        yield
+    finally:
+        context.manager.before_remove.remove(keep_first)
+
+
 def ssh_server_service(options: SSHServerOptions) -> AgentService:
     """An ``AgentService`` running the embedded SSH server with `options`."""
 
@@ -218,24 +232,25 @@ def ssh_server_service(options: SSHServerOptions) -> AgentService:
         watch = ActivityWatch(context.manager.activity, watched_owner(context))
         kept, stopping = KeptLogs(), asyncio.Event()
         keeper = asyncio.create_task(keep_ended_logs(context, kept, stopping), name="kept-job-logs")
-        acceptor = await start_ssh_server(
-            options,
-            policy=forward_policy(context),
-            sessions=session_resolver(context),
-            watch=watch,
-            port_project=port_project(context),
-            access=job_access(context, kept),
-        )
-        context.manager.activity.watch()
-        try:
-            yield
-        finally:
-            acceptor.close()
-            await acceptor.wait_closed()
-            stopping.set()
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
-            kept.close()
+        with keep_before_removal(context, kept):
+            acceptor = await start_ssh_server(
+                options,
+                policy=forward_policy(context),
+                sessions=session_resolver(context),
+                watch=watch,
+                port_project=port_project(context),
+                access=job_access(context, kept),
+            )
+            context.manager.activity.watch()
+            try:
+                yield
+            finally:
+                acceptor.close()
+                await acceptor.wait_closed()
+                stopping.set()
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeper
+                kept.close()
 
     return service

@@ -1,14 +1,19 @@
 """The logs dstack's attached stream reads (agent/ssh/joblogs.py, agent/ssh/runner_api.py):
-a job's log stays readable after the job's directory is removed, for a while."""
+a job's log stays readable after the job's directory is removed, for a while, even when the
+removal came first."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+from agent.protocol import JobSpec
+from agent.server.serving import AgentConfig, start_agent
 from agent.ssh.joblogs import KeptLogs
 from agent.ssh.jump import JobLink
 from agent.ssh.runner_api import logs_path, without_released_prefix
+from agent.ssh.service import job_access, keep_before_removal
+from tests.agent.conftest import agent_config  # noqa: F401 - the module's fixture
 
 
 def test_a_kept_log_outlives_the_jobs_directory(tmp_path: Path) -> None:
@@ -42,3 +47,26 @@ def test_the_stream_path_and_a_given_back_prefix() -> None:
     assert logs_path("/logs_ws") and logs_path("/logs_ws?start_time=2026-01-01T00:00:00")
     assert not logs_path("/api/healthcheck")
     assert without_released_prefix(b"\0\0\0hello\0") == b"hello\0"
+
+
+async def test_a_job_removed_before_its_end_was_seen_is_still_found_by_a_late_attach(
+    agent_config: AgentConfig,  # noqa: F811
+) -> None:
+    """The server's removal follows the job's end event and can come before the keeper
+    (`keep_ended_logs`) has seen that event: the log is kept just before the removal
+    (`keep_before_removal`), so a late `attach` still finds the run and reads its log."""
+    async with start_agent(agent_config) as context:
+        kept = KeptLogs()
+        manager = context.manager
+        spec = JobSpec(id="quick-1", run_name="quick", commands=["echo all of it"])
+        with keep_before_removal(context, kept):  # no keeper runs here: only the hook
+            await manager.submit(spec)
+            while not manager.get(spec.id).status.is_finished():
+                await manager.events.published(within=5.0)
+            await manager.remove(spec.id)
+        access = job_access(context, kept)
+        link = access.find("quick", None)
+        assert link is not None and link.job_id == spec.id
+        piece = access.log(spec.id)(0)
+        assert piece.data == b"all of it\n" and piece.finished
+        kept.close()
