@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 from collections.abc import Iterator
@@ -68,14 +69,24 @@ def _bindable(port: int) -> bool:
 
 
 def free_port_pair() -> int:
-    """A free port whose port below is free too (the agent's and its SSH server's)."""
-    for _ in range(100):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port > 1025 and _bindable(session_port_for(port)):
+    """A free port whose port below is free too (the agent's and its SSH server's), taken
+    below the kernel's ephemeral range: the agent binds them only once the fleet is
+    deployed, seconds later, and meanwhile the connections and `bind(0)`s of tests running
+    beside this one take ephemeral ports."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(max(2000, low - 15000), low)
+        if _bindable(port) and _bindable(session_port_for(port)):
             return port
     raise RuntimeError("no two free adjacent ports")
+
+
+def _ephemeral_low() -> int:
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def stop_deployed_agent(agent_dir: Path) -> None:
