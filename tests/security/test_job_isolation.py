@@ -30,15 +30,17 @@ from tests.security.local_users import need_root
 CALL_API = textwrap.dedent(
     """
     import sys, urllib.request, urllib.error
-    url = "http://127.0.0.1:%s/api/v1/jobs" % sys.argv[1]
-    body = b'{"id": "escape", "run_name": "escape", "commands": ["id"]}'
-    request = urllib.request.Request(url, body, {"content-type": "application/json"})
-    try:
-        print("API", urllib.request.urlopen(request, timeout=10).status)
-    except urllib.error.HTTPError as error:
-        print("API", error.code)
-    except OSError as error:
-        print("API unreachable", error)
+    base = "http://127.0.0.1:%s/api/v1" % sys.argv[1]
+    one = b'{"id": "escape", "run_name": "escape", "commands": ["id"]}'
+    many = b'{"jobs": [' + one + b']}'
+    for label, path, body in (("API", "/jobs", one), ("API-MANY", "/jobs/submissions", many)):
+        request = urllib.request.Request(base + path, body, {"content-type": "application/json"})
+        try:
+            print(label, urllib.request.urlopen(request, timeout=10).status)
+        except urllib.error.HTTPError as error:
+            print(label, error.code)
+        except OSError as error:
+            print(label, "unreachable", error)
     """
 )
 
@@ -99,6 +101,7 @@ async def test_a_job_cannot_read_the_servers_data_or_call_the_agent(
     assert "READ-DB" not in log and "LISTED-JOBS" not in log, log
     assert "uid=0\n" not in log, "the job ran as root"
     assert "API 403" in log, f"the job reached the agent's API: {log}"
+    assert "API-MANY 403" in log, f"the job reached the agent's API: {log}"
     assert "escape" not in [job.id for job in await client.jobs()]
 
 
