@@ -2,10 +2,15 @@
 
 `docker_engine` (session scope) uses the engine that answers on ``DOCKER_HOST`` or
 ``/var/run/docker.sock``. If none answers and the tests run as root with ``dockerd``
-installed (``docker.io`` from Debian), it starts ``dockerd --storage-driver=vfs
---iptables=false`` (default data root and socket, log in a temp file) and polls until it
-answers. That engine is left running after the session: other test sessions on the
-machine may be using it. Otherwise the tests that need it skip and say why.
+installed (``docker.io`` from Debian), it starts ``containerd`` on its default socket
+(unless one answers there) and then ``dockerd --storage-driver=vfs --iptables=false
+--containerd=...`` (default data root and socket, logs in a temp dir), polling each until
+it answers. containerd is started apart, as Debian's units do, because dockerd gives the
+containerd it starts itself a fixed time to come up, and on a loaded CI machine that time
+ran out once (dockerd then exits); started apart it gets our deadline, and a containerd
+that never answers is named as the cause. The engine is left running after the session:
+other test sessions on the machine may be using it. Otherwise the tests that need it skip
+(fail under ``CI=true``) and say why.
 
 The test image ``dockyard-test/busybox:1`` is built with ``docker import`` (the SDK's
 ``import_image_from_data``) from a rootfs tarball made at test time: ``/bin/busybox``
@@ -22,11 +27,12 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +46,8 @@ from tests.services.missing import skip_or_fail
 TEST_IMAGE = "dockyard-test/busybox:1"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 BUSYBOX = Path("/bin/busybox")
-START_DEADLINE = 60.0
+CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+START_DEADLINE = 120.0
 
 
 @dataclass(frozen=True)
@@ -65,27 +72,59 @@ def _answers(base_url: str) -> bool:
         client.close()
 
 
-def _start_dockerd(log_path: Path) -> str | None:
-    """Start dockerd on the default socket; None when it comes up, else why not."""
+def _containerd_answers() -> bool:
+    """True when something accepts connections on containerd's default socket."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(CONTAINERD_SOCKET)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def _start_and_wait(argv: list[str], log_path: Path, answers: Callable[[], bool]) -> str | None:
+    """Start ``argv`` in its own session; None once ``answers()``, else why not."""
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            ["dockerd", "--storage-driver=vfs", "--iptables=false"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     deadline = time.monotonic() + START_DEADLINE
     died_at: float | None = None
     while time.monotonic() < deadline:
-        if _answers(DEFAULT_SOCKET):
+        if answers():
             return None
         if died_at is None and process.poll() is not None:
-            died_at = time.monotonic()  # another session's dockerd may be coming up: wait a bit
+            died_at = time.monotonic()  # another session's daemon may be coming up: wait a bit
         if died_at is not None and time.monotonic() - died_at > 10:
             break
         time.sleep(0.2)
     tail = log_path.read_text(errors="replace")[-2000:]
-    return f"dockerd did not answer within {START_DEADLINE:.0f}s; its log ends with:\n{tail}"
+    return f"{argv[0]} did not answer within {START_DEADLINE:.0f}s; its log ends with:\n{tail}"
+
+
+def _start_engine(log_dir: Path) -> str | None:
+    """Start containerd (unless one answers) and dockerd on it; None when both answer."""
+    if not _containerd_answers():
+        problem = _start_and_wait(
+            ["containerd", "--address", CONTAINERD_SOCKET],
+            log_dir / "containerd.log",
+            _containerd_answers,
+        )
+        if problem is not None:
+            return problem
+    return _start_and_wait(
+        [
+            "dockerd",
+            "--storage-driver=vfs",
+            "--iptables=false",
+            f"--containerd={CONTAINERD_SOCKET}",
+        ],
+        log_dir / "dockerd.log",
+        lambda: _answers(DEFAULT_SOCKET),
+    )
 
 
 def rootfs_tarball(extra_files: dict[str, bytes] | None = None) -> bytes:
@@ -130,10 +169,12 @@ def docker_engine() -> Iterator[DockerEngine]:
     if not _answers(base_url):
         if os.environ.get("DOCKER_HOST"):
             skip_or_fail(f"no Docker engine answers on DOCKER_HOST={base_url}")
-        if os.geteuid() != 0 or shutil.which("dockerd") is None:
-            skip_or_fail("no Docker engine answers, and dockerd cannot be started (needs root)")
-        log_path = Path(tempfile.mkdtemp(prefix="dockyard-dockerd-")) / "dockerd.log"
-        problem = _start_dockerd(log_path)
+        if os.geteuid() != 0 or not (shutil.which("dockerd") and shutil.which("containerd")):
+            skip_or_fail(
+                "no Docker engine answers, and dockerd cannot be started"
+                " (needs root, dockerd and containerd: apt-get install docker.io)"
+            )
+        problem = _start_engine(Path(tempfile.mkdtemp(prefix="dockyard-dockerd-")))
         if problem is not None:
             skip_or_fail(problem)
     if not BUSYBOX.is_file():
