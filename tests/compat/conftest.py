@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,26 @@ from tests.web.serving import Running, running_server, wait_until
 pytest.importorskip("dstack", reason="dstack==0.22.5 is in the dev extra")
 
 DSTACK = str(Path(sys.executable).parent / "dstack")
+
+
+@contextlib.contextmanager
+def short_home(home: Path) -> Iterator[Path]:
+    """`home` (made here) under a short path: a symlink in a fresh dir of the temp root.
+
+    dstack's CLI puts its SSH control sockets at `~/.dstack/ssh/<run>.control.sock.<16
+    random chars>`, and a Unix socket's path holds 107 bytes at most. Under pytest's temp
+    dirs (`/tmp/pytest-of-root/pytest-1041/popen-gw0/sshfleet0/home`) a 9-letter run name
+    made 108: ssh refused to open the tunnel and dstack said only "Can't connect to the
+    remote host". A user's real `~` is short; so is this one.
+    """
+    home.mkdir()
+    holder = Path(tempfile.mkdtemp(prefix="dsh"))
+    link = holder / "h"
+    link.symlink_to(home)
+    try:
+        yield link
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -150,11 +172,10 @@ def dstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
     from agent.local import stop_local_agent
 
     tmp = tmp_path_factory.mktemp("compat")
-    home, workdir = tmp / "home", tmp / "work"
-    home.mkdir()
+    workdir = tmp / "work"
     workdir.mkdir()
     try:
-        with running_server(tmp, _real) as server:
+        with short_home(tmp / "home") as home, running_server(tmp, _real) as server:
             client = Dstack(server, home, workdir)
             client.ok(
                 "project",

@@ -28,7 +28,7 @@ import pytest
 
 from agent.deploy import session_port_for
 from agent.server.executors import proctable
-from tests.compat.conftest import Dstack, _real
+from tests.compat.conftest import Dstack, _real, short_home
 from tests.services.missing import skip_or_fail
 from tests.services.sshd import SSHHost, make_client_key, sshd_unavailable_reason, start_sshd
 from tests.web.serving import Running, running_server, wait_until
@@ -125,9 +125,8 @@ def ssh_host_server(
     reason = sshd_unavailable_reason()
     if reason:
         skip_or_fail(reason)
-    home, workdir, agent_dir = tmp / "home", tmp / "work", tmp / "agent"
-    for path in (home, workdir):
-        path.mkdir()
+    workdir, agent_dir = tmp / "work", tmp / "agent"
+    workdir.mkdir()
     key = make_client_key(tmp / "client")
     host = start_sshd(tmp / "host", key)
     agent_port = free_port_pair()
@@ -138,7 +137,7 @@ def ssh_host_server(
         **extra,
     }
     try:
-        with running_server(tmp, _real, **settings) as server:
+        with short_home(tmp / "home") as home, running_server(tmp, _real, **settings) as server:
             client = Dstack(server, home, workdir, prefix=prefix)
             yield SSHServer(server, client, host, key, agent_dir, agent_port)
     finally:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from agent.local import local_agent_ssh_port, local_paths
-from tests.compat.conftest import Dstack, _real, free_port
+from tests.compat.conftest import Dstack, _real, free_port, short_home
 from tests.compat.farclient import (
     attached,
     attached_apply_streams,
@@ -61,10 +61,12 @@ def space() -> Iterator[ClientNamespace]:
 def _remote_server(space: ClientNamespace, tmp: Path, **settings: object) -> Iterator[Dstack]:
     """A server whose API listens at the veth address, with `settings` (the attach host);
     dstack's CLI in the namespace, registered with that URL; the local fleet up."""
-    home, workdir = tmp / "home", tmp / "work"
-    home.mkdir()
+    workdir = tmp / "work"
     workdir.mkdir()
-    with running_server(tmp, _real, host=space.server_ip, **settings) as server:
+    with (
+        short_home(tmp / "home") as home,
+        running_server(tmp, _real, host=space.server_ip, **settings) as server,
+    ):
         client = Dstack(server, home, workdir, prefix=space.prefix)
         token = server.admin_token
         client.ok("project", "add", "--name", "main", "--url", server.url, "--token", token, "-y")

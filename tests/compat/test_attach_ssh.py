@@ -222,13 +222,7 @@ def test_a_new_key_pair_is_on_the_hosts_when_get_my_user_answers(ssh_fleet: SSHF
     assert 'DOCKYARD_PROJECTS=main"' in line
 
 
-# -- membership changes reach the host's agent (last: see below) ---------------------------
-#
-# Run in this module, after the streamed attach: with these tests run first in the same
-# pytest process (their own module and fleet), the streamed attach above failed with
-# "Can't connect to the remote host", every time. Other modules run before it in the same
-# process (the full suite's order) still make it fail: an open bug, found 2026-12-02,
-# cause not found yet (the streamed attach passes on its own and after this test).
+# -- membership changes reach the host's agent ---------------------------------------------
 #
 # Membership changes reach an SSH host's agent without redeploying it.
 #

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from reconciler.adapters.db.models import Fleet, Instance, Project
 from reconciler.core.fleet_instances import LEAVING_REASON
 from reconciler.engine.workers.growing import LEAVING_REASON as WORKER_LEAVING_REASON
-from tests.compat.conftest import Dstack
+from tests.compat.conftest import Dstack, short_home
 from tests.web.fakes import FakeController
 from tests.web.serving import running_server
 
@@ -28,10 +28,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
     tmp = tmp_path_factory.mktemp("fleetinst")
-    (tmp / "home").mkdir()
     (tmp / "work").mkdir()
-    with running_server(tmp, lambda _settings, store: FakeController(store)) as server:
-        client = Dstack(server, tmp / "home", tmp / "work")
+    with (
+        short_home(tmp / "home") as home,
+        running_server(tmp, lambda _settings, store: FakeController(store)) as server,
+    ):
+        client = Dstack(server, home, tmp / "work")
         url, token = server.url, server.admin_token
         client.ok("project", "add", "--name", "main", "--url", url, "--token", token, "-y")
         yield client

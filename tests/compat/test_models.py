@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.compat.conftest import Dstack, _real
+from tests.compat.conftest import Dstack, _real, short_home
 from tests.web.serving import running_server, wait_until
 
 pytestmark = pytest.mark.slow
@@ -44,11 +44,10 @@ def gitops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dstack]:
 
     tmp = tmp_path_factory.mktemp("gitops")
     repo = _config_repo(tmp / "configs")
-    home, workdir = tmp / "home", tmp / "work"
-    home.mkdir()
+    workdir = tmp / "work"
     workdir.mkdir()
     try:
-        with running_server(tmp, _real, repo=str(repo)) as server:
+        with short_home(tmp / "home") as home, running_server(tmp, _real, repo=str(repo)) as server:
             client = Dstack(server, home, workdir)
             url, token = server.url, server.admin_token
             client.ok("project", "add", "--name", "main", "--url", url, "--token", token, "-y")
