@@ -216,7 +216,7 @@ def test_a_deleted_projects_jobs_stop_on_the_local_fleet(host: Host) -> None:
     host.post("/api/projects/create", {"project_name": "doomed"})
     key, _ = _member(host, "mallory", "doomed")
     host.fleet("doomed", "type: fleet\nname: local\nnodes: 1\n")
-    data_dir = host.dstack.home.parent / "data"  # the server's (`running_server`)
+    data_dir = host.server.settings.data_dir
     agent_dir, ssh_port = local_paths(data_dir).root, local_agent_ssh_port(data_dir)
     local = Host(host.server, host.dstack, host.host, host.key, agent_dir, 0, ssh_port)
     job_id = _run_job(local, "doomed")
