@@ -18,7 +18,7 @@ from typing import Any
 
 from reconciler.core.cloning import clone_commands
 from reconciler.core.inactivity import inactivity_limit
-from reconciler.core.scheduling import Requirements
+from reconciler.core.scheduling import Requirements, place_key
 from reconciler.core.uploads import repo_dir
 from reconciler.errors import PermanentError
 from schemas.caveats import resolve_working_dir
@@ -131,6 +131,11 @@ def requirements_of(spec: Mapping[str, Any]) -> Requirements:
         instances=tuple(_instance_name(i) for i in spec.get("instances") or ()),
         host_ports=host_ports_of(spec),
     )
+
+
+def place_key_of(spec: Mapping[str, Any], nodes: int) -> str:
+    """`scheduling.place_key` of a job's (group-merged) spec: stored when it is submitted."""
+    return place_key(requirements_of(spec), nodes)
 
 
 def host_ports_of(spec: Mapping[str, Any]) -> frozenset[int]:

@@ -12,8 +12,9 @@ requirement that failed on each instance.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reconciler.core.hostblocks import BlockSize, blocks_for
 from schemas.requirements import Range
@@ -192,6 +193,18 @@ def wait_rank(run_type: str) -> int:
     dev environments (0: someone waits on them) ahead of tasks (1), so a queue of batch
     tasks never holds them back."""
     return 1 if run_type == "task" else 0
+
+
+def place_key(req: Requirements, nodes: int) -> str:
+    """The same for two jobs exactly when placement cannot tell them apart: their
+    requirements and node count (what the placer decides from, with the candidates).
+
+    Stored with each new job (`jobs.place_key`): a job that finds no room anywhere parks
+    the new jobs like it in the waiting line in the same write (`jobsteps.ParkLike`),
+    instead of each spending a pass to learn the same."""
+    canonical = replace(req, host_ports=frozenset())
+    text = f"{canonical!r}|ports={sorted(req.host_ports)}|nodes={nodes}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def room_ask(req: Requirements, candidates: Sequence[Candidate]) -> int | None:

@@ -197,3 +197,32 @@ async def test_blocks_given_back_wake_a_small_job_behind_a_big_one(
 def _sleeping(h: Harness, run: Run) -> bool:
     jobs = h.jobs_of(run.id)
     return bool(jobs) and jobs[0].due_at is not None and "busy" in jobs[0].status_message
+
+
+async def test_one_job_without_room_parks_the_new_jobs_like_it(
+    tmp_path: Path, agent_env: AgentEnv
+) -> None:
+    """A queue of alike tasks behind a full host costs one jobs-worker pass, not one each:
+    the first that finds no room parks the others in the line in its write (they are never
+    claimed), and blocks given back run them first come first served."""
+    h = await make_harness(tmp_path, agent_env, total_blocks=1, wait_backoff=3600.0)
+    try:
+        gate = tmp_path / "go"
+        holder = h.submit(
+            f"type: task\nname: holder\ncommands:\n  - while [ ! -e {gate} ]; do sleep 0.1; done\n"
+        )
+        await h.until(lambda: _status(h, holder) == "running")
+        queue = [
+            h.submit(f"type: task\nname: q{i}\ncommands: ['echo q{i} ran']\n") for i in range(4)
+        ]
+        while not all(h.jobs_of(run.id) for run in queue):  # the runs worker makes the jobs
+            assert await h.runs.process_once(), h.describe()
+        assert await h.jobs.process_once(limit=1) == 1  # one job's pass
+        assert all(_sleeping(h, run) for run in queue), h.describe()
+        gate.write_text("go")
+        await h.until(lambda: all(_status(h, run) == "done" for run in queue), within=60)
+        jobs = sorted((h.jobs_of(run.id)[0] for run in queue), key=lambda j: j.submitted_at)
+        ends = [job.finished_at for job in jobs]
+        assert ends == sorted(ends)  # first come first served
+    finally:
+        await close_harness(h)

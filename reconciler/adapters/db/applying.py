@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 from reconciler.adapters.db.applybatch import KnownRows
 from reconciler.adapters.db.inventory import live_resource
 from reconciler.adapters.db.models import Event, Fleet, Gateway, Job, Resource, Run, Volume
-from reconciler.core.jobspecs import expand_jobs
+from reconciler.core.jobspecs import expand_jobs, place_key_of
 from reconciler.core.reconcile_status import ActionResult
 from reconciler.core.scheduling import wait_rank
 from reconciler.domain.kinds import Kind
@@ -251,6 +251,7 @@ def _submit_task_jobs(ctx: ApplyContext, run: Run) -> None:
             deployment_num=run.deployment_num or 0,
         )
         job.wait_rank = wait_rank(run.run_type)
+        job.place_key = place_key_of(slot.spec, slot.nodes)
         add(job)
     if slots:
         ctx.hints.add("jobs")

@@ -18,7 +18,9 @@ Each method is one transaction:
   back wake the first waiting job that could use them (its `room_ask`: a job too big for
   them is passed over), a placement that leaves room on its instance wakes the next one,
   and a job that still finds no room while some instance has free blocks passes the wake
-  to the first job after it in line that could use them (`pass_wake`).
+  to the first job after it in line that could use them (`pass_wake`). A job that finds
+  no free block on any instance parks the project's new jobs like it in the line as it
+  waits (`park_like`), so a queue of a thousand alike costs one pass, not a thousand.
 - `record_job_steps(steps)` records a batch of steps that take no capacity in one
   transaction on SQLite, each fenced on its own (the jobs worker's steps that end
   together); on PostgreSQL one transaction per step (row locks across replicas).
@@ -34,7 +36,7 @@ import enum
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Connection, Row, Select, Table, bindparam, insert, select, update
@@ -60,6 +62,8 @@ from reconciler.adapters.db.stepstatements import (
     ROOM_ON_INSTANCE,
     RUNS,
     fenced_write,
+    lock_project_instances,
+    park_like,
     return_capacity,
     run,
     take_capacity,
@@ -122,6 +126,7 @@ class JobStep:
     wake_run: bool = True  # with the event: the run looks at its jobs again
     follow: RunFollowing | None = None  # instead of waking the run: its values, if it can
     pass_wake: WaitPlace | None = None  # no room though some is free: wake the next in line
+    park_like: ParkLike | None = None  # no room anywhere: the new jobs like it wait too
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,17 @@ class WaitPlace:
     rank: int  # `scheduling.wait_rank`
     submitted_at: datetime
     job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParkLike:
+    """A job that found no room on any instance parks the project's new jobs with its
+    place key (`scheduling.place_key`) in the line as it waits: `stepstatements.park_like`."""
+
+    place_key: str
+    message: str
+    room_ask: int | None
+    wait_seconds: float  # due again then, unless room given back wakes them first
 
 
 class JobStepsStore(StoreBase):
@@ -214,6 +230,9 @@ class JobStepsStore(StoreBase):
     ) -> StepResult:
         """The step's statements; `taken` gets the instances taken on, as left."""
         conn = session.connection()
+        if step.park_like is not None and conn.dialect.name != "sqlite":
+            # instances before job rows, as a give-back's order: no deadlock between them
+            run(conn, lock_project_instances(), {"p_project": step.project_id}).all()
         for take in step.take:
             params = {"p_instance": take.instance_id, "p_blocks": take.blocks}
             row = run(conn, take_capacity(), params).first()
@@ -254,6 +273,11 @@ class JobStepsStore(StoreBase):
             params = {"p_project": step.project_id, "p_count": 1, "p_rank": place.rank}
             params |= {"p_at": place.submitted_at, "p_job": place.job_id}
             run(conn, wake_waiting(ROOM_MOST_FREE, after=True), params)
+        if step.park_like is not None:
+            park = step.park_like
+            params = {"p_project": step.project_id, "p_key": park.place_key, "p_now": now}
+            params |= {"p_message": park.message, "p_ask": park.room_ask}
+            run(conn, park_like(), params | {"p_due": now + timedelta(seconds=park.wait_seconds)})
         if step.wake_fleet is not None:
             conn.execute(update(FLEETS).where(Fleet.id == step.wake_fleet).values(due_at=None))
         if step.event is not None and step.wake_run and step.follow is None:

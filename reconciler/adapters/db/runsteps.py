@@ -20,6 +20,7 @@ from sqlalchemy import select
 from reconciler.adapters.db.models import Event, Job, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.adapters.db.stepstatements import RUNS, fenced_write
+from reconciler.core.jobspecs import place_key_of
 from reconciler.core.scheduling import wait_rank
 from reconciler.domain.statuses import JobStatus
 
@@ -98,5 +99,6 @@ class RunStepsStore(StoreBase):
         with self.writing() as session:
             run_type = session.scalar(select(Run.run_type).where(Run.id == new.run_id))
             job.wait_rank = wait_rank(run_type or "task")
+            job.place_key = place_key_of(new.spec, new.nodes)
             session.add(job)
         return job.id

@@ -22,10 +22,12 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Connection,
+    Select,
     Table,
     Update,
     bindparam,
     case,
+    exists,
     func,
     or_,
     select,
@@ -124,6 +126,51 @@ def wake_waiting(room: str, after: bool) -> Update:
         .limit(bindparam("p_count"))
     )
     return update(JOBS).where(j.id.in_(first)).values(due_at=None)
+
+
+@functools.cache
+def park_like() -> Update:
+    """Park the new jobs of project `p_project` whose place key is `p_key` in the waiting
+    line, as a job with that key that found no room was: due at `p_due`, processed at
+    `p_now`, with its `p_message` and room ask `p_ask`. Only while no placeable instance
+    of the project has a free block, read in this statement: room given back before it
+    parks nothing (those jobs are placed by their own passes), room given back after it
+    wakes the line, parked jobs included. New: never processed, not due at a later time,
+    not leased (a batch's claimed jobs get their passes)."""
+    j, i, r = JOBS.c, INSTANCES.c, RUNS.c
+    room = select(i.id).where(
+        i.project_id == bindparam("p_project"),
+        i.status.in_(PLACEABLE),
+        i.busy_blocks < i.total_blocks,
+    )
+    return (
+        update(JOBS)
+        .where(
+            j.status == JobStatus.SUBMITTED.value,
+            j.due_at.is_(None),
+            j.place_key == bindparam("p_key"),
+            j.instance_id.is_(None),
+            j.last_processed_at.is_(None),
+            j.lock_token.is_(None),
+            j.run_id.in_(select(r.id).where(r.project_id == bindparam("p_project"))),
+            ~exists(room),
+        )
+        .values(
+            due_at=bindparam("p_due", type_=j.due_at.type),
+            last_processed_at=bindparam("p_now", type_=j.last_processed_at.type),
+            status_message=bindparam("p_message"),
+            room_ask=bindparam("p_ask"),
+        )
+    )
+
+
+@functools.cache
+def lock_project_instances() -> Select[Any]:
+    """The project's instance rows locked (`FOR UPDATE`, PostgreSQL) before a park: a
+    give-back on another replica then waits for the park, and its wake sees the parked
+    jobs (or the park sees the room given back)."""
+    i = INSTANCES.c
+    return select(i.id).where(i.project_id == bindparam("p_project")).with_for_update()
 
 
 def _room(room: str) -> ColumnElement[Any] | None:

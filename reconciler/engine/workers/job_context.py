@@ -32,7 +32,10 @@ TAKE = "__take_blocks__"
 PASS_WAKE = "__pass_wake__"
 """Update key: the job's `jobsteps.WaitPlace`; it found no room though an instance has free
 blocks, so the next job in line that could use them is woken in the same transaction."""
-MARKERS = (RELEASE, REMOVE, WAKE_FLEET, TAKE, PASS_WAKE)
+PARK_LIKE = "__park_like__"
+"""Update key: the job's `jobsteps.ParkLike`; it found no free block on any instance, so the
+project's new jobs like it (same `place_key`) join the waiting line in the same write."""
+MARKERS = (RELEASE, REMOVE, WAKE_FLEET, TAKE, PASS_WAKE, PARK_LIKE)
 
 
 @dataclass(frozen=True, slots=True)

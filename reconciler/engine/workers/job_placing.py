@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.adapters.db.jobsteps import Take, WaitPlace
+from reconciler.adapters.db.jobsteps import ParkLike, Take, WaitPlace
 from reconciler.adapters.db.store import Store
 from reconciler.core.elastic import Growth, choose_growth, failure_message, hosts_coming
 from reconciler.core.jobspecs import JobSlot, requirements_of
@@ -28,12 +28,14 @@ from reconciler.core.scheduling import (
     free_blocks,
     place_cluster,
     place_job,
+    place_key,
     room_ask,
     wait_rank,
 )
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.workers.growing import AWAITING_FLEET, NODES_NEEDED, elastic_fleets
 from reconciler.engine.workers.job_context import (
+    PARK_LIKE,
     PASS_WAKE,
     TAKE,
     WAKE_FLEET,
@@ -170,6 +172,9 @@ class JobPlacer:
             if free_blocks(candidates) > 0:  # room it cannot use: a job behind may fit
                 place = (wait_rank(ctx.run.run_type), ctx.job.submitted_at, ctx.job.id)
                 update[PASS_WAKE] = WaitPlace(*place)
+            elif busy and nodes == 1 and update:  # no room anywhere: new jobs like it wait too
+                key = place_key(req, nodes)
+                update[PARK_LIKE] = ParkLike(key, *waits, self.config.wait_backoff)
             return update, self.config.wait_backoff, waits if busy else None
         reason = JobTerminationReason.FAILED_TO_START_DUE_TO_NO_CAPACITY
         message = failure_message(no_fit.message, growth)

@@ -41,6 +41,7 @@ from reconciler.engine.workers import ArchiveBuilder, WorkerDeps
 from reconciler.engine.workers.agent_batches import JobSubmits
 from reconciler.engine.workers.job_context import (
     MARKERS,
+    PARK_LIKE,
     PASS_WAKE,
     RELEASE,
     REMOVE,
@@ -221,6 +222,7 @@ class JobsProcessor:
             release=update.get(RELEASE),
             wake_fleet=update.get(WAKE_FLEET),
             pass_wake=update.get(PASS_WAKE),
+            park_like=update.get(PARK_LIKE),
             event=event,
             release_lease=release_lease,
             wake_run=wake_run,

@@ -85,6 +85,9 @@ class Job(Leased, Base, kw_only=True):
     # dev environment (someone waits on it), 1 for a task (`jobsteps.wait_rank`).
     # Set by the units of work that submit jobs (the database's 1 for rows without it).
     wait_rank: Mapped[int] = mapped_column(Integer, server_default="1", init=False)
+    # Equal for jobs placement cannot tell apart (`scheduling.place_key`): one that finds no
+    # room parks the new ones like it in the line (`jobsteps.ParkLike`). Set on submit.
+    place_key: Mapped[str | None] = mapped_column(String(32), default=None, init=False)
     # What the jobs worker learns while the job runs: allocated GPUs and blocks, host ports,
     # started_at, probe readiness. Owned by reconciler.engine.workers.jobs.
     runtime: Mapped[Any] = mapped_column(JSONText, default=None, nullable=True)
