@@ -43,15 +43,16 @@ class KeptLogs:
         self._keep_seconds = keep_seconds
         self._limit = limit
         self._clock = clock
-        self._kept: dict[str, _Kept] = {}
+        self._kept: dict[str, _Kept] = {}  # oldest `since` first: prunes stop early
 
     def keep(self, link: JobLink, run_name: str, log: Path, ended_at: float | None = None) -> None:
         """Hold `log` open for the job of `link` (once; missing files are skipped), with
         the job's end time if it has ended."""
         self.prune()
         if link.job_id in self._kept:
-            kept = self._kept[link.job_id]
+            kept = self._kept.pop(link.job_id)  # kept again: now the newest
             kept.since, kept.ended_at = self._clock(), ended_at or kept.ended_at
+            self._kept[link.job_id] = kept
             return
         try:
             fd = os.open(log, os.O_RDONLY | os.O_CLOEXEC)
@@ -59,7 +60,7 @@ class KeptLogs:
             return
         self._kept[link.job_id] = _Kept(link, run_name, fd, self._clock(), ended_at)
         while len(self._kept) > self._limit:
-            self._drop(min(self._kept.values(), key=lambda k: k.since).link.job_id)
+            self._drop(next(iter(self._kept)))  # the oldest
 
     def find(self, name: str, projects: frozenset[str] | None = None) -> JobLink | None:
         """A kept job by id, else the most recently kept job of run `name` (with
@@ -88,9 +89,14 @@ class KeptLogs:
             return None
 
     def prune(self) -> None:
+        """Drop what was kept longer than `keep_seconds` (called on each keep and find:
+        it looks at the oldest only, until one is still young)."""
         now = self._clock()
-        for job_id in [j for j, k in self._kept.items() if now - k.since > self._keep_seconds]:
-            self._drop(job_id)
+        while self._kept:
+            oldest = next(iter(self._kept.values()))
+            if now - oldest.since <= self._keep_seconds:
+                return
+            self._drop(oldest.link.job_id)
 
     def close(self) -> None:
         for job_id in list(self._kept):

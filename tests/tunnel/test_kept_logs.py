@@ -43,6 +43,27 @@ def test_at_most_limit_logs_are_kept(tmp_path: Path) -> None:
     kept.close()
 
 
+def test_a_log_kept_again_is_the_newest_and_every_old_one_goes(tmp_path: Path) -> None:
+    """The kept logs stay in the order they were last kept: the limit drops the one kept
+    longest ago, and a prune drops every expired one (it looks from the oldest)."""
+    now = [0.0]
+    kept = KeptLogs(keep_seconds=10, limit=3, clock=lambda: now[0])
+    for index in range(3):
+        now[0] = float(index)
+        (tmp_path / f"{index}.log").write_bytes(b"x")
+        kept.keep(JobLink(f"job-{index}", None), f"run-{index}", tmp_path / f"{index}.log")
+    now[0] = 5.0
+    kept.keep(JobLink("job-0", None), "run-0", tmp_path / "0.log")  # kept again: newest
+    (tmp_path / "3.log").write_bytes(b"x")
+    kept.keep(JobLink("job-3", None), "run-3", tmp_path / "3.log")  # over the limit
+    assert [kept.find(f"job-{i}") is not None for i in range(4)] == [True, False, True, True]
+    now[0] = 14.5  # job-2 (kept at 2.0) has expired; job-0 and job-3 (at 5.0) have not
+    assert [kept.find(f"job-{i}") is not None for i in range(4)] == [True, False, False, True]
+    now[0] = 15.5
+    assert all(kept.find(f"job-{i}") is None for i in range(4))
+    kept.close()
+
+
 def test_the_stream_path_and_a_given_back_prefix() -> None:
     assert logs_path("/logs_ws") and logs_path("/logs_ws?start_time=2026-01-01T00:00:00")
     assert not logs_path("/api/healthcheck")
