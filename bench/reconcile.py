@@ -50,7 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import Engine, case, event, func
+from sqlalchemy import Engine, event, func, select
 
 from agent.local import local_paths, stop_local_agent
 from reconciler.adapters.db.models import Job, Run
@@ -101,16 +101,15 @@ ENDED = ("done", "failed", "terminated")
 
 
 def all_ended(store: Store, project_id: str, runs: int) -> bool:
-    """Whether the project has `runs` runs, all ended: one COUNT (the bench's polling runs
-    in the server's process: reading every status ten times a second would be counted as
-    the server's CPU)."""
+    """Whether the project has `runs` runs, all ended. The bench's polling runs in the
+    server's process, so it is counted as the server's CPU: two counts that read indexes
+    only (`ix_runs_project_name`, `ix_runs_status_processed`), never the rows with their
+    specs (one COUNT over the rows cost ~9 ms a poll at 1,500 runs, ~2 ms of "server" CPU
+    per task at ten polls a second). The bench's store holds its one project only."""
     with store.reading() as session:
-        total, active = (
-            session.query(func.count(Run.id), func.count(case((Run.status.not_in(ENDED), 1))))
-            .filter(Run.project_id == project_id)
-            .one()
-        )
-    return int(total) >= runs and not active
+        total = session.scalar(select(func.count()).where(Run.project_id == project_id))
+        active = session.scalar(select(func.count()).where(Run.status.not_in(ENDED)))
+    return int(total or 0) >= runs and not active
 
 
 async def wait(condition: Any, *, within: float, interval: float = 0.005) -> None:

@@ -112,7 +112,9 @@ class EngineController:
         self._started = False
         # Agents' job events wake their jobs (no quick polls): `engine/jobevents.py`.
         self.events = JobEventFollower(
-            StoreLeasing(self.store.leases, make_lease=Lease), self.hint, states=self.store
+            StoreLeasing(self.store.leases, make_lease=Lease, lane=self.store.lane),
+            self.hint,
+            states=self.store,
         )
         self.agents.on_client = self.events.follow
         self.agents.following = self.events.following
@@ -390,7 +392,7 @@ def make_workers(
     deps: WorkerDeps, reconciler: Reconciler | None, *, stats: Any = None, identity: str = ""
 ) -> dict[WorkKind, Worker]:
     """One worker per kind whose module is present (runs/jobs come from their own modules)."""
-    leasing = StoreLeasing(deps.store.leases, make_lease=Lease)
+    leasing = StoreLeasing(deps.store.leases, make_lease=Lease, lane=deps.store.lane)
     workers: dict[WorkKind, Worker] = {}
     for kind, module_name in WORKER_MODULES.items():
         try:

@@ -9,7 +9,7 @@ commit, so the rows a method returns stay readable after the session is closed.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -18,6 +18,7 @@ from sqlalchemy import Engine, Table, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.db.connecting import writer_engine
+from reconciler.adapters.db.lanes import P, T, lane_for
 from reconciler.adapters.db.models import Base
 from reconciler.ports import Clock
 
@@ -39,6 +40,12 @@ class StoreBase:
         self.clock: Clock = clock or SystemClock()
         self._readers = sessionmaker(engine, expire_on_commit=False)
         self._writers = sessionmaker(writer_engine(engine), expire_on_commit=False)
+        self.lane = lane_for(engine.dialect.name)
+
+    async def in_lane(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run `fn` (units of work of this store, or a step made of them) in the store's
+        lane (`lanes.py`): the workers' hot path, off the event loop, in few threads."""
+        return await self.lane.run(fn, *args, **kwargs)
 
     def now(self) -> datetime:
         """The clock's now as an aware UTC datetime."""

@@ -7,8 +7,9 @@ No module globals, no implicit session: every method opens and closes its own sh
 returns frozen domain values (`reconciler.domain`; rows converted in `records.py`) — some
 older methods still return detached rows to the workers not converted yet (docs/contracts.md).
 
-The store is synchronous; async callers use `asyncio.to_thread` (the web layer's `Database`
-and `workleasing.StoreLeasing` do).
+The store is synchronous; async callers run it off the event loop: the workers' hot path in
+the store's lane (`in_lane`, `lanes.py`: one thread on SQLite), the rest with
+`asyncio.to_thread` (the web layer's `Database` does).
 """
 
 from __future__ import annotations
@@ -76,5 +77,6 @@ class Store(
         return upgrade_database(self.engine)
 
     def close(self) -> None:
-        """Dispose of the engine's connections."""
+        """Dispose of the engine's connections (and let the lane's threads go)."""
+        self.lane.close()
         self.engine.dispose()

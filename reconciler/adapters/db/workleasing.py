@@ -3,8 +3,8 @@
 Maps each work kind ("runs", "jobs", "instances", "fleets", "volumes", "gateways",
 "reconciles", "teardowns") to its table and to the filter of rows that still need
 processing (not finished, not deleted; statuses are dstack's, `reconciler.domain.statuses`),
-and runs the synchronous `Leases` calls in a thread so the event loop never blocks on the
-database.
+and runs the synchronous `Leases` calls in a thread (the store's lane when given one:
+`lanes.py`) so the event loop never blocks on the database.
 
 The adapter is generic in the lease value so it needs nothing from the engine: the engine
 passes its own `Lease` constructor (`StoreLeasing(leases, make_lease=Lease)`) and gets its
@@ -20,6 +20,7 @@ from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, and_, not_
 
+from reconciler.adapters.db.lanes import Lane
 from reconciler.adapters.db.leasing import Leases, leased_table
 from reconciler.adapters.db.models import (
     Base,
@@ -90,14 +91,21 @@ L = TypeVar("L", bound=LeaseLike)
 class StoreLeasing(Generic[L]):
     """Async, per-kind leasing over `Leases`, returning the caller's lease values."""
 
-    def __init__(self, leases: Leases, *, make_lease: Callable[[WorkKind, str, str], L]) -> None:
+    def __init__(
+        self,
+        leases: Leases,
+        *,
+        make_lease: Callable[[WorkKind, str, str], L],
+        lane: Lane | None = None,
+    ) -> None:
         self._leases = leases
         self._make_lease = make_lease
+        self._run = lane.run if lane is not None else asyncio.to_thread
 
     async def claim_due(
         self, kind: WorkKind, *, owner: str, limit: int, lease_seconds: float
     ) -> Sequence[L]:
-        claimed = await asyncio.to_thread(
+        claimed = await self._run(
             self._leases.claim_due,
             WORK_MODELS[kind],
             owner=owner,
@@ -113,13 +121,13 @@ class StoreLeasing(Generic[L]):
             by_kind.setdefault(lease.kind, []).append((lease.row_id, lease.token))
         kept: set[str] = set()
         for kind, held in by_kind.items():
-            kept |= await asyncio.to_thread(
+            kept |= await self._run(
                 self._leases.renew, WORK_MODELS[kind], held, lease_seconds=lease_seconds
             )
         return kept
 
     async def release(self, lease: L, *, due_in: float) -> None:
-        await asyncio.to_thread(
+        await self._run(
             self._leases.release,
             WORK_MODELS[lease.kind],
             lease.row_id,
@@ -129,9 +137,7 @@ class StoreLeasing(Generic[L]):
 
     async def next_due(self, kind: WorkKind) -> float | None:
         """Seconds until the earliest row of `kind` still to process can be claimed."""
-        return await asyncio.to_thread(
-            self._leases.next_due, WORK_MODELS[kind], where=pending_work(kind)
-        )
+        return await self._run(self._leases.next_due, WORK_MODELS[kind], where=pending_work(kind))
 
     async def wake(self, kind: WorkKind, row_ids: Sequence[str]) -> int:
         """Make these rows of `kind` (those still to process) due now, in one statement."""
@@ -139,10 +145,10 @@ class StoreLeasing(Generic[L]):
             return 0
         model = WORK_MODELS[kind]
         where = and_(leased_table(model).c.id.in_(list(row_ids)), pending_work(kind))
-        return await asyncio.to_thread(self._leases.make_due_where, model, where)
+        return await self._run(self._leases.make_due_where, model, where)
 
     async def wake_jobs_on_instance(self, instance_id: str) -> int:
         """Make every unfinished job placed on the instance due now (its agent's events
         were missed: the jobs look for themselves)."""
         where = and_(Job.instance_id == instance_id, pending_work("jobs"))
-        return await asyncio.to_thread(self._leases.make_due_where, Job, where)
+        return await self._run(self._leases.make_due_where, Job, where)

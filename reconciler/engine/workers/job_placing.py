@@ -83,12 +83,12 @@ class JobPlacer:
             message = "waiting for the master node to be placed"
             return {"status_message": message}, self.config.wait_poll, None
         async with self._placing:
-            update, due = await asyncio.to_thread(self._place, ctx, slot, batched)
+            update, due = await self.store.in_lane(self._place, ctx, slot, batched)
             if TAKE not in update:
                 return update, due, None
             # Capacity and the fenced job write in one transaction: an instance filled
             # meanwhile or a lost lease writes nothing (placed again at once or never).
-            placed = await asyncio.to_thread(self._write, ctx, token, update)
+            placed = await self.store.in_lane(self._write, ctx, token, update)
             return {}, due, placed
 
     def _place(

@@ -10,7 +10,6 @@ the store's `InstanceRecord`): this module imports no ORM model.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -110,7 +109,7 @@ class RunningJobs:
         for _ in range(self.config.log_chunks_per_pass):
             chunk = await client.logs(job_id, offset, self.config.log_chunk, ack=ctx.job.log_offset)
             if chunk.data:
-                offset = await asyncio.to_thread(write_chunk, path, offset, chunk.data, cap)
+                offset = await self.store.in_lane(write_chunk, path, offset, chunk.data, cap)
             if len(chunk.data) < self.config.log_chunk:
                 return offset, True
         return offset, False
@@ -141,13 +140,13 @@ class RunningJobs:
             path = job_log_path(
                 self.config.data_dir, ctx.project.name, ctx.run.run_name, ctx.job.id
             )
-            await asyncio.to_thread(write_chunk, path, offset, log[offset:], self.config.log_cap)
+            await self.store.in_lane(write_chunk, path, offset, log[offset:], self.config.log_cap)
         return len(log), True
 
     # -- running ----------------------------------------------------------------------------
 
     async def running(self, ctx: JobContext) -> tuple[Update, float | None]:
-        instance = await asyncio.to_thread(self._instance, ctx)
+        instance = await self.store.in_lane(self._instance, ctx)
         if instance is None:
             return finish(JR.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"), None
         client = self.agents.client(instance)
@@ -334,7 +333,7 @@ class RunningJobs:
 
     async def terminating(self, ctx: JobContext) -> tuple[Update, float | None]:
         reason = JR(ctx.job.termination_reason or JR.TERMINATED_BY_SERVER.value)
-        instance = await asyncio.to_thread(self._instance, ctx)
+        instance = await self.store.in_lane(self._instance, ctx)
         if instance is None:
             return self._release(ctx, finish(reason, self.store.now())), None
         client = self.agents.client(instance)
@@ -369,7 +368,7 @@ class RunningJobs:
 
     async def remove(self, ctx: JobContext, job_id: str) -> None:
         """Remove a finished job from its host (its final status is already stored)."""
-        instance = await asyncio.to_thread(self._instance, ctx)
+        instance = await self.store.in_lane(self._instance, ctx)
         if instance is None:
             return
         self.agents.events.ended(instance.id, job_id)  # an end its pass did not use: dropped

@@ -15,11 +15,13 @@ instance as the take left it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from reconciler.adapters.db.jobsteps import JobStep, StepResult
 
 RecordSteps = Callable[[Sequence[JobStep]], list[StepResult]]
+RunOff = Callable[[RecordSteps, Sequence[JobStep]], Awaitable[list[StepResult]]]
+"""Runs the record off the event loop: the store's lane (`Store.in_lane`) in the worker."""
 MAX_BATCH = 200
 """Steps written in one transaction at most (the write lock is held while they are)."""
 
@@ -27,8 +29,9 @@ MAX_BATCH = 200
 class StepWrites:
     """See the module docstring; one per jobs worker, on its event loop."""
 
-    def __init__(self, record: RecordSteps) -> None:
+    def __init__(self, record: RecordSteps, *, run: RunOff | None = None) -> None:
         self._record = record
+        self._run: RunOff = run or asyncio.to_thread
         self._waiting: list[tuple[JobStep, asyncio.Future[StepResult]]] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -47,7 +50,7 @@ class StepWrites:
                 batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
                 steps = [step for step, _ in batch]
                 try:
-                    results = await asyncio.to_thread(self._record, steps)
+                    results = await self._run(self._record, steps)
                 except Exception as exc:  # noqa: BLE001 - each caller raises the batch's failure
                     for _, done in batch:
                         if not done.done():

@@ -14,7 +14,6 @@ handled in `job_running.py`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -84,7 +83,7 @@ class JobsProcessor:
         self._prepared: dict[str, JobContext] = {}  # by lease token, read with the claim
         self._placer = JobPlacer(store=store, config=config, write=self._write_placement)
         self._running = RunningJobs(store=store, agents=agents, config=config, release=self.release)
-        self._writes = StepWrites(store.record_job_steps)
+        self._writes = StepWrites(store.record_job_steps, run=store.in_lane)
         self._submits = JobSubmits()
 
     async def __call__(self, job_id: str, token: str) -> float | None:
@@ -94,7 +93,7 @@ class JobsProcessor:
     async def prepare(self, leases: Sequence[Lease]) -> None:
         """Read every job of a claimed batch in one read (one thread hop for the batch)."""
         pairs = [(lease.row_id, lease.token) for lease in leases]
-        batch = await asyncio.to_thread(self.store.load_job_batch, pairs)
+        batch = await self.store.in_lane(self.store.load_job_batch, pairs)
         self._placer.forget()
         self._prepared.update((token, _context(rows)) for token, rows in batch.items())
 
@@ -102,7 +101,7 @@ class JobsProcessor:
         ctx = self._prepared.pop(token, None)
         batched = ctx is not None  # read with its claimed batch (`prepare`)
         if ctx is None:
-            ctx = await asyncio.to_thread(self._load, job_id, token)
+            ctx = await self.store.in_lane(self._load, job_id, token)
         if ctx is None:
             return None
         if JobStatus(ctx.job.status) is JobStatus.SUBMITTED:
@@ -160,7 +159,7 @@ class JobsProcessor:
         """`write`, in one transaction with the other steps written now (`StepWrites`)."""
         step = self._step_of(ctx, token, update, release_lease)
         if step.take:  # a placement answers its instance: on its own
-            return await asyncio.to_thread(self.write, ctx, token, update, release_lease)
+            return await self.store.in_lane(self.write, ctx, token, update, release_lease)
         return self._written(await self._writes.write(step), step, update)
 
     def _write_placement(self, ctx: JobContext, token: str, update: Update) -> JobContext | None:
@@ -247,7 +246,7 @@ class JobsProcessor:
                 JobTerminationReason.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"
             ), None
         try:
-            body, note = await asyncio.to_thread(self._render, ctx, instance)
+            body, note = await self.store.in_lane(self._render, ctx, instance)
         except PermanentError as exc:
             return self.release(
                 ctx, finish(JobTerminationReason.EXECUTOR_ERROR, self.store.now(), str(exc))
@@ -273,7 +272,7 @@ class JobsProcessor:
         # the agent's word on how it runs the job (e.g. not in a container, and why)
         note = "; ".join(part for part in (note, state.notice) if part)
         if note:  # kept past the job's end (its status message is not)
-            await asyncio.to_thread(self._note, ctx, note)
+            await self.store.in_lane(self._note, ctx, note)
         executor = state.executor.value if state.executor else body["executor"]
         runtime = ctx.runtime | {"executor": executor}
         # The agent answers once the job left `pending` (agent.server.events.settled): a

@@ -10,7 +10,6 @@ proxy's request rate (`autoscaling`) when `scaling` is set.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -81,7 +80,7 @@ class RunsProcessor:
         self._scaled: dict[str, tuple[int, float]] = {}  # run id -> (replicas, when)
 
     async def process(self, run_id: str, token: str) -> float | None:
-        due, touched_jobs = await asyncio.to_thread(self._step, run_id, token)
+        due, touched_jobs = await self.store.in_lane(self._step, run_id, token)
         if touched_jobs:
             self._hint("jobs")
         return due
