@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from agent.client import AgentClient, AgentError
@@ -45,6 +45,11 @@ from reconciler.ports import WorkKind
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+PAGE_GAP = 0.02
+"""Seconds between a page that had events and the next poll. An agent answers at once when
+news waits, so in a burst of ends each poll came back with one or two events: a page per
+ending job, each an HTTP exchange through the tunnel. The gap lets the next page carry
+what came meanwhile; the first event after a quiet spell still comes at once."""
 KEEP_ENDS = 10_000
 """Job ends kept for their jobs' passes (the oldest dropped first: such a pass asks); as
 many submits in flight are remembered (`submitting`)."""
@@ -78,7 +83,11 @@ class JobEventFollower:
         wait: float = 25.0,
         retry: Sequence[float] = RETRY_SECONDS,
         states: AgentStates | None = None,
+        gap: float = PAGE_GAP,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        self._gap = gap
+        self._sleep = sleep
         self._wakes = wakes
         self._states = states
         self._hint = hint
@@ -170,6 +179,8 @@ class JobEventFollower:
             if woken:
                 self._hint("jobs")
             since, epoch = page.seq, page.epoch
+            if page.events and self._gap > 0:
+                await self._sleep(self._gap)  # let the next page gather (`PAGE_GAP`)
 
     def submitting(self, instance_id: str, agent_job_id: str) -> None:
         """A pass is submitting the job: its answer says whether it started, so the job's

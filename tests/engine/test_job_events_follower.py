@@ -174,3 +174,55 @@ async def test_a_start_after_its_submits_answer_is_no_news_either() -> None:
         assert wakes.woken == ["tiny"] and states.started == ["tiny"]  # the second is news
     finally:
         await follower.aclose()
+
+
+class RecordingAgent(ScriptedAgent):
+    """A scripted agent that notes, in `trace`, each poll and each pause between them."""
+
+    def __init__(self, pages: list[JobEventsPage], trace: list[str]) -> None:
+        super().__init__(pages)
+        self.trace = trace
+
+    async def job_events(self, since: int, epoch: str, *, wait: float) -> JobEventsPage:
+        self.trace.append(f"poll after {since}")
+        return await super().job_events(since, epoch, wait=wait)
+
+
+async def test_after_a_page_with_events_the_next_poll_waits_the_gap() -> None:
+    """In a burst the agent answers each poll at once with what it has: the follower
+    pauses `gap` after a page that had events, so the next page carries what came
+    meanwhile; after a page without events (a reset, a quiet wait) it polls again at
+    once."""
+    trace: list[str] = []
+
+    async def sleep(seconds: float) -> None:
+        trace.append(f"pause {seconds}")
+
+    def ended(seq: int) -> JobEvent:
+        return JobEvent(seq=seq, job_id=f"a-{seq}", kind=JobEventKind.STATE, status="exited")
+
+    agent = RecordingAgent(
+        [
+            JobEventsPage(epoch="e", seq=0, reset=True),
+            JobEventsPage(epoch="e", seq=1, events=[ended(1)]),
+            JobEventsPage(epoch="e", seq=3, events=[ended(2), ended(3)]),
+            JobEventsPage(epoch="e", seq=3),  # a long-poll that timed out: no news
+        ],
+        trace,
+    )
+    follower = JobEventFollower(RecordedWakes(), lambda kind: None, gap=0.02, sleep=sleep)
+    client: AgentClient = agent  # type: ignore[assignment]  # the long-poll is all it reads
+    follower.follow("i-1", client)
+    try:
+        await _until(lambda: trace.count("poll after 3") == 2)
+    finally:
+        await follower.aclose()
+    assert trace == [
+        "poll after 0",
+        "poll after 0",  # the reset page: no pause
+        "pause 0.02",
+        "poll after 1",
+        "pause 0.02",
+        "poll after 3",
+        "poll after 3",  # the page without news: no pause
+    ]
