@@ -117,13 +117,19 @@ async def test_rolling_update_fails_no_request(h: Harness, direct: bool) -> None
         )
 
         def rolled() -> bool:
+            if task.done():  # the requests stopped: say why, not only that time ran out
+                task.result()
+                raise AssertionError(f"the requests stopped; the last answers: {results[-5:]}")
             return (
                 bool(results)
                 and results[-1] == "200:v2"
                 and all(j.deployment_num == 1 for j in h.jobs_of(run.id) if j.status == "running")
             )
 
-        await h.until(rolled, within=90)
+        try:
+            await h.until(rolled, within=90)
+        except AssertionError as exc:  # a CI run once timed out here: keep what it saw
+            raise AssertionError(f"{exc}\nthe last answers: {results[-5:]}") from exc
         stop.set()
         await task
     failures = [r for r in results if not r.startswith("200:")]
