@@ -108,8 +108,8 @@ def test_room_free_when_the_write_runs_parks_nothing(store: Store) -> None:
 
 
 def test_a_placement_taking_the_last_block_then_a_park(store: Store) -> None:
-    """Parking reads the room as the same transaction left it: the last block taken by a
-    placement just before (another step of the batch) leaves none."""
+    """Parking reads the room when its write runs: the last block, taken by a placement
+    just before, leaves none, though the job was claimed while it was free."""
     instance, job, token = _rig(store, total_blocks=1)
     assert store.record_job_step(_placing(job, instance, token)) is StepResult.WRITTEN
     second = _new(store, job.run_id, KEY, 1)

@@ -14,6 +14,7 @@ handled in `job_running.py`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -246,7 +247,8 @@ class JobsProcessor:
                 JobTerminationReason.INSTANCE_UNREACHABLE, self.store.now(), "instance gone"
             ), None
         try:
-            body, note = await self.store.in_lane(self._render, ctx, instance)
+            # not in the store's lane: it may pack a repo or files (git reads, archives)
+            body, note = await asyncio.to_thread(self._render, ctx, instance)
         except PermanentError as exc:
             return self.release(
                 ctx, finish(JobTerminationReason.EXECUTOR_ERROR, self.store.now(), str(exc))
