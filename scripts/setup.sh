@@ -9,6 +9,8 @@ dev=0
 
 need=()
 command -v git >/dev/null || need+=(git)
+# process jobs of a root agent run in a bubblewrap sandbox (docs/security.md)
+command -v bwrap >/dev/null || need+=(bubblewrap)
 if [ "$dev" = 1 ]; then
   command -v dockerd >/dev/null || need+=(docker.io)
   command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -30,10 +32,33 @@ if [ "${#need[@]}" -gt 0 ]; then
   fi
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-  .venv/bin/pip install -q -U pip
+# The Python side installs exactly what the lock names (requirements/*.txt, hashed; made by
+# scripts/lock.sh from pyproject.toml's ranges), so a fresh machine gets what CI tested.
+# The runtime lock is a subset of the dev lock (compiled with it as a constraint), so a venv
+# made for the tests also serves the quick start. When the lock changes the venv is made
+# anew: nothing stays from an older install.
+lock=requirements/runtime.txt
+[ "$dev" = 1 ] && lock=requirements/dev.txt
+digest() { cat requirements/build.txt "$1" pyproject.toml | sha256sum | cut -d' ' -f1; }
+stamp=.venv/.dockyard-lock
+have=$(cat "$stamp" 2>/dev/null || true)
+want="$(basename "$lock"):$(digest "$lock")"
+if [ "$dev" = 0 ] && [ "$have" = "dev.txt:$(digest requirements/dev.txt)" ]; then
+  want=$have  # the dev lock holds the runtime's pins
 fi
-extras="."
-[ "$dev" = 1 ] && extras=".[dev,pulumi]"
-.venv/bin/pip install -q -e "$extras"
+if [ "$have" != "$want" ]; then
+  [ -e .venv ] && { echo "setup: the lock changed; making .venv anew"; rm -rf .venv; }
+  echo "setup: installing $lock into .venv"
+  python3 -m venv .venv
+  # pip's own chatter (this machine's index settings, setuptools' notes) goes to a log that
+  # is shown only when a step fails
+  log=$(mktemp "${TMPDIR:-/tmp}/dockyard-setup.XXXXXX")
+  pip() { .venv/bin/python -m pip --disable-pip-version-check "$@" >>"$log" 2>&1 \
+    || { cat "$log" >&2; echo "setup: pip $* failed (log above)" >&2; exit 1; }; }
+  pip install -q --require-hashes --no-deps -r requirements/build.txt
+  pip install -q --require-hashes --no-deps -r "$lock"
+  pip install -q --no-deps --no-build-isolation -e .
+  pip check
+  rm -f "$log"
+  echo "$want" >"$stamp"
+fi

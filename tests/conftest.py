@@ -5,13 +5,30 @@ time (``--dist loadfile``), handing out files in collection order. A long file h
 last is the run's tail, alone on one worker, so the static checks (`tests/test_quality.py`:
 a cold mypy --strict takes minutes) and the files with `slow` tests are collected first.
 The order inside each file is kept, and so is the order of everything else.
+
+The suite also must not depend on how it was started: a shell starts a background job
+(`nohup bash scripts/test.sh &`, many CI systems) with SIGINT and SIGQUIT ignored, and an
+ignored disposition is inherited through fork and exec, so every child a test ends with
+SIGINT (`dstack attach`, `ps -w`, ...) would ignore it. `pytest_configure` (run in every
+xdist worker too) puts back the defaults before any test starts a child.
 """
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 QUALITY = "tests/test_quality.py"
+_RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Default dispositions for the signals a caller may have left ignored (see above)."""
+    for number in _RESET_SIGNALS:
+        if signal.getsignal(number) == signal.SIG_IGN:
+            default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+            signal.signal(number, default)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
