@@ -6,12 +6,14 @@ project admins and managers manage its members.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
 from reconciler.api import models as wire
 from reconciler.api import requests as req
+from reconciler.domain.memberships import MembershipRefusedError
 from reconciler.web import queries_accounts as q
 from reconciler.web.auth import (
     Principal,
@@ -22,7 +24,7 @@ from reconciler.web.auth import (
 )
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.dstack_attach import caller_key_pair, sync_user_keys
-from reconciler.web.errors import NotFoundError
+from reconciler.web.errors import InvalidError, NotFoundError
 
 SERVER_VERSION = "0.1.0"
 
@@ -169,8 +171,7 @@ def _add_member_routes(router: APIRouter) -> None:
         access: ProjectAccess = Depends(project_access("manager")),
         context: WebContext = Depends(get_context),
     ) -> wire.Project:
-        members = _checked_members(body, access)
-        project = await context.db.write(q.set_members, access.project_id, members, replace=True)
+        project = await _write_members(context, q.set_members, access, _members(body), replace=True)
         await sync_user_keys(context)
         return project
 
@@ -182,8 +183,9 @@ def _add_member_routes(router: APIRouter) -> None:
         access: ProjectAccess = Depends(project_access("manager")),
         context: WebContext = Depends(get_context),
     ) -> wire.Project:
-        members = _checked_members(body, access)
-        project = await context.db.write(q.set_members, access.project_id, members, replace=False)
+        project = await _write_members(
+            context, q.set_members, access, _members(body), replace=False
+        )
         await sync_user_keys(context)
         return project
 
@@ -195,14 +197,35 @@ def _add_member_routes(router: APIRouter) -> None:
         access: ProjectAccess = Depends(project_access("manager")),
         context: WebContext = Depends(get_context),
     ) -> wire.Project:
-        project = await context.db.write(q.remove_members, access.project_id, body.usernames)
+        project = await _write_members(context, q.remove_members, access, body.usernames)
         await sync_user_keys(context)
         return project
 
 
-def _checked_members(body: req.MembersRequest, access: ProjectAccess) -> dict[str, str]:
-    """`username: role`; only project admins may hand out the admin role."""
+def _members(body: req.MembersRequest) -> dict[str, str]:
+    """`username: role`; a name listed twice is a mistake (dstack refuses it too)."""
     members = {m.username: m.project_role for m in body.members}
-    if "admin" in members.values() and not access.has_role("admin"):
-        raise HTTPException(status_code=403, detail="only a project admin may grant admin")
+    if len(members) != len(body.members):
+        raise InvalidError("a user is listed more than once: list each member once")
     return members
+
+
+async def _write_members(
+    context: WebContext,
+    write: Callable[..., wire.Project],
+    access: ProjectAccess,
+    *args: object,
+    **kwargs: object,
+) -> wire.Project:
+    """Run a member write with the caller's right over admins (only a project admin or a
+    global admin has it; `membership_refusal` decides in the write's transaction): a
+    refusal is 403 when the caller's role may not do it, 400 when nobody may."""
+    may = access.has_role("admin")
+    try:
+        return await context.db.write(
+            write, access.project_id, *args, may_change_admins=may, **kwargs
+        )
+    except MembershipRefusedError as exc:
+        if exc.refusal.forbidden:
+            raise HTTPException(status_code=403, detail=exc.refusal.message) from exc
+        raise InvalidError(exc.refusal.message) from exc

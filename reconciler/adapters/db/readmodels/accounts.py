@@ -16,6 +16,7 @@ from reconciler.adapters.db.accounts import hash_token, new_token
 from reconciler.adapters.db.models import Member, Project, Token, User
 from reconciler.adapters.db.teardowns import record_teardowns
 from reconciler.api import models as wire
+from reconciler.domain.memberships import MembershipRefusedError, membership_refusal
 from reconciler.domain.principals import Principal
 from reconciler.errors import ConflictError, InvalidError, NotFoundError
 
@@ -144,11 +145,37 @@ def delete_project(session: Session, name: str, now: datetime) -> int:
     return hosts
 
 
+def _roles(session: Session, project_id: str) -> dict[str, str]:
+    """`username: role` of the project's members now."""
+    rows = session.execute(
+        select(User.name, Member.role)
+        .join(Member, Member.user_id == User.id)
+        .where(Member.project_id == project_id)
+    )
+    return {name: role for name, role in rows}
+
+
+def _check_change(before: dict[str, str], after: dict[str, str], may_change_admins: bool) -> None:
+    refusal = membership_refusal(before, after, caller_may_change_admins=may_change_admins)
+    if refusal is not None:
+        raise MembershipRefusedError(refusal)
+
+
 def set_members(
-    session: Session, project_id: str, members: dict[str, str], *, replace: bool
+    session: Session,
+    project_id: str,
+    members: dict[str, str],
+    *,
+    replace: bool,
+    may_change_admins: bool,
 ) -> wire.Project:
-    """Give each `username: role`; with `replace`, remove everyone not listed."""
+    """Give each `username: role`; with `replace`, remove everyone not listed. Refused
+    (`MembershipRefusedError`, nothing written) by `membership_refusal`:
+    `may_change_admins` is false for a project manager."""
     users = {name: _user_by_name(session, name) for name in members}
+    before = _roles(session, project_id)
+    after = dict(members) if replace else {**before, **members}
+    _check_change(before, after, may_change_admins)
     if replace:
         session.execute(delete(Member).where(Member.project_id == project_id))
         session.flush()
@@ -162,9 +189,15 @@ def set_members(
     return get_project(session, project_id)
 
 
-def remove_members(session: Session, project_id: str, usernames: list[str]) -> wire.Project:
-    for name in usernames:
-        user = _user_by_name(session, name)
+def remove_members(
+    session: Session, project_id: str, usernames: list[str], *, may_change_admins: bool
+) -> wire.Project:
+    """Remove the named members, unless `membership_refusal` refuses (see `set_members`)."""
+    users = [_user_by_name(session, name) for name in usernames]
+    before = _roles(session, project_id)
+    after = {name: role for name, role in before.items() if name not in set(usernames)}
+    _check_change(before, after, may_change_admins)
+    for user in users:
         session.execute(
             delete(Member).where(Member.project_id == project_id, Member.user_id == user.id)
         )
