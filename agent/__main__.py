@@ -10,13 +10,18 @@ embedded SSH server (``--ssh-port``, ``--ssh-host``, ``--authorized-keys``,
 
 from __future__ import annotations
 
+from agent.librarywarnings import show_only_our_warnings
+
+if __name__ == "__main__":
+    show_only_our_warnings()  # asyncssh warns when imported, below
+
 import argparse
 import asyncio
 import dataclasses
 import logging
 import os
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,7 @@ from agent.server.jobaccount import (
     default_work_root,
     ensure_job_user,
 )
+from agent.server.mounts import DEFAULT_VOLUME_ROOTS, parse_roots
 from agent.server.peers import allowed_uids
 from agent.server.serving import (
     DEFAULT_HTTP_PORT,
@@ -130,6 +136,16 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         help="volumes inside DIR may be mounted even inside a protected dir (repeatable)",
     )
     serve_parser.add_argument(
+        "--volume-root",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="a job's instance volumes must lie below a DIR (repeatable; default "
+        "/mnt /data /srv /scratch, plus each --volume-dir); env DOCKYARD_AGENT_VOLUME_ROOTS "
+        "(':'-separated)",
+    )
+    serve_parser.add_argument(
         "--work-root",
         type=Path,
         default=None,
@@ -158,6 +174,21 @@ def _env_int(name: str, default: int) -> int:
         raise SystemExit(f"error: {name}={value!r} is not a whole number") from None
 
 
+def _volume_roots(flags: list[Path] | None, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """The roots instance volumes must lie below: the flags, else the environment's
+    `DOCKYARD_AGENT_VOLUME_ROOTS`, else `DEFAULT_VOLUME_ROOTS`."""
+    if flags:
+        roots = tuple(flags)
+    elif environ.get("DOCKYARD_AGENT_VOLUME_ROOTS", "").strip():
+        roots = parse_roots(environ["DOCKYARD_AGENT_VOLUME_ROOTS"])
+    else:
+        roots = DEFAULT_VOLUME_ROOTS
+    relative = [str(root) for root in roots if not root.is_absolute()]
+    if relative:
+        raise ValueError(f"volume roots must be absolute paths, not {', '.join(relative)}")
+    return roots
+
+
 def extra_services(args: argparse.Namespace) -> list[AgentService]:
     """Services started beside the HTTP API, from their command-line options."""
     return ssh_cli.services(args)
@@ -174,6 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobAccountError as error:
         print(f"error: --job-user: {error}", file=sys.stderr)
         return 2
+    try:
+        volume_roots = _volume_roots(args.volume_root, os.environ)
+    except ValueError as error:
+        print(f"error: --volume-root: {error}", file=sys.stderr)
+        return 2
     if args.no_docker and args.job_isolation == Isolation.CONTAINER:
         print("error: --job-isolation container needs Docker: drop --no-docker", file=sys.stderr)
         return 2
@@ -185,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         job_account=account,
         protected_dirs=tuple(path.resolve() for path in args.protect),
         volume_dirs=tuple(path.resolve() for path in args.volume_dir),
+        volume_roots=volume_roots,
         http_port=args.http_port,
         docker=not args.no_docker,
         docker_url=args.docker_url,

@@ -39,6 +39,9 @@ def _print_error(exc: DockyardError) -> None:
 
 
 def run() -> None:
+    from agent.librarywarnings import show_only_our_warnings
+
+    show_only_our_warnings()  # a library's deprecation notes are not the user's business
     try:
         app = build_app()
         app(standalone_mode=True)
