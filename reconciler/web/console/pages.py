@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 from reconciler.web.auth import find_principal, hash_token
 from reconciler.web.console.access import project_of
 from reconciler.web.console.capacitypages import add_capacity_pages
+from reconciler.web.console.origins import secure_cookie, sign_in_refusal
 from reconciler.web.console.rendering import SECURITY_HEADERS
 from reconciler.web.console.runpages import add_run_pages, project_costs
 from reconciler.web.console.sessions import COOKIE, COOKIE_PATH
@@ -54,6 +55,15 @@ def _add_sign_in(router: APIRouter, console: Console) -> None:
 
     @router.post("/console/login")
     async def login(request: Request, context: WebContext = Depends(get_context)) -> Response:
+        external_url = context.settings.external_url
+        refused = sign_in_refusal(
+            origin=request.headers.get("origin"),
+            fetch_site=request.headers.get("sec-fetch-site"),
+            host=request.headers.get("host"),
+            external_url=external_url,
+        )
+        if refused is not None:  # before the form is read: a cross-site post learns nothing
+            return console.page("login.html", None, 403, next="/console/", error=refused)
         form = await console.form(request)
         token, target = form.get("token", "").strip(), safe_next(form.get("next"))
         digest = hash_token(token) if 0 < len(token) <= 512 else ""
@@ -69,7 +79,7 @@ def _add_sign_in(router: APIRouter, console: Console) -> None:
             path=COOKIE_PATH,
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=secure_cookie(request.url.scheme, external_url),
         )
         return answer
 
