@@ -20,6 +20,7 @@ from schemas.problems import excerpt
 
 _ENV_ITEM_RE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)(=.*$|$)")
 _PORT_RE = re.compile(r"^(?:(\d+|\*):)?(\d+)$")
+_COMMIT_RE = re.compile(r"[0-9a-fA-F]{4,64}")
 ValidPort = Annotated[int, Field(gt=0, le=65535)]
 
 
@@ -179,6 +180,26 @@ class RepoSpec(StrictModel):
         if len(parts) == 2:
             spec["path"] = parts[1]
         return spec
+
+    @field_validator("url", "branch", "hash")
+    @classmethod
+    def _never_an_option(cls, value: str | None) -> str | None:
+        """The job hands these to git: none may read as an option (`--upload-pack=...`
+        runs a command) or carry a control character or a space."""
+        if value is None:
+            return value
+        if value.startswith("-"):
+            raise ValueError(f"{excerpt(value)} starts with `-`, which git would read as an option")
+        if not value or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError(f"{excerpt(value)} is empty or has spaces or control characters")
+        return value
+
+    @field_validator("hash")
+    @classmethod
+    def _commit_hash(cls, value: str | None) -> str | None:
+        if value is not None and not _COMMIT_RE.fullmatch(value):
+            raise ValueError(f"{excerpt(value)} is not a commit hash: use 4 to 64 hex digits")
+        return value
 
     @field_validator("path")
     @classmethod

@@ -136,3 +136,21 @@ async def test_a_url_repo_is_fetched_by_the_job(h: Harness, tmp_path: Path) -> N
     await h.until(lambda: _status(h, run) in ("done", "failed"))
     assert _status(h, run) == "done", h.log_text(run) + h.describe()
     assert h.log_text(run).strip() == "from the url repo"
+
+
+async def test_a_failed_clone_fails_the_job_with_gits_error(h: Harness, tmp_path: Path) -> None:
+    """A repo URL that does not exist: the job fails and its status message is git's
+    error (not just an exit status); the log keeps git's whole output."""
+    missing = tmp_path / "no-such-repo.git"
+    text = (
+        f"type: task\nname: noclone\nrepos:\n  - url: file://{missing}\n    path: src\n"
+        "commands: ['echo never']\n"
+    )
+    run = h.submit(text)
+    await h.until(lambda: _status(h, run) in ("done", "failed"))
+    assert _status(h, run) == "failed", h.describe()
+    (job,) = h.jobs_of(run.id)
+    message = job.status_message or ""
+    assert message.startswith(f"repos: fetching file://{missing} into src failed: fatal:"), message
+    assert "does not appear to be a git repository" in message, message
+    assert "never" not in h.log_text(run)

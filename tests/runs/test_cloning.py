@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.cloning import clone_commands
+from reconciler.core.cloning import clone_commands, clone_failure
 from tests.pr.gitrepo import git
 
 
@@ -65,3 +65,20 @@ def test_if_exists_error_fails_and_skip_keeps(tmp_path: Path, remote: tuple[str,
     assert again.returncode != 0 and "already a git repo" in again.stderr
     kept = _run(work, [{"url": url, "if_exists": "skip"}])
     assert kept.returncode == 0 and "fetched" in kept.stdout
+
+
+def test_a_failed_fetch_ends_with_gits_error_as_the_jobs_message(tmp_path: Path) -> None:
+    """The line the jobs worker makes the status message: the repo, the target and git's
+    first `fatal:` line (not only an exit status); a token in the URL is not shown."""
+    missing = tmp_path / "nothing-here.git"
+    done = _run(tmp_path / "job", [{"url": f"file://{missing}", "path": "src"}])
+    assert done.returncode != 0 and "fetched" not in done.stdout
+    message = clone_failure(done.stderr.encode())
+    assert message == (
+        f"repos: fetching file://{missing} into src failed: "
+        f"fatal: '{missing}' does not appear to be a git repository"
+    ), done.stderr
+    assert clone_failure(b"dockyard: repos: x\nthen the job printed more\n") is None
+    secret = _run(tmp_path / "tok", [{"url": "https://user:s3cret@127.0.0.1:9/r.git"}])
+    shown = clone_failure(secret.stderr.encode()) or ""
+    assert "user:***@127.0.0.1:9" in shown and "s3cret" not in shown, secret.stderr

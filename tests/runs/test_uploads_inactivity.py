@@ -69,7 +69,8 @@ def test_url_repos_are_fetched_by_the_job_not_uploaded() -> None:
     uploads = uploads_of(spec, "x.dstack.yml")
     assert uploads.items == () and uploads.skipped == ()
     (command,) = clone_commands(spec)
-    assert "fetch -q --depth 1 origin HEAD" in command and "https://github.com/o/r.git" in command
+    assert "fetch -q --depth 1 -- origin HEAD" in command
+    assert "https://github.com/o/r.git" in command
 
 
 def test_repo_dir_follows_the_repos_path() -> None:

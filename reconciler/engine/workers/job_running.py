@@ -23,13 +23,14 @@ from agent.protocol import JobStatus as AgentStatus
 from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, SSHTarget
 from reconciler.adapters.db.store import Store
+from reconciler.core.cloning import clone_failure
 from reconciler.core.inactivity import Activity, inactivity_limit, inactivity_verdict
 from reconciler.core.jobspecs import container_ports
 from reconciler.core.utilization import Sample, keep_window, violates
 from reconciler.domain.inventory import AgentHost
 from reconciler.domain.statuses import JobStatus, JobTerminationReason
 from reconciler.engine.agents import AgentDirectory
-from reconciler.engine.joblogs import job_log_path, write_chunk
+from reconciler.engine.joblogs import job_log_path, read_log, write_chunk
 from reconciler.engine.workers.agent_batches import JobRemovals
 from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
 
@@ -39,6 +40,8 @@ EVENT_POLL = 600.0
 the events wake it on every change). Long, so a thousand sleeping jobs cost the server
 next to nothing (bench/sleeping.py)."""
 Release = Callable[[JobContext, Update], Update]
+CLONE_TAIL = 4096
+"""Bytes read from the end of a failed job's log for a failed `repos:` fetch's line."""
 
 
 def _exit_reason(state: JobState) -> tuple[JobTerminationReason, str]:
@@ -143,6 +146,14 @@ class RunningJobs:
             await self.store.in_lane(write_chunk, path, offset, log[offset:], self.config.log_cap)
         return len(log), True
 
+    async def _clone_failure(self, ctx: JobContext, end: int) -> str | None:
+        """git's error when the job's `repos:` fetch failed (`cloning.clone_failure`), from
+        the last bytes of its log (`end`: the log's length)."""
+        path = job_log_path(self.config.data_dir, ctx.project.name, ctx.run.run_name, ctx.job.id)
+        start = max(0, end - CLONE_TAIL)
+        found = await self.store.in_lane(read_log, path, start, CLONE_TAIL)
+        return clone_failure(found.data)
+
     # -- running ----------------------------------------------------------------------------
 
     async def running(self, ctx: JobContext) -> tuple[Update, float | None]:
@@ -174,6 +185,8 @@ class RunningJobs:
             if not drained:
                 return update, 0.0
             reason, message = _exit_reason(state)
+            if reason is JR.CONTAINER_EXITED_WITH_ERROR:  # a failed `repos:` fetch says why
+                message = await self._clone_failure(ctx, offset) or message
             update |= finish(reason, self.store.now(), message, exit_status=state.exit_status)
             return self._release(ctx, update | {"runtime": runtime, REMOVE: job_id}), None
         if state.status is AgentStatus.RUNNING:
