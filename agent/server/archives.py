@@ -12,10 +12,11 @@ server's retries) wait on one lock file and find the staged tree. The stored spe
 the archives' paths but not their data, so ``job.json`` stays small.
 
 Before the job starts, each executor puts the staged trees at their targets (``path``,
-absolute or relative to the job's working dir): the process executor copies them into
-the host directory (`place_archives`), the docker executor sends them into the created
-container before it starts (`container_tar`), so an archive at ``/etc/app`` adds files
-beside the image's instead of hiding them.
+absolute or relative to the job's working dir): the process executor writes them into one
+tar (`write_files_tar`) that the job's wrapper extracts as the job's user, inside the job's
+sandbox (so a target resolves in the job's view, with the job's rights); the docker
+executor sends them into the created container before it starts (`container_tar`), so
+an archive at ``/etc/app`` adds files beside the image's instead of hiding them.
 
 ``JobSpec.path_env`` is resolved against the same working dir (`resolve_path_env`).
 """
@@ -34,6 +35,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from agent.protocol import MAX_ARCHIVES_BYTES, Archive, JobSpec
 
@@ -188,35 +190,30 @@ def resolve_path_env(path_env: Mapping[str, str], work_dir: str) -> dict[str, st
     return {name: resolve_target(value, work_dir) for name, value in path_env.items()}
 
 
-def place_archives(
-    spec: JobSpec, job_root: Path, work_dir: Path, owner: tuple[int, int] | None
-) -> None:
-    """Process executor: copy the staged trees to their targets on this host."""
-    for index, archive in enumerate(spec.archives):
-        source = staged_root(job_root) / str(index)
-        if not source.is_dir():
-            continue
-        target = Path(resolve_target(archive.path, str(work_dir)))
-        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
-        if owner is not None:
-            _chown_tree(source, target, owner)
+def write_files_tar(spec: JobSpec, job_root: Path, work_dir: str, dest: Path) -> bool:
+    """Process executor: one tar of every staged tree under its target in the job's view
+    (names relative to `/`), written to `dest`; False (and no file) when none is staged.
+    Root only reads its own staged trees here: the job's wrapper extracts the tar as the
+    job's user, inside its sandbox, so nothing lands where the job may not write."""
+    # 0644: the job's user opens it through its fd (/dev/fd/N); by path, only root
+    # reaches it (the data dir is 0700)
+    with os.fdopen(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as out:
+        os.fchmod(out.fileno(), 0o644)
+        added = _add_trees(out, spec, job_root, work_dir, None)
+    if not added:
+        dest.unlink()
+    return added
 
 
-def _chown_tree(source: Path, target: Path, owner: tuple[int, int]) -> None:
-    """Give the job's user what was copied (only those paths, not the target's others)."""
-    os.chown(target, *owner, follow_symlinks=False)
-    for folder, dirs, names in os.walk(source):
-        relative = Path(folder).relative_to(source)
-        for name in [*dirs, *names]:
-            os.chown(target / relative / name, *owner, follow_symlinks=False)
-
-
-def container_tar(spec: JobSpec, job_root: Path, work_dir: str) -> bytes | None:
-    """Docker executor: one tar of every staged tree under its absolute target, to be put
-    at ``/`` of the created container (the engine creates missing parents); None if none."""
-    buffer = io.BytesIO()
+def _add_trees(
+    out: BinaryIO,
+    spec: JobSpec,
+    job_root: Path,
+    work_dir: str,
+    owner_filter: Callable[[tarfile.TarInfo], tarfile.TarInfo] | None,
+) -> bool:
     added = False
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
+    with tarfile.open(fileobj=out, mode="w") as tar:
         for index, archive in enumerate(spec.archives):
             source = staged_root(job_root) / str(index)
             if not source.is_dir():
@@ -224,8 +221,16 @@ def container_tar(spec: JobSpec, job_root: Path, work_dir: str) -> bytes | None:
             target = resolve_target(archive.path, work_dir).lstrip("/")
             for entry in sorted(source.rglob("*")):
                 name = posixpath.join(target, entry.relative_to(source).as_posix())
-                tar.add(entry, arcname=name, recursive=False, filter=_as_root)
+                tar.add(entry, arcname=name, recursive=False, filter=owner_filter)
                 added = True
+    return added
+
+
+def container_tar(spec: JobSpec, job_root: Path, work_dir: str) -> bytes | None:
+    """Docker executor: one tar of every staged tree under its absolute target, to be put
+    at ``/`` of the created container (the engine creates missing parents); None if none."""
+    buffer = io.BytesIO()
+    added = _add_trees(buffer, spec, job_root, work_dir, _as_root)
     return buffer.getvalue() if added else None
 
 

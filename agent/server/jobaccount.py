@@ -13,15 +13,24 @@ Whatever the account, a job inherits none of the agent's `DOCKYARD_*` variables 
 agent runs in the server's environment, which may hold its tokens); a job of another
 account inherits only a few neutral host variables (`PATH`, locale, `TZ`, `TERM`).
 
+A root agent with bubblewrap sandboxes every process job (`sandbox`): each job without a
+`user` gets a uid of its own (`identities`, no account needed), its working dir is always
+`work_root/<job id>` (mounted at the spec's `working_dir` inside the sandbox), and a
+`user` must be one the operator listed (`--allow-job-user`; root only with
+`--allow-root-jobs`). A root agent without bubblewrap refuses process jobs
+(`unsandboxed_refusal`) unless its operator passed `--unsandboxed-process-jobs`.
+
 Used by the process executor (`executors.process`) and the SSH sessions of process jobs
 (`agent.ssh.service`); `agent.__main__` resolves the account at start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pwd
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -29,11 +38,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.protocol import JobSpec
+from agent.server.archives import resolve_target
+from agent.server.sandbox import (
+    Identities,
+    Sandbox,
+    file_target_problem,
+    switch_argv,
+    view_work_dir,
+    working_dir_problem,
+)
 
 DEFAULT_JOB_USER = "dockyard-job"
 WORK_ROOT = Path("/var/lib/dockyard-jobs")
 _HOST_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 _AGENT_ENV_PREFIX = "DOCKYARD_"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class JobAccountError(Exception):
@@ -95,6 +114,10 @@ class JobAccount:
     # util-linux's `setpriv`, which switches to the job's account and execs the job (None:
     # Python switches in the child, which costs a full fork of the agent: `switch_argv`)
     switcher: str | None = field(default_factory=lambda: shutil.which("setpriv"))
+    sandbox: Sandbox | None = None  # bubblewrap for every process job (a root agent)
+    identities: Identities | None = None  # jobs without `user`: a uid of their own
+    unsandboxed_refusal: str | None = None  # set: refuse process jobs, saying this
+    allowed_users: frozenset[str] = frozenset()  # `--allow-job-user`: what `user` may name
 
     def switch_argv(self, owner: tuple[int, int], groups: Sequence[int]) -> list[str] | None:
         """The argv prefix that runs a job as `owner` with only `groups` besides its own
@@ -104,68 +127,145 @@ class JobAccount:
         its pid (the wrapper's identity) and gets the same account as before."""
         if self.switcher is None:
             return None
-        uid, gid = owner
-        listed = f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups"
-        return [self.switcher, f"--reuid={uid}", f"--regid={gid}", listed, "--"]
+        return switch_argv(self.switcher, owner, groups)
 
     def refusal(self, spec: JobSpec) -> str | None:
-        """Why this host does not run `spec` (None: it does): while jobs run as a job
-        account, a `user` that is root needs the operator's `--allow-root-jobs`."""
-        if self.user is None or spec.user is None or self.allow_root:
-            return None
+        """Why this host does not run `spec` (None: it does; pure but for account
+        look-ups): no sandbox where one is needed, a `user` the operator did not list (root
+        needs `--allow-root-jobs`), an env name no shell takes, or what the sandbox cannot
+        give (volumes, a `working_dir` or `files:` outside what the job may write)."""
+        if self.unsandboxed_refusal is not None:
+            return self.unsandboxed_refusal
+        bad = [name for name in spec.env if not _ENV_NAME.fullmatch(name)]
+        if bad:
+            return (
+                f"env {bad[0][:80]!r}: not a variable name a shell takes (letters, digits "
+                "and '_', not first a digit): rename it"
+            )
+        problem = self._user_problem(spec)
+        if problem is not None or self.sandbox is None:
+            return problem
+        if spec.volumes:
+            return (
+                "volumes: this host's process jobs run in a sandbox that mounts no host "
+                "directory yet; run the job in a container (`image:`) or drop `volumes`"
+            )
+        problem = working_dir_problem(spec, os.path.lexists)
+        if problem is not None:
+            return problem
+        view = view_work_dir(spec, self.sandbox_work_dir(spec))
+        for index, archive in enumerate(spec.archives):
+            target = resolve_target(archive.path, view)
+            problem = file_target_problem(index, archive.path, target, view)
+            if problem is not None:
+                return problem
+        return None
+
+    def _user_problem(self, spec: JobSpec) -> str | None:
+        if self.user is None or spec.user is None:
+            return None  # jobs run as the agent's own user: `user` cannot change that
         try:
             uid = user_ids(spec.user)[0]
         except KeyError:
-            return None  # launching says "no user … here"
-        if uid != 0:
+            return f"user {spec.user}: no such account on this host"
+        if uid == 0:
+            if self.allow_root:
+                return None
+            return (
+                f"user {spec.user}: this host runs no job as root (its agent was started "
+                "without --allow-root-jobs); remove `user` to run as the host's job account"
+            )
+        names = {spec.user, pwd.getpwuid(uid).pw_name} if _has_uid(uid) else {spec.user}
+        if names & self.allowed_users:
             return None
+        listed = ", ".join(sorted(self.allowed_users)) or "none"
         return (
-            f"user {spec.user}: this host runs no job as root (its agent was started without "
-            "--allow-root-jobs); remove `user` to run as the host's job account"
+            f"user {spec.user}: a process job may run only as an account this host's operator "
+            f"listed (--allow-job-user; listed: {listed}); remove `user` to run as the job's "
+            "own identity"
         )
 
-    def owner(self, spec: JobSpec) -> tuple[int, int] | None:
-        """(uid, gid) the job runs as; None: the agent's own. KeyError: unknown user."""
+    def owner(self, spec: JobSpec, job_root: Path | None = None) -> tuple[int, int] | None:
+        """(uid, gid) the job runs as; None: the agent's own. KeyError: unknown user.
+        A sandboxed job without `user` gets its own uid, leased for the job whose
+        directory is `job_root` (recorded there; without `job_root`: the recorded one)."""
+        if spec.user is None and self.identities is not None:
+            if job_root is None:
+                raise KeyError(spec.user)
+            uid = self.identities.lease(spec.id, job_root)
+            return uid, uid
         name = spec.user if spec.user is not None else self.user
         return user_ids(name) if name is not None else None
 
     def is_foreign(self, spec: JobSpec) -> bool:
+        if self.sandbox is not None or (spec.user is None and self.identities is not None):
+            return True
         owner = self.owner(spec)
         return owner is not None and owner[0] != os.getuid()
 
+    def sandbox_work_dir(self, spec: JobSpec) -> Path:
+        assert self.work_root is not None, "a sandboxing account has a work root"
+        return self.work_root / spec.id
+
     def work_dir(self, spec: JobSpec, own_dir: Path) -> Path:
-        """The job's working dir: its spec's, else outside the data dir for a foreign
-        account (`work_root/<job id>`), else `own_dir` (the job's `work/`)."""
+        """The job's working dir on the host: a sandboxed job's own directory (mounted at
+        its spec's `working_dir` inside), else its spec's, else outside the data dir for a
+        foreign account (`work_root/<job id>`), else `own_dir` (the job's `work/`)."""
+        if self.sandbox is not None:
+            return self.sandbox_work_dir(spec)
         if spec.working_dir:
             return Path(spec.working_dir)
         if self.work_root is not None and self.is_foreign(spec):
             return self.work_root / spec.id
         return own_dir
 
-    def prepare_work_dir(self, spec: JobSpec, own_dir: Path) -> Path:
-        """Create the job's working dir (owned by the job's account) and return it."""
+    def view_work_dir(self, spec: JobSpec, own_dir: Path) -> str:
+        """The job's working dir as the job sees it."""
+        if self.sandbox is not None:
+            return view_work_dir(spec, self.sandbox_work_dir(spec))
+        return str(self.work_dir(spec, own_dir))
+
+    def prepare_work_dir(
+        self, spec: JobSpec, own_dir: Path, owner: tuple[int, int] | None
+    ) -> Path | None:
+        """Create the job's own working dir (root creates it in a directory of root's,
+        then gives it to the job's `owner`) and return it; None for a spec's
+        `working_dir` outside a sandbox: the job's wrapper makes it as the job's user."""
+        if spec.working_dir and self.sandbox is None:
+            return None
         work_dir = self.work_dir(spec, own_dir)
-        owner = self.owner(spec)
-        if work_dir != own_dir and not spec.working_dir:
+        if work_dir != own_dir:
             assert self.work_root is not None
             self.work_root.mkdir(mode=0o711, parents=True, exist_ok=True)
-            work_dir.mkdir(mode=0o700, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                work_dir.mkdir(mode=0o700)
         else:
             work_dir.mkdir(parents=True, exist_ok=True)
-        if owner is not None and not spec.working_dir:
-            os.chown(work_dir, *owner)
+        if owner is not None:
+            fd = os.open(work_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                os.fchown(fd, *owner)
+            finally:
+                os.close(fd)
         return work_dir
 
     def base_environment(
-        self, spec: JobSpec, environ: Mapping[str, str], work_dir: Path
+        self, spec: JobSpec, environ: Mapping[str, str], work_dir: str, owner: int | None
     ) -> dict[str, str]:
-        """What the job inherits from the host, before its own env (see the docstring)."""
+        """What the job inherits from the host, before its own env (see the docstring);
+        `owner`: the uid it runs as (None: the agent's)."""
         env = {k: v for k, v in environ.items() if not k.startswith(_AGENT_ENV_PREFIX)}
-        if not self.is_foreign(spec):
+        if not self.is_foreign(spec) or owner is None:
             return env
-        owner = self.owner(spec)
-        assert owner is not None
-        name = pwd.getpwuid(owner[0]).pw_name
+        name = pwd.getpwuid(owner).pw_name if _has_uid(owner) else f"job-{spec.id}"[:32]
         env = {key: env[key] for key in _HOST_ENV if key in env}
-        env.update(USER=name, LOGNAME=name, HOME=str(work_dir))
+        env.update(USER=name, LOGNAME=name, HOME=work_dir)
         return env
+
+
+def _has_uid(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True

@@ -25,7 +25,7 @@ from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind
 from agent.protocol import ExecutorKind, JobState, JobStatus
 from agent.server.archives import resolve_path_env
 from agent.server.errors import AgentError
-from agent.server.executors.process import ProcessExecutor, job_environment
+from agent.server.executors.process import ProcessExecutor, job_environment, job_leader
 from agent.server.jobaccount import JobAccount
 from agent.server.serving import AgentContext, AgentService
 from agent.ssh.joblogs import KeptLogs
@@ -119,14 +119,23 @@ def session_resolver(context: AgentContext) -> SessionResolver:
             )
         process = context.executors.get(ExecutorKind.PROCESS)
         account = process.account if isinstance(process, ProcessExecutor) else JobAccount()
+        files = manager.files(state.id)
         try:  # as the job's own account, in its working dir, with its environment
-            owner = account.owner(spec)
-        except KeyError:
+            owner = account.owner(spec, files.root)
+        except (KeyError, OSError):
             return None
-        work_dir = account.work_dir(spec, manager.files(state.id).work_dir)
-        base = account.base_environment(spec, os.environ, work_dir)
-        env = job_environment(spec, base) | resolve_path_env(spec.path_env, str(work_dir))
-        return JobSession(state.id, "process", str(work_dir), env, owner=owner, project=project)
+        work_dir = account.view_work_dir(spec, files.work_dir)
+        base = account.base_environment(spec, os.environ, work_dir, owner[0] if owner else None)
+        env = job_environment(spec, base) | resolve_path_env(spec.path_env, work_dir)
+        enter: tuple[str, ...] = ()
+        if account.sandbox is not None and owner is not None:
+            leader = job_leader(files)
+            if leader is None:
+                return None
+            enter = tuple(account.sandbox.enter_argv(leader, owner, work_dir))
+        return JobSession(
+            state.id, "process", work_dir, env, owner=owner, project=project, enter=enter
+        )
 
     return resolve
 

@@ -16,20 +16,25 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import re
 import secrets
+import shlex
 import shutil
 import signal
 import struct
 import termios
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncssh
 
+from agent.server.sandbox import CLEAN_PATH
+
 CHUNK = 65536
 HOST_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "SHELL")
 SESSION_MARK = "DOCKYARD_SESSION"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REAP_TIMEOUT = 30.0
 
 
@@ -44,6 +49,9 @@ class JobSession:
     container_id: str | None = None
     owner: tuple[int, int] | None = None  # (uid, gid) a process job's session runs as
     project: str | None = None  # the job's `dockyard.project` label (users' keys may be limited)
+    # a sandboxed process job's: the argv prefix that enters its sandbox as its identity
+    # (run with a clean environment; the session's own is sourced after the switch)
+    enter: tuple[str, ...] = ()
 
 
 SessionResolver = Callable[[str, frozenset[str] | None], Awaitable[JobSession | None]]
@@ -154,14 +162,41 @@ async def serve_session(process: asyncssh.SSHServerProcess[bytes], resolve: JobL
         cwd = job.working_dir if job.executor == "process" else None
         owner = job.owner if job.executor == "process" else None
         reap = _container_reaper(job, mark, env)
-        if term is not None:
-            code = await _run_on_pty(process, argv, env, cwd, owner, reap)
-        else:
-            code = await _run_on_pipes(process, argv, env, cwd, owner, reap)
+        with _entered(job, argv, env) as (argv, env, fds):
+            if fds:
+                cwd = None  # the sandbox's `--wd`: the path may exist only inside it
+            if term is not None:
+                code = await _run_on_pty(process, argv, env, cwd, owner, reap, fds)
+            else:
+                code = await _run_on_pipes(process, argv, env, cwd, owner, reap, fds)
     except (OSError, ValueError) as exc:
         process.stderr.write(f"cannot start a session in job {job.job_id}: {exc}\n".encode())
         code = 127
     process.exit(code)
+
+
+ENTERED = '. "/dev/fd/$1" || exit 126; shift; exec "$@"'
+
+
+@contextlib.contextmanager
+def _entered(
+    job: JobSession, argv: list[str], env: dict[str, str]
+) -> Iterator[tuple[list[str], dict[str, str], tuple[int, ...]]]:
+    """For a sandboxed job: the argv that enters its sandbox, a clean environment, and the
+    session's own one in a memfd (sourced after the switch: nothing the job's spec names
+    reaches the root steps, no secret shows in an argv); else all as given."""
+    if not job.enter:
+        yield argv, env, ()
+        return
+    fd = os.memfd_create("dockyard-session-env", os.MFD_CLOEXEC)
+    try:
+        lines = [f"export {k}={shlex.quote(v)}\n" for k, v in env.items() if _NAME.fullmatch(k)]
+        os.write(fd, "".join(lines).encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+        entered = [*job.enter, "/bin/sh", "-c", ENTERED, "dockyard-session", str(fd), *argv]
+        yield entered, {"PATH": CLEAN_PATH}, (fd,)
+    finally:
+        os.close(fd)
 
 
 async def _pump_to_channel(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:
@@ -240,6 +275,7 @@ async def _run_on_pipes(
     cwd: str | None,
     owner: tuple[int, int] | None,
     reap: Reaper | None = None,
+    fds: tuple[int, ...] = (),
 ) -> int:
     sub = await asyncio.create_subprocess_exec(
         *argv,
@@ -249,7 +285,8 @@ async def _run_on_pipes(
         env=env,
         cwd=cwd,
         start_new_session=True,
-        **_as_owner(owner),
+        pass_fds=fds,
+        **_as_owner(None if fds else owner),
     )
     assert sub.stdin is not None and sub.stdout is not None and sub.stderr is not None
     feeder = asyncio.create_task(_pump_stdin(process, sub.stdin))
@@ -298,6 +335,7 @@ async def _run_on_pty(
     cwd: str | None,
     owner: tuple[int, int] | None,
     reap: Reaper | None = None,
+    fds: tuple[int, ...] = (),
 ) -> int:
     master, slave = os.openpty()
     if owner is not None:  # the job's account must be able to use its terminal
@@ -312,7 +350,8 @@ async def _run_on_pty(
             env=env,
             cwd=cwd,
             start_new_session=True,
-            **_as_owner(owner, tty=True),
+            pass_fds=fds,
+            **_as_owner(None if fds else owner, tty=True),
         )
     finally:
         os.close(slave)

@@ -2,17 +2,28 @@
 
 For hosts without a Docker engine, and the embedded default on a laptop. A job runs as::
 
-    /bin/sh -c WRAPPER dockyard-job <shell> "<cmd1> && <cmd2> ..."  0>exit_code
+    [sandbox and switch] /bin/sh -c WRAPPER dockyard-job <shell> "<cmd1> && ..." \\
+        DIR ENV_FD [FILES_FD]   0>exit_code
 
-started with ``setsid`` (``start_new_session``), so the wrapper leads a new session and
-process group that outlives the agent. The wrapper runs the job's shell in the background
-(stdin /dev/null), waits for it (ignoring SIGTERM itself, which the job's processes still
-receive), and writes the exit status to its own stdin, the ``exit_code`` file the agent
-opened for writing; so the status is known even when the agent was down when the job
-ended, and the job's user needs no access to the data dir. The job's output (stdout and
-stderr) goes straight to the append-only ``output.log``. ``pid.json`` records the
-wrapper's pid and start time, which a restarted agent uses to find the job again (a pid
-alone could have been reused).
+started with ``setsid`` (``start_new_session``), so it leads a new session and process
+group that outlives the agent. A root agent first enters the job's sandbox and identity
+(``agent.server.sandbox``: bubblewrap, then setpriv to the job's own uid), or, without a
+sandbox (``--unsandboxed-process-jobs``), only switches to the job account; every step up to
+the wrapper runs with a fixed, clean environment (``clean_environment``), so nothing the
+spec names (``LD_PRELOAD``, ``PATH``, ...) reaches a privileged process. The wrapper runs
+the job's shell in the background (stdin /dev/null) from a subshell which, as the job's
+user, makes the spec's ``working_dir`` outside a sandbox (``DIR``), extracts the job's
+``files:`` from ``FILES_FD`` (a tar root built from the staged archives, so they land
+through the job's own view and rights), then sources the job's environment from ``ENV_FD`` (a
+memfd of ``export K='v'`` lines: no secret in any argv) and execs the job's shell; the
+wrapper's own shell keeps the clean environment. It waits for the job (ignoring SIGTERM
+itself, which the job's processes still receive), and writes the exit status to its own
+stdin, the ``exit_code`` file the agent opened for writing; so the status is known even
+when the agent was down when the job ended, and the job's user needs no access to the data
+dir. The job's output (stdout and stderr) goes straight to the append-only ``output.log``.
+``pid.json`` records the pid and start time of the session's leader (the wrapper, or the
+sandbox's outer process), which a restarted agent uses to find the job again (a pid alone
+could have been reused).
 
 Stop: SIGTERM to the group and to every process carrying the job's marker (see
 ``proctable``), then SIGKILL to all of them after the grace period. When the job's main
@@ -33,19 +44,22 @@ import itertools
 import json
 import logging
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from agent.protocol import ExecutorKind, GpuVendor, JobReason, JobSpec, PortMapping
-from agent.server.archives import place_archives, resolve_path_env
+from agent.server.archives import resolve_path_env, write_files_tar
 from agent.server.executors import proctable
 from agent.server.executors.base import ExecutorError, Launched, ProgressCallback, Usage
 from agent.server.executors.containers import amd_device_groups
 from agent.server.executors.procscans import SharedScans
 from agent.server.jobaccount import JobAccount
+from agent.server.sandbox import IdentityError, clean_environment, gpu_devices
 from agent.server.store import JobFiles, write_atomically
 
 log = logging.getLogger(__name__)
@@ -54,7 +68,14 @@ KILL_RETRY_SECONDS = (0.05, 0.2, 1.0, 5.0)  # SIGKILL again while a process surv
 Killer = Callable[[int, int], None]  # os.kill
 
 WRAPPER = """trap : HUP INT TERM
-"$1" -c "$2" </dev/null &
+(
+  if [ -n "$3" ]; then mkdir -p -- "$3" && cd -- "$3" || exit 126; fi
+  if [ -n "$5" ] && ! tar -x -f "/dev/fd/$5" -C / --no-same-owner; then
+    echo "dockyard: cannot place the job's files: tar failed (above)" >&2; exit 126
+  fi
+  . "/dev/fd/$4" || exit 126
+  exec "$1" -c "$2"
+) </dev/null &
 child=$!
 while :; do
   wait "$child"; status=$?
@@ -70,8 +91,26 @@ printf '%s\\n' "$status" >&0
 # ``wait`` returns above 128 both when the child died of a signal and when a trap of the
 # wrapper interrupted it; then, if the child is gone, a second ``wait`` returns the status
 # it ended with meanwhile (127: none left to report, the first answer was the real one).
+# The subshell makes the job's dir and files as the job's user, and only it sources the
+# job's environment: the wrapper itself runs on with the clean one. The two fds are read
+# by path (/dev/fd/N: dash takes no fd number above 9 in a redirection, and the agent's
+# fds are higher), so they stay open in the job: they hold only the job's own data.
 
+FILES_TAR = "files.tar"  # in the job's directory, from prepare until the job starts
+
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PASSED_OVER_ENV = ("DOCKYARD_AGENT_", proctable.MARKER_ENV, proctable.AGENT_MARKER_ENV)
+
+
+def export_lines(env: Mapping[str, str]) -> bytes:
+    """The environment as shell lines the wrapper sources (`export K='v'`); names no
+    shell takes (the host's; a spec's are refused at submit) are left out."""
+    lines = [
+        f"export {name}={shlex.quote(value)}\n"
+        for name, value in env.items()
+        if _SHELL_NAME.fullmatch(name) and "\0" not in value
+    ]
+    return "".join(lines).encode()
 
 
 def join_commands(commands: list[str]) -> str:
@@ -129,12 +168,11 @@ class ProcessExecutor:
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
         if not spec.archives:
             return
-        try:  # staged at submit (``archives.py``): copied into place now
-            owner = self.account.owner(spec)
-            work_dir = self.account.prepare_work_dir(spec, files.work_dir)
-            await asyncio.to_thread(place_archives, spec, files.root, work_dir, owner)
-        except KeyError as error:
-            raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {spec.user} here") from error
+        try:  # staged at submit (``archives.py``): one tar, extracted by the job itself
+            work_dir = self.account.view_work_dir(spec, files.work_dir)
+            await asyncio.to_thread(
+                write_files_tar, spec, files.root, work_dir, files.root / FILES_TAR
+            )
         except OSError as error:
             message = f"cannot place the job's files: {error}"
             raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
@@ -145,7 +183,7 @@ class ProcessExecutor:
         except KeyError as error:
             user = spec.user or self.account.user
             raise ExecutorError(JobReason.EXECUTOR_ERROR, f"no user {user} here") from error
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, IdentityError) as error:
             message = f"cannot start the job: {error}"
             raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
         self._children[spec.id] = child
@@ -177,10 +215,26 @@ class ProcessExecutor:
             if leader is not None:
                 await _wait_exit(leader.pid, leader.start_ticks, None)
         await self.kill_all(spec.id, identity)  # what the job's shell left behind
+        await asyncio.to_thread(self._retire_identity, spec, files)
         try:
             return int(files.exit_code.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
+
+    def _retire_identity(self, spec: JobSpec, files: JobFiles) -> None:
+        """No process of the job is left: its own directory becomes root's (0700), so
+        the next job given its uid cannot read it, and the uid goes back."""
+        identities = self.account.identities
+        if identities is None or spec.user is not None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            work = os.open(self.account.sandbox_work_dir(spec), os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fchown(work, 0, 0)
+                os.fchmod(work, 0o700)
+            finally:
+                os.close(work)
+        identities.release(files.root)
 
     async def signal(self, spec: JobSpec, files: JobFiles, *, kill: bool) -> None:
         """SIGTERM, or SIGKILL until none is left, to every process of the job."""
@@ -263,10 +317,12 @@ class ProcessExecutor:
 
     async def remove(self, spec: JobSpec, files: JobFiles) -> None:
         self._children.pop(spec.id, None)
-        with contextlib.suppress(KeyError):
-            work_dir = self.account.work_dir(spec, files.work_dir)
-            if work_dir != files.work_dir and not spec.working_dir:  # outside the data dir
-                await asyncio.to_thread(shutil.rmtree, work_dir, True)
+        work_dir = self.account.work_dir(spec, files.work_dir)
+        own = self.account.sandbox is not None or not spec.working_dir
+        if work_dir != files.work_dir and own:  # the job's own dir, outside the data dir
+            await asyncio.to_thread(shutil.rmtree, work_dir, True)  # never follows links
+        if self.account.identities is not None and spec.user is None:
+            await asyncio.to_thread(self.account.identities.release, files.root)
 
     async def close(self) -> None:
         self._children.clear()  # the wrappers live on; a later agent adopts them
@@ -275,18 +331,36 @@ class ProcessExecutor:
 def _spawn(
     spec: JobSpec, files: JobFiles, account: JobAccount, agent_tag: str
 ) -> subprocess.Popen[bytes]:
-    """Start the wrapper in a new session, output appended to the job's log.
+    """Start the job in a new session, output appended to the job's log.
 
+    Whatever runs before the job's own shell runs with `clean_environment`; the job's
+    environment goes in a memfd on fd 3, its files in a tar on fd 4 (see the docstring).
     The wrapper's stdin is ``exit_code``, opened here for writing (the job's own stdin is
     /dev/null): it writes the exit status there and needs no access to the data dir,
     whichever user the job runs as.
     """
-    owner = account.owner(spec)
-    work_dir = account.prepare_work_dir(spec, files.work_dir)
-    base = account.base_environment(spec, os.environ, work_dir)
+    owner = account.owner(spec, files.root)
+    work_dir = account.prepare_work_dir(spec, files.work_dir, owner)
+    view = account.view_work_dir(spec, files.work_dir)
+    base = account.base_environment(spec, os.environ, view, owner[0] if owner else None)
+    env = job_environment(spec, base, agent_tag) | resolve_path_env(spec.path_env, view)
+    tar = files.root / FILES_TAR
+    has_files = bool(spec.archives) and tar.exists()
+    make_dir = view if work_dir is None else ""  # a spec's dir outside a sandbox: the job's
     argv = ["/bin/sh", "-c", WRAPPER, "dockyard-job", spec.shell, join_commands(spec.commands)]
     ids: dict[str, Any] = {}
-    if owner:
+    if account.sandbox is not None:
+        assert owner is not None and work_dir is not None
+        devices = gpu_devices(spec, os.path.exists)
+        prefix = account.sandbox.argv(
+            spec,
+            owner=owner,
+            groups=amd_device_groups(spec),
+            host_work_dir=work_dir,
+            devices=devices,
+        )
+        argv = prefix + argv
+    elif owner:
         # another account: no groups of ours, only those of its AMD GPUs' devices
         groups = amd_device_groups(spec)
         switch = account.switch_argv(owner, groups)
@@ -294,22 +368,49 @@ def _spawn(
             argv = switch + argv
         else:
             ids = {"user": owner[0], "group": owner[1], "extra_groups": groups}
-    exit_fd = os.open(files.exit_code, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    env_fd = os.memfd_create("dockyard-job-env", os.MFD_CLOEXEC)
+    opened = [env_fd]
     try:
+        os.write(env_fd, export_lines(env))
+        os.lseek(env_fd, 0, os.SEEK_SET)
+        files_fd = os.open(tar, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW) if has_files else -1
+        if has_files:
+            opened.append(files_fd)
+        argv += [make_dir, str(env_fd), str(files_fd) if has_files else ""]
+        opened.append(os.open(files.exit_code, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         with open(files.log, "ab") as log:
-            return subprocess.Popen(
+            child = subprocess.Popen(
                 argv,
-                cwd=work_dir,
-                env=job_environment(spec, base, agent_tag)
-                | resolve_path_env(spec.path_env, str(work_dir)),
-                stdin=exit_fd,
+                cwd=work_dir or "/",
+                env=clean_environment(spec.id, agent_tag),
+                stdin=opened[-1],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=tuple(opened[:-1]),
                 **ids,
             )
     finally:
-        os.close(exit_fd)
+        for fd in opened:
+            os.close(fd)
+    if has_files:
+        tar.unlink(missing_ok=True)  # the job holds it open until it has extracted it
+    return child
+
+
+def job_leader(files: JobFiles) -> int | None:
+    """A process inside the job's sandbox (the first child of its session's leader: the
+    sandbox's init), whose namespaces an SSH session enters; None when gone."""
+    identity = _read_identity(files)
+    if identity is None or not proctable.is_running(*identity):
+        return None
+    pid = identity[0]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            found = children.read().split()
+    except OSError:
+        return None
+    return int(found[0]) if found else None
 
 
 def _host_ports(spec: JobSpec) -> list[PortMapping]:

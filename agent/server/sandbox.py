@@ -1,0 +1,254 @@
+"""The sandbox of a process job run by a root agent: bubblewrap, and a uid of its own.
+
+A root agent must never run, or write through, what a spec names while it is still root
+(docs/security.md, "Jobs and the host"). So a process job starts as::
+
+    sh -c 'trap "" HUP INT TERM; exec "$@"'  bwrap <namespaces, mounts>  --
+        env --default-signal=HUP,INT,TERM  setpriv --reuid=U --regid=G ... --no-new-privs --
+        /bin/sh -c WRAPPER ...
+
+every step of it with a fixed, clean environment (`clean_environment`: a fixed `PATH` and
+the job's two markers); the job's own environment reaches only the job's shell, after the
+switch (`agent.server.executors.process`).
+
+- bubblewrap gives the job its own mount, PID, IPC and UTS namespaces: the host's
+  filesystem read-only (each entry of `/` bound read-only on bubblewrap's own root, so a
+  `working_dir` the host lacks can still be made), `/dev` with only the job's GPUs' device
+  nodes bound in, its own `/proc`, a private `/tmp`, and only the job's working directory
+  writable; the agent's data dirs are covered by an empty tmpfs.
+- bubblewrap's outer process ignores HUP, INT and TERM (set before it is exec'd, reset to
+  the default for the job by `env --default-signal`): the agent's SIGTERM to the job's
+  process group reaches the job, not the process whose exit tells the agent the job ended
+  (killing it would lose nothing, since the job's status goes to `exit_code`, but the
+  agent would take the job for ended before its grace period). SIGKILL still ends it, and
+  with it the PID namespace: nothing the job left behind outlives it.
+- `Identities` gives each running job a uid no other running job of this host has (of any
+  agent, any project): `uid_base + slot`, leased by an exclusively created file
+  `<lease_dir>/<uid>`, recorded in the job's `sandbox.json` so that a restarted agent keeps
+  it. No `/etc/passwd` entry is needed.
+
+`ProcessExecutor` builds the command with `Sandbox.argv`; `agent.__main__` makes the
+`Sandbox` when the agent is root and `bwrap` exists (else process jobs are refused unless
+the operator passed `--unsandboxed-process-jobs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.protocol import GpuVendor, JobSpec
+
+PACKAGE = "bubblewrap"  # the Debian package of `bwrap`
+UNSANDBOXED_FLAG = "--unsandboxed-process-jobs"
+UNSANDBOXED_ENV = "DOCKYARD_AGENT_UNSANDBOXED_PROCESS_JOBS"
+UID_BASE = 2_000_000_000  # far above any account a host's tools create
+UID_SLOTS = 1 << 20
+LEASE_DIR = Path("/var/lib/dockyard-jobs/uids")
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+RECORD = "sandbox.json"  # in the job's directory: its uid
+IGNORE_STOP_SIGNALS = 'trap "" HUP INT TERM; exec "$@"'
+DEFAULT_SIGNALS = "--default-signal=HUP,INT,TERM"
+NVIDIA_SHARED = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+HIDDEN_ROOT_ENTRIES = ("proc", "dev", "tmp")  # made anew inside the sandbox
+
+
+def refusal_without_sandbox() -> str:
+    """Why a root agent without bubblewrap runs no process job (the job's error)."""
+    return (
+        "this host's agent runs as root and has no sandbox for process jobs: install the "
+        f"`{PACKAGE}` package (`bwrap`) and restart the agent, run the job in a container "
+        f"(`image:`), or start the agent with {UNSANDBOXED_FLAG} ({UNSANDBOXED_ENV}=1) to run "
+        "process jobs without one (they then share the host's filesystem, processes and "
+        "/tmp, and all run as one account)"
+    )
+
+
+def clean_environment(job_id: str, agent_tag: str) -> dict[str, str]:
+    """The whole environment of every privileged step of a job's start: a fixed `PATH`
+    and the markers the agent finds the job's processes by (`proctable`). The id is the
+    spec's checked `JOB_ID_PATTERN`; the tag is the agent's."""
+    env = {"PATH": CLEAN_PATH, "DOCKYARD_JOB_ID": job_id}
+    if agent_tag:
+        env["DOCKYARD_JOB_AGENT"] = agent_tag
+    return env
+
+
+def gpu_devices(spec: JobSpec, exists: Callable[[str], bool]) -> list[str]:
+    """The device nodes of the job's GPUs that exist on this host (pure but for `exists`)."""
+    if not spec.gpus:
+        return []
+    if spec.gpu_vendor == GpuVendor.AMD:
+        # ROCm opens every render node to enumerate; HIP_VISIBLE_DEVICES picks the job's
+        candidates = ["/dev/kfd", *[f"/dev/dri/renderD{128 + n}" for n in range(64)]]
+    else:
+        own = [f"/dev/nvidia{index}" for index in spec.gpus]
+        candidates = [*own, *(f"/dev/{name}" for name in NVIDIA_SHARED)]
+    return [path for path in candidates if exists(path)]
+
+
+def view_work_dir(spec: JobSpec, host_work_dir: Path) -> str:
+    """The job's working dir as the job sees it: its spec's `working_dir` (its own
+    directory is mounted there), else the host path of its own directory."""
+    return posixpath.normpath(spec.working_dir) if spec.working_dir else str(host_work_dir)
+
+
+def file_target_problem(index: int, path: str, target: str, work_dir: str) -> str | None:
+    """Why archive `index` (spec path `path`, resolved to `target` in the job's view) may
+    not be placed: inside the sandbox only the working dir and /tmp are writable."""
+    for root in (work_dir, "/tmp"):
+        if target == root or target.startswith(root.rstrip("/") + "/"):
+            return None
+    return (
+        f"files: archives[{index}] ({path!r}) lands at {target}, outside the job's working "
+        f"dir {work_dir} and /tmp: a process job's sandbox can write only there (the "
+        "host's filesystem is read-only to it); use a path relative to the working dir"
+    )
+
+
+def working_dir_problem(spec: JobSpec, exists: Callable[[str], bool]) -> str | None:
+    """Why the sandbox cannot mount the job's directory at its `working_dir`: on the
+    read-only host view, a mount point can be made only where its parent is new."""
+    if not spec.working_dir:
+        return None
+    path = posixpath.normpath(spec.working_dir)
+    if not path.startswith("/") or path == "/":
+        return f"working_dir {spec.working_dir!r}: a process job's working_dir is absolute"
+    parts = path.strip("/").split("/")
+    if parts[0] in HIDDEN_ROOT_ENTRIES[:2]:
+        return f"working_dir {path}: not inside /{parts[0]}"
+    if parts[0] == "tmp" or exists(path) or not exists("/" + parts[0]):
+        return None
+    return (
+        f"working_dir {path}: a process job's sandbox can mount its working dir at a new "
+        "top-level directory (e.g. /workflow), under /tmp, or over an existing directory; "
+        f"{posixpath.dirname(path)} is the host's, read-only"
+    )
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How this agent sandboxes process jobs (made only for a root agent with bwrap)."""
+
+    bwrap: str
+    setpriv: str
+    hidden: tuple[Path, ...] = ()  # covered by an empty tmpfs (the data dirs)
+    nsenter: str = "nsenter"  # util-linux's: SSH sessions enter a running job's sandbox
+    root_entries: Callable[[], list[tuple[str, str | None]]] = field(
+        default=lambda: list_root(Path("/")), compare=False
+    )
+
+    def argv(
+        self,
+        spec: JobSpec,
+        *,
+        owner: tuple[int, int],
+        groups: Sequence[int],
+        host_work_dir: Path,
+        devices: Iterable[str],
+    ) -> list[str]:
+        """The command prefix that runs the rest of the argv in the job's sandbox as
+        `owner` (its argv[0] is a shell that makes bwrap ignore the stop signals)."""
+        argv = ["/bin/sh", "-c", IGNORE_STOP_SIGNALS, "dockyard-sandbox", self.bwrap]
+        argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        for name, link in self.root_entries():
+            if name in HIDDEN_ROOT_ENTRIES:
+                continue
+            path = f"/{name}"
+            argv += ["--symlink", link, path] if link is not None else ["--ro-bind", path, path]
+        argv += ["--dev", "/dev"]
+        for device in devices:
+            argv += ["--dev-bind", device, device]
+        argv += ["--proc", "/proc", "--tmpfs", "/tmp"]
+        for hidden in self.hidden:
+            if hidden.is_dir():
+                argv += ["--tmpfs", str(hidden)]
+        work = str(host_work_dir)
+        view = view_work_dir(spec, host_work_dir)
+        argv += ["--bind", work, work]
+        if view != work:
+            argv += ["--bind", work, view]
+        argv += ["--remount-ro", "/", "--chdir", view, "--"]
+        argv += ["env", DEFAULT_SIGNALS]
+        return argv + switch_argv(self.setpriv, owner, groups, no_new_privs=True)
+
+    def enter_argv(self, leader: int, owner: tuple[int, int], work_dir: str) -> list[str]:
+        """The command prefix that runs the rest of the argv inside the running job's
+        namespaces (`leader`: a process in them), in its working dir, as `owner`."""
+        argv = [self.nsenter, f"--target={leader}", "--mount", "--pid", "--ipc", "--uts"]
+        argv += [f"--wd={work_dir}", "--"]
+        return argv + switch_argv(self.setpriv, owner, (), no_new_privs=True)
+
+
+def switch_argv(
+    setpriv: str, owner: tuple[int, int], groups: Sequence[int], *, no_new_privs: bool = False
+) -> list[str]:
+    """setpriv's argv prefix: become `owner` with only `groups` besides its own group."""
+    uid, gid = owner
+    listed = f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups"
+    argv = [setpriv, f"--reuid={uid}", f"--regid={gid}", listed]
+    return argv + (["--no-new-privs", "--"] if no_new_privs else ["--"])
+
+
+def list_root(root: Path) -> list[tuple[str, str | None]]:
+    """The entries of `/`: (name, the link's target, or None for a directory or file)."""
+    found: list[tuple[str, str | None]] = []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            link = os.readlink(entry.path) if entry.is_symlink() else None
+            found.append((entry.name, link))
+    return sorted(found)
+
+
+class IdentityError(Exception):
+    """No uid could be leased for a job."""
+
+
+@dataclass(frozen=True)
+class Identities:
+    """The per-job uids of a host's sandboxed jobs, leased in `lease_dir` (host-wide)."""
+
+    base: int = UID_BASE
+    slots: int = UID_SLOTS
+    lease_dir: Path = LEASE_DIR
+
+    def recorded(self, job_root: Path) -> int | None:
+        """The uid recorded for the job whose directory is `job_root` (None: none yet)."""
+        try:
+            uid = int(json.loads((job_root / RECORD).read_text())["uid"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+        return uid if self.base <= uid < self.base + self.slots else None
+
+    def lease(self, job_id: str, job_root: Path) -> int:
+        """The job's uid: the recorded one, else a free slot leased now and recorded."""
+        known = self.recorded(job_root)
+        if known is not None:
+            return known
+        self.lease_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for _ in range(64):
+            uid = self.base + secrets.randbelow(self.slots)
+            try:
+                fd = os.open(self.lease_dir / str(uid), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            try:
+                os.write(fd, job_id.encode())
+            finally:
+                os.close(fd)
+            (job_root / RECORD).write_text(json.dumps({"uid": uid}))
+            return uid
+        raise IdentityError(f"no free uid in {self.lease_dir} after 64 tries")
+
+    def release(self, job_root: Path) -> None:
+        """Give the job's uid back (its processes are gone, its files root's again)."""
+        uid = self.recorded(job_root)
+        if uid is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (self.lease_dir / str(uid)).unlink()
