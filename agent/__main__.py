@@ -20,8 +20,9 @@ import asyncio
 import dataclasses
 import logging
 import os
+import shutil
 import sys
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,13 @@ from agent.server.jobaccount import (
 )
 from agent.server.mounts import DEFAULT_VOLUME_ROOTS, parse_roots
 from agent.server.peers import allowed_uids
+from agent.server.sandbox import (
+    UNSANDBOXED_ENV,
+    UNSANDBOXED_FLAG,
+    Identities,
+    Sandbox,
+    refusal_without_sandbox,
+)
 from agent.server.serving import (
     DEFAULT_HTTP_PORT,
     AgentConfig,
@@ -120,6 +128,23 @@ def build_parser(*, with_services: bool = False) -> argparse.ArgumentParser:
         help="with a job user: honour a process job's `user: root` (off: such jobs are refused)",
     )
     serve_parser.add_argument(
+        UNSANDBOXED_FLAG,
+        action="store_true",
+        default=_env_flag(UNSANDBOXED_ENV),
+        help="a root agent without bubblewrap (`bwrap`) runs process jobs anyway, as the "
+        "job account and without a sandbox: they then share the host's filesystem, /tmp, "
+        "processes and one account (they can read each other's files and signal each "
+        f"other); off: such jobs are refused; env {UNSANDBOXED_ENV}=1",
+    )
+    serve_parser.add_argument(
+        "--allow-job-user",
+        action="append",
+        default=_env_list("DOCKYARD_AGENT_ALLOW_JOB_USERS"),
+        metavar="NAME",
+        help="a process job's `user:` may name this account (repeatable; none by default: "
+        "jobs run as their own identity); env DOCKYARD_AGENT_ALLOW_JOB_USERS (comma-separated)",
+    )
+    serve_parser.add_argument(
         "--protect",
         type=Path,
         action="append",
@@ -189,6 +214,14 @@ def _volume_roots(flags: list[Path] | None, environ: Mapping[str, str]) -> tuple
     return roots
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
 def extra_services(args: argparse.Namespace) -> list[AgentService]:
     """Services started beside the HTTP API, from their command-line options."""
     return ssh_cli.services(args)
@@ -200,8 +233,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        account = job_account(args.job_user, args.work_root, args.data_dir.resolve())
-        account = dataclasses.replace(account, allow_root=args.allow_root_jobs)
+        data_dir = args.data_dir.resolve()
+        account = job_account(
+            args.job_user,
+            args.work_root,
+            data_dir,
+            unsandboxed=args.unsandboxed_process_jobs,
+            hidden=(data_dir, *(path.resolve() for path in args.protect)),
+        )
+        account = dataclasses.replace(
+            account,
+            allow_root=args.allow_root_jobs,
+            allowed_users=frozenset(args.allow_job_user),
+        )
     except JobAccountError as error:
         print(f"error: --job-user: {error}", file=sys.stderr)
         return 2
@@ -245,13 +289,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def job_account(user: str, work_root: Path | None, data_dir: Path) -> JobAccount:
-    """The `JobAccount` of `--job-user` (created when missing and the agent is root)."""
+def job_account(
+    user: str,
+    work_root: Path | None,
+    data_dir: Path,
+    *,
+    unsandboxed: bool = False,
+    hidden: tuple[Path, ...] = (),
+    which: Callable[[str], str | None] = shutil.which,
+) -> JobAccount:
+    """The `JobAccount` of `--job-user`. A root agent with bubblewrap sandboxes process
+    jobs (`auto`: each with a uid of its own; NAME: as that account); without it, it
+    refuses them unless `unsandboxed` (then as the job account, created when missing)."""
     if user == "self" or (user == "auto" and os.geteuid() != 0):
         return JobAccount()
+    root = work_root or default_work_root(data_dir)
+    bwrap, setpriv = which("bwrap"), which("setpriv")
+    if bwrap is not None and setpriv is not None:
+        sandbox = Sandbox(bwrap, setpriv, hidden, nsenter=which("nsenter") or "nsenter")
+        if user == "auto":
+            return JobAccount(DEFAULT_JOB_USER, root, sandbox=sandbox, identities=Identities())
+        ensure_job_user(user)
+        return JobAccount(user, root, sandbox=sandbox)
     name = DEFAULT_JOB_USER if user == "auto" else user
+    if not unsandboxed:
+        return JobAccount(name, root, unsandboxed_refusal=refusal_without_sandbox())
     ensure_job_user(name)
-    return JobAccount(name, work_root or default_work_root(data_dir))
+    return JobAccount(name, root)
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
