@@ -338,13 +338,16 @@ async def ensure_local_agent(
     job_user: str = "auto",
     job_isolation: str = "auto",
     default_image: str | None = None,
+    volume_roots: str | None = None,
 ) -> LocalAgent:
     """The running local agent, started first if needed (idempotent, process-safe).
 
     `job_user` is the agent's `--job-user`: `auto` runs process jobs as `dockyard-job`
     when the server is root; `self` (tests whose jobs write to the test's files) as the
     agent's own user. `job_isolation` and `default_image` are its `--job-isolation` and
-    `--default-image` (None: the agent's default, dstack's image)."""
+    `--default-image` (None: the agent's default, dstack's image); `volume_roots` (':'-
+    separated) its `--volume-root`s (None: the agent's default, `mounts.DEFAULT_VOLUME_ROOTS`;
+    its `--volume-dir`, the server's local volumes, is allowed either way)."""
     paths = local_paths(server_data_dir)
     paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
     async with _locked(paths.root / "lock"):
@@ -365,6 +368,8 @@ async def ensure_local_agent(
         job_args = ["--job-user", job_user, "--job-isolation", job_isolation]
         if default_image:
             job_args += ["--default-image", default_image]
+        for root in (volume_roots or "").split(":"):
+            job_args += ["--volume-root", root] if root.strip() else []
         pid = _spawn(paths, python, http_port, ssh_port, job_args)
         paths.state.write_text(
             json.dumps({"pid": pid, "http_port": http_port, "ssh_port": ssh_port})

@@ -25,6 +25,7 @@ from pydantic import (
 
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from agent.remote_scripts import check_image_name, check_job_user
+from agent.server.mounts import parse_roots
 from reconciler.errors import UsageError
 from reconciler.quantities import parse_duration, parse_size
 from schemas.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_VALUES, ConfigLimits
@@ -49,6 +50,15 @@ def check_attach_host(value: str) -> str:
 
 
 AttachHost = Annotated[str, AfterValidator(check_attach_host)]
+
+
+def check_volume_roots(value: str) -> str:
+    """`local_volume_roots`: ':'-separated absolute paths (the local agent's --volume-root)."""
+    parse_roots(value)
+    return value
+
+
+VolumeRoots = Annotated[str, AfterValidator(check_volume_roots)]
 
 
 def check_attach_ports(value: str) -> str:
@@ -91,6 +101,7 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_LOCAL_JOB_USER": "local_job_user",
     "DOCKYARD_LOCAL_JOB_ISOLATION": "local_job_isolation",
     "DOCKYARD_LOCAL_DEFAULT_IMAGE": "local_default_image",
+    "DOCKYARD_LOCAL_VOLUME_ROOTS": "local_volume_roots",
 }
 
 LIMIT_FIELDS: tuple[str, ...] = (
@@ -220,6 +231,11 @@ class Settings(BaseModel):
     )
     local_default_image: ImageName | None = Field(
         default=None, description="the local fleet's image for jobs without one (dstack's)"
+    )
+    local_volume_roots: VolumeRoots | None = Field(
+        default=None,
+        description="the host dirs (':'-separated) below which the local fleet's instance "
+        "volumes must lie; unset: /mnt:/data:/srv:/scratch (and the local volumes' dir)",
     )
     # the agents deployed to SSH fleet hosts; SSH_AGENT_FIELDS makes them flags
     ssh_job_isolation: Literal["auto", "container", "process"] = Field(

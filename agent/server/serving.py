@@ -41,7 +41,7 @@ from agent.server.hostfacts import ToolRunner, detect_host, run_tool, sample_gpu
 from agent.server.isolation import DEFAULT_IMAGE, Isolation, JobIsolation
 from agent.server.jobaccount import JobAccount, agent_tag
 from agent.server.jobs import JobManager
-from agent.server.mounts import DOCKER_SOCKETS
+from agent.server.mounts import DEFAULT_VOLUME_ROOTS, DOCKER_SOCKETS
 from agent.server.peers import PeerCheck, allowed_uids, gated_protocol
 from agent.server.store import JobStore, write_atomically
 from agent.server.strays import SWEEP_SECONDS
@@ -68,6 +68,7 @@ class AgentConfig:
     job_account: JobAccount = field(default_factory=JobAccount)  # who process jobs run as
     protected_dirs: tuple[Path, ...] = ()  # besides the data dir: no job mounts these
     volume_dirs: tuple[Path, ...] = ()  # volumes inside these may be mounted all the same
+    volume_roots: tuple[Path, ...] = DEFAULT_VOLUME_ROOTS  # other volumes only below these
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES  # a request's line and headers, at most
     job_isolation: Isolation = Isolation.AUTO  # jobs without an image: container or process
     default_image: str = DEFAULT_IMAGE  # ... and the image of their container
@@ -114,6 +115,7 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
             allow_privileged=privileged,
             protected=(config.data_dir, *config.protected_dirs, *DOCKER_SOCKETS),
             volume_dirs=config.volume_dirs,
+            volume_roots=config.volume_roots,
             agent_tag=tag,
         )
     return executors

@@ -48,6 +48,7 @@ class AgentSetup:
     local_job_user: str = "auto"  # the local agent's --job-user
     local_job_isolation: str = "auto"  # ... its --job-isolation
     local_default_image: str | None = None  # ... its --default-image (None: dstack's)
+    local_volume_roots: str | None = None  # ... its --volume-root, ':'-separated (None: default)
     ssh_options: AgentOptions = field(default_factory=AgentOptions)  # SSH hosts' agents
     remote_dir: str = DEFAULT_REMOTE_DIR  # --ssh-agent-dir
     agent_port: int = DEFAULT_AGENT_PORT  # --ssh-agent-port (its session port: one below)
@@ -62,6 +63,7 @@ class AgentSetup:
             job_user=self.local_job_user,
             job_isolation=self.local_job_isolation,
             default_image=self.local_default_image,
+            volume_roots=self.local_volume_roots,
         )
         return LocalAgent(
             hostname=agent.target.hostname,

@@ -460,6 +460,7 @@ def build_controller(
         local_job_user=settings.local_job_user,
         local_job_isolation=settings.local_job_isolation,
         local_default_image=settings.local_default_image,
+        local_volume_roots=settings.local_volume_roots,
         ssh_options=ssh_agent_options(settings),
         remote_dir=settings.ssh_agent_dir,
         agent_port=settings.ssh_agent_port,

@@ -36,6 +36,7 @@ async def dagent(
         http_port=0,
         docker_url=docker_engine.base_url,
         tool_runner=recorded_tools(False),
+        volume_roots=(tmp_path,),  # the tests' volumes are temp dirs
     )
     async with start_agent(config) as context, _client(context.http_port) as http:
         yield AgentApi(http, config.data_dir)
@@ -290,7 +291,10 @@ async def test_agent_killed_container_readopted_and_logs_exactly_once(
     tmp_path: Path,
     job_id: str,
 ) -> None:
-    agent_process.extra_args = ("--docker-url", docker_engine.base_url)
+    agent_process.extra_args = (
+        *("--docker-url", docker_engine.base_url),
+        *("--volume-root", str(tmp_path)),  # the volume is a temp dir
+    )
     shared = tmp_path / "shared"
     shared.mkdir()
     script = "i=0; while [ ! -e /w/go ]; do i=$((i+1)); echo line-$i; sleep 0.01; done; exit 4"

@@ -46,7 +46,7 @@ from agent.server.executors.containers import (
 )
 from agent.server.executors.dockerlogs import LogFollower
 from agent.server.isolation import LABEL_DEFAULT_IMAGE, EngineFacts
-from agent.server.mounts import mount_problem
+from agent.server.mounts import DEFAULT_VOLUME_ROOTS, resolved_volume, volume_problem
 from agent.server.store import JobFiles
 
 T = TypeVar("T")
@@ -66,6 +66,7 @@ class DockerExecutor:
         allow_privileged: bool = True,
         protected: Sequence[Path] = (),
         volume_dirs: Sequence[Path] = (),
+        volume_roots: Sequence[Path] = DEFAULT_VOLUME_ROOTS,
         agent_tag: str = "",
     ) -> None:
         self._base_url = base_url
@@ -73,6 +74,7 @@ class DockerExecutor:
         self._allow_privileged = allow_privileged  # off: `privileged` jobs are refused
         self._protected = tuple(protected)  # no job mounts these, or a dir above them
         self._volume_dirs = tuple(volume_dirs)  # ... except volumes inside these
+        self._volume_roots = tuple(volume_roots)  # other volumes only below these
         self._clients: dict[bool, docker.DockerClient] = {}
         self._clients_lock = threading.Lock()  # clients are made in worker threads
         self._followers: dict[str, LogFollower] = {}
@@ -132,8 +134,13 @@ class DockerExecutor:
                 "privileged: a privileged container is root on the host, and this host runs "
                 "none (its agent was started without --allow-root-jobs)"
             )
+        return self._volumes_problem(spec)
+
+    def _volumes_problem(self, spec: JobSpec) -> str | None:
         for volume in spec.volumes:
-            problem = mount_problem(volume.host_path, self._protected, self._volume_dirs)
+            problem = volume_problem(
+                volume.host_path, self._volume_roots, self._protected, self._volume_dirs
+            )
             if problem is not None:
                 return problem
         return None
@@ -158,12 +165,25 @@ class DockerExecutor:
 
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
         files.log.chmod(0o622)  # the container's user may not be ours: append, never read
+        # checked at submit; a link may have been planted since (`mounts`): look again and
+        # give the engine the resolved paths that were checked
+        problem = self._volumes_problem(spec)
+        if problem is not None:
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, problem)
+        mounted = spec.model_copy(
+            update={
+                "volumes": [
+                    v.model_copy(update={"host_path": resolved_volume(v.host_path)})
+                    for v in spec.volumes
+                ]
+            }
+        )
 
         def create() -> tuple[str, dict[str, Any]]:
             client = self._client()
             _remove_stale(client, spec.id)
             kwargs = to_container_kwargs(
-                spec, str(files.log), amd_device_groups(spec), self.agent_tag
+                mounted, str(files.log), amd_device_groups(spec), self.agent_tag
             )
             work_dir = _work_dir(client, spec) if spec.archives or spec.path_env else "/"
             kwargs["environment"].update(resolve_path_env(spec.path_env, work_dir))
