@@ -13,7 +13,8 @@ reconcile will make it:
 - offline with `--base REF`: against another commit as if it were deployed (no server);
   the plan then says which checks it could not make (stack previews, capacity, prices).
 
-Exit code 0 for a clean plan, 1 when the plan has errors. A local path is read in place;
+Exit code 0 for a clean plan, 1 when the plan has errors, 3 when the repo policy blocks a
+run (`plan_exit_code`; 2 is a usage error). A local path is read in place;
 URLs are mirrored under `<data-dir>/git`. An https token is read from
 `$DOCKYARD_GIT_TOKEN` (or the variable named by `--token-env`).
 """
@@ -25,15 +26,17 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from reconciler.adapters.gitsource import GitSource, location_from_env
-from reconciler.adapters.gitsource.remotes import DEFAULT_TOKEN_ENV
-from reconciler.core.rendering_table import render_table
-from reconciler.pr.reviewing import PlanReport
+if TYPE_CHECKING:
+    # `dockyard plan --help` imports this module only: what planning needs (the config
+    # models, git, the planner) is imported when a plan is made, and the offline plan
+    # never imports the server's side (tests/cli/test_plan_imports.py, bench/cli.py).
+    from reconciler.adapters.gitsource import GitSource
+    from reconciler.domain.plan import Plan
+    from reconciler.pr.reviewing import PlanReport
 
 
 class OutputFormat(StrEnum):
@@ -68,8 +71,13 @@ def plan_command(
         Path | None, typer.Option("--ssh-key", help="Private key for an SSH repo URL.")
     ] = None,
     token_env: Annotated[
-        str, typer.Option("--token-env", help="Environment variable holding an https token.")
-    ] = DEFAULT_TOKEN_ENV,
+        str | None,
+        typer.Option(
+            "--token-env",
+            help="Environment variable holding an https token (default: DOCKYARD_GIT_TOKEN).",
+            show_default=False,
+        ),
+    ] = None,
     server: Annotated[
         str | None,
         typer.Option("--server", help="Plan on this Dockyard server (default: the CLI's project)."),
@@ -80,12 +88,19 @@ def plan_command(
     ] = None,
 ) -> None:
     """Plan a commit of the config repo on the server (live state) or offline (--base)."""
+    from reconciler.adapters.gitsource import GitSource, location_from_env
+    from reconciler.adapters.gitsource.remotes import DEFAULT_TOKEN_ENV
     from reconciler.cli.validate import config_limits
     from schemas import parse_config  # the config contract; imported when planning
 
-    directory = _data_dir(data_dir)
+    directory = data_dir_or_default(data_dir)
     location = location_from_env(
-        repo, branch=branch, subdir=path, ssh_key=ssh_key, environ=os.environ, token_env=token_env
+        repo,
+        branch=branch,
+        subdir=path,
+        ssh_key=ssh_key,
+        environ=os.environ,
+        token_env=token_env or DEFAULT_TOKEN_ENV,
     )
     limits = config_limits(os.environ)  # DOCKYARD_CONFIG_MAX_*, as on the server
     source = GitSource(
@@ -103,13 +118,35 @@ def plan_command(
     else:
         report = _plan_on_server(source, commit, server, server_token, path.strip("/"))
     _print(report, output)
-    raise typer.Exit(1 if report.plan.errors else 0)
+    raise typer.Exit(plan_exit_code(report.plan))
 
 
-def _data_dir(data_dir: Path | None) -> Path:
-    from reconciler.adapters.db.connecting import default_data_dir
+EXIT_ERRORS = 1
+"""The plan has errors: nothing would be applied."""
+EXIT_BLOCKED = 3
+"""A run breaks the repo policy (`.dockyard.yml` `policy`) with no approved exception: the
+reconcile would not apply it, so CI fails the pull request (2 is a usage error)."""
 
-    return (data_dir or default_data_dir()).expanduser()
+
+def plan_exit_code(plan: Plan) -> int:
+    """0 for a clean plan, `EXIT_ERRORS`, else `EXIT_BLOCKED` when the policy blocks a run
+    (what fails the `dockyard/plan` status, `reconciler.pr.commenting.policy_blocked`)."""
+    from reconciler.pr.commenting import policy_blocked
+
+    if plan.errors:
+        return EXIT_ERRORS
+    return EXIT_BLOCKED if policy_blocked(plan) else 0
+
+
+# The server's default data dir (`reconciler.adapters.db.connecting.DEFAULT_DATA_DIR`,
+# which a plan must not import: it loads SQLAlchemy); tests/cli/test_plan_imports.py
+# checks that the two agree.
+DEFAULT_DATA_DIR = Path("~/.dockyard/data")
+
+
+def data_dir_or_default(data_dir: Path | None) -> Path:
+    """Where URL repos are mirrored: `--data-dir`, else the server's default data dir."""
+    return (data_dir or DEFAULT_DATA_DIR).expanduser()
 
 
 def _plan_on_server(
@@ -136,6 +173,9 @@ def _plan_on_server(
 
 
 def _print(report: PlanReport, output: OutputFormat) -> None:
+    from rich.console import Console
+
+    from reconciler.core.rendering_table import render_table
     from reconciler.pr.commenting import cost_line, plan_markdown
     from reconciler.pr.document import report_to_json
 

@@ -8,7 +8,7 @@
 `pr plan` plans the PR head of a CI checkout (detached, no branch needed): offline against
 its base commit, or on a server against live state; both price the runs with the offers
 catalog, and a head with errors still shows what its valid files would do. Exit 1 when the
-plan has errors.
+plan has errors, 3 when the repo policy blocks a run (as `dockyard plan`).
 
 The plan is the JSON of `dockyard plan --format json` (with `--server`, it carries offers
 and $/h); `--plan -` (the default) reads it from stdin. The comment is found by its hidden
@@ -103,14 +103,14 @@ def plan_command(
     ] = None,
 ) -> None:
     """Plan a PR head (offline against --base, or on --server), with offers and $/h."""
-    from reconciler.adapters.db.connecting import default_data_dir
+    from reconciler.cli.plan import data_dir_or_default, plan_exit_code
     from reconciler.pr.checkout import open_checkout, plan_offline, plan_remotely
     from reconciler.pr.commenting import plan_markdown
     from reconciler.pr.document import report_to_json
 
     if (base is None) == (server is None):
         raise UsageError("give either --base REF (offline) or --server URL (live state)")
-    directory = (data_dir or default_data_dir()).expanduser()
+    directory = data_dir_or_default(data_dir)
     source = open_checkout(repo, subdir=path, data_dir=directory, environ=os.environ)
     if server is not None:
         report = plan_remotely(source, ref=ref, server=server, token=token or "", subdir=path)
@@ -122,7 +122,7 @@ def plan_command(
     else:
         text = plan_markdown(report)
     sys.stdout.write(text + "\n")
-    raise typer.Exit(1 if report.plan.errors else 0)
+    raise typer.Exit(plan_exit_code(report.plan))
 
 
 def _read_plan(plan: str) -> PlanReport:

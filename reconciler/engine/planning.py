@@ -34,12 +34,10 @@ runs keep their action with `approved_by`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from reconciler.adapters.db.store import Store
-from reconciler.adapters.db.vanished import VanishedStore
 from reconciler.core.blocking import block_actions
 from reconciler.core.planning import plan as pure_plan
 from reconciler.core.policy import RepoPolicy
@@ -47,10 +45,16 @@ from reconciler.domain.desired import DesiredState
 from reconciler.domain.kinds import Kind, ResourceKey
 from reconciler.domain.observed import ObservedResource, ObservedState
 from reconciler.domain.plan import Action, ActionKind, Plan
-from reconciler.engine.drifting import drift_actions
 from reconciler.engine.policing import police
-from reconciler.engine.previewing import PREVIEWED, Previewer, PreviewFailure, PreviewResult
 from stacks.catalog import CatalogRow, load_catalog
+
+if TYPE_CHECKING:
+    # Only the server's plans (previews, drift, the store) use these; `plan_offline` runs
+    # in `dockyard plan --base` without a server, which must not load SQLAlchemy, the
+    # agent client or asyncssh (tests/cli/test_plan_imports.py): they are imported where
+    # they are used.
+    from reconciler.adapters.db.store import Store
+    from reconciler.engine.previewing import Previewer, PreviewFailure, PreviewResult
 
 OFFLINE_UNCHECKED = (
     "stack previews: the steps and $/h of each fleet, volume and gateway, and whether the "
@@ -109,6 +113,8 @@ async def plan_commit(
     ]
     actions = list(block_actions(actions, blocked))
     if refresh and plan.ok:
+        from reconciler.engine.drifting import drift_actions
+
         actions = await drift_actions(actions, observed, previewer)
     failures = tuple(r.failure for r in results.values() if r.failure is not None)
     return PlannedCommit(replace(plan, actions=tuple(actions)), failures, observed)
@@ -173,6 +179,10 @@ def _pure(
 async def _preview_all(
     plan: Plan, observed: ObservedState, previewer: Previewer
 ) -> dict[ResourceKey, PreviewResult]:
+    import asyncio  # with ssl, 0.1 s of the offline plan's start, which never awaits
+
+    from reconciler.engine.previewing import PREVIEWED
+
     live = observed.by_key()
     actions = [a for a in plan.actions if a.action in PREVIEWED and not a.kind.is_run]
     results = await asyncio.gather(
@@ -202,6 +212,8 @@ async def plan_live(
 ) -> PlannedCommit:
     """`plan_commit` against what project `project` has deployed (the server's plans);
     `tree`: the commit's git tree, whose recorded approvals let violations through."""
+    import asyncio
+
     observed, base = await asyncio.to_thread(_live_state, store, project)
     approved_by: list[str] = []
     if tree is not None:
@@ -227,6 +239,8 @@ def approvers_of(store: Store, project: str, tree: str, policy: RepoPolicy) -> l
 
 
 def _live_state(store: Store, project: str) -> tuple[ObservedState, str | None]:
+    from reconciler.adapters.db.vanished import VanishedStore
+
     observed = store.load_observed(project)
     vanished = VanishedStore(store.engine, clock=store.clock).deleted_outside_git(project)
     observed = replace(observed, vanished=vanished)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from reconciler.adapters.gitsource import GitSource, location_from_env
 from reconciler.domain.observed import ObservedState
-from reconciler.pr.remote import commit_files, plan_on_server
 from reconciler.pr.reviewing import PlanReport, review
 from stacks.catalog import load_catalog
 
@@ -45,6 +44,8 @@ def plan_remotely(
     source: GitSource, *, ref: str, server: str, token: str, subdir: str
 ) -> PlanReport:
     """The PR plan of `ref` made by the server at `server` against its live state."""
+    from reconciler.pr.remote import commit_files, plan_on_server  # httpx: not offline
+
     commit = source.resolve(ref)
     files, project = commit_files(source, commit)
     tree = source.tree(commit)

@@ -9,7 +9,7 @@ its block. It always fits the host's limit (GitHub: under 65,536 characters).
 from __future__ import annotations
 
 from reconciler.core.rendering_markdown import render_markdown
-from reconciler.domain.plan import ActionKind, Plan
+from reconciler.domain.plan import Action, ActionKind, Plan
 from reconciler.engine.costing import ActionCost, PlanCost, money
 from reconciler.pr.hosting import CommitStatus, StatusState
 from reconciler.pr.reviewing import PlanReport
@@ -101,11 +101,18 @@ def describe(plan: Plan) -> str:
     return ", ".join(parts) if parts else "no changes"
 
 
+def policy_blocked(plan: Plan) -> list[Action]:
+    """The runs the repo policy blocks: they break a rule and no exception was approved for
+    this content. The `dockyard/plan` status fails on them, and `dockyard plan` and
+    `dockyard pr plan` exit 3 (`reconciler.cli.plan.plan_exit_code`)."""
+    return [action for action in plan.actions if action.violations and not action.approved_by]
+
+
 def plan_status(report: PlanReport, *, target_url: str | None = None) -> CommitStatus:
     """`dockyard/plan`: failure when the plan has errors or breaks the repo policy (an
     exception approved for this content does not count)."""
     plan = report.plan
-    broken = sum(1 for action in plan.actions if action.violations and not action.approved_by)
+    broken = len(policy_blocked(plan))
     approvers = [n for a in plan.actions if a.violations for n in a.approved_by]
     state = StatusState.FAILURE if plan.errors or broken else StatusState.SUCCESS
     description = describe(plan)

@@ -1,0 +1,84 @@
+"""The offline `dockyard plan` loads only what planning needs (issue 26; bench/cli.py).
+
+Behaviour, not wall time: a fresh interpreter runs the `dockyard` entry point on a tiny real
+config repo (`plan --base`) and reports `sys.modules` at exit. The offline plan must not
+import SQLAlchemy, alembic, asyncssh, httpx, FastAPI, the agent client, the store or the
+engine's runtime (only the plan function and its pure checks: `reconciler.engine.planning`,
+`policing`, `costing`). `dockyard plan --help` imports not even the config models or git.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from reconciler.adapters.db.connecting import DEFAULT_DATA_DIR
+from reconciler.adapters.gitsource.remotes import DEFAULT_TOKEN_ENV
+from reconciler.cli import plan as plan_cli
+from tests.pr.gitrepo import commit_files, make_repo
+
+SERVER_SIDE = ("sqlalchemy", "alembic", "asyncssh", "httpx", "fastapi", "uvicorn")
+SERVER_MODULES = ("agent.client", "reconciler.adapters.db", "reconciler.api")
+PLAN_FUNCTION = {
+    "reconciler.engine",
+    "reconciler.engine.planning",
+    "reconciler.engine.policing",
+    "reconciler.engine.costing",
+}
+
+# Runs the console script's `run()` as `dockyard ARGS` and prints the modules at exit.
+_PROBE = """
+import json, sys
+sys.argv = ["dockyard", *sys.argv[1:]]
+from reconciler.cli.main import run
+code = 0
+try:
+    run()
+except SystemExit as exc:
+    code = exc.code
+print("MODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules_of(*args: str, tmp_path: Path) -> tuple[int, set[str], str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "120"},
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("MODULES ")), None)
+    assert line is not None, done.stdout + done.stderr
+    found = json.loads(line.removeprefix("MODULES "))
+    return found["code"], set(found["modules"]), done.stdout
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_the_offline_plan_imports_no_server_side(tmp_path: Path) -> None:
+    task = b"type: task\nname: train\ncommands: [python train.py]\n"
+    repo, base = make_repo(tmp_path / "configs", {"train.dstack.yml": task})
+    commit_files(repo, {"train.dstack.yml": task.replace(b"train.py", b"t2.py")}, "change")
+    code, modules, out = _modules_of("plan", "--repo", str(repo), "--base", base, tmp_path=tmp_path)
+    assert code == 0, out
+    assert "1 replace" in out  # it planned: the parser and the planner did run
+    assert {"schemas", "reconciler.core.planning", "reconciler.engine.planning"} <= modules
+    assert _loaded(modules, SERVER_SIDE) == []
+    assert _loaded(modules, SERVER_MODULES) == []
+    assert _loaded(modules, ("reconciler.engine",)) <= sorted(PLAN_FUNCTION)
+
+
+def test_plan_help_imports_neither_config_models_nor_git(tmp_path: Path) -> None:
+    code, modules, out = _modules_of("plan", "--help", tmp_path=tmp_path)
+    assert code == 0, out
+    assert "--base" in out and DEFAULT_TOKEN_ENV in out  # the default it names is the real one
+    assert _loaded(modules, ("schemas", "git", "reconciler.engine", *SERVER_SIDE)) == []
+
+
+def test_the_cli_default_data_dir_is_the_servers() -> None:
+    assert plan_cli.DEFAULT_DATA_DIR == DEFAULT_DATA_DIR
