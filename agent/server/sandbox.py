@@ -165,7 +165,7 @@ class Sandbox:
         argv += ["--dev", "/dev"]
         for device in devices:
             argv += ["--dev-bind", device, device]
-        argv += ["--proc", "/proc", "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
         for hidden in self.hidden:
             if hidden.is_dir():
                 argv += ["--tmpfs", str(hidden)]
