@@ -1,15 +1,13 @@
 """Checking and reading GitHub and GitLab webhook deliveries (no I/O).
 
-`is_github_signature_valid` checks `X-Hub-Signature-256` (`sha256=` + hex HMAC-SHA256 of the
-raw body, keyed by the secret) and `is_gitlab_token_valid` the plain-text `X-Gitlab-Token`,
-both in constant time. `read_github` / `read_gitlab` turn a verified delivery into a
-`HookEvent`, and `decide` says whether it queues a reconcile of the watched branch or is
-answered with a reason (gitops-anchors.md §4).
+`is_gitlab_token_valid` checks the plain-text `X-Gitlab-Token` in constant time (GitHub's
+`X-Hub-Signature-256` is checked as the body streams in: `hookbodies`). `read_github` /
+`read_gitlab` turn a verified delivery into a `HookEvent`, and `decide` says whether it
+queues a reconcile of the watched branch or is answered with a reason (gitops-anchors.md §4).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 from dataclasses import dataclass
@@ -39,13 +37,6 @@ class Decision:
 
 class PayloadError(ValueError):
     """The body is not the JSON object the event promises."""
-
-
-def is_github_signature_valid(secret: str, body: bytes, header: str | None) -> bool:
-    if not header or not header.startswith("sha256="):
-        return False
-    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected.encode(), header[len("sha256=") :].strip().encode())
 
 
 def is_gitlab_token_valid(secret: str, header: str | None) -> bool:

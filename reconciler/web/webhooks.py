@@ -1,10 +1,13 @@
 """`POST /api/webhooks/github` and `/gitlab`: verify, record, queue, answer 202 at once.
 
-Order matters. The size is checked first (`Content-Length`, then the body is counted as it
-streams in: over the limit → 413 without reading further). The signature (GitHub HMAC over
-the raw bytes) or token (GitLab) is checked next, in constant time: a bad or missing one is
-answered 401 and *nothing is recorded* (so a forged delivery can never take a real
-delivery's id and get it deduplicated away). A verified delivery is recorded once per
+Order matters, and nothing of an unproven body is kept or parsed. The size is checked
+first (`Content-Length` over `max_webhook_bytes` → 413 without reading). A server with no
+webhook secret answers 401 to every delivery. GitLab's token is a header: it is checked
+(constant time) before the body is read. A GitHub delivery with no well-formed
+`X-Hub-Signature-256` is 401 at once; otherwise its body is hashed as it streams, within
+a budget shared by all connections (`hookbodies`: no room → 503 at once, unread), and a
+bad signature is 401. A refused delivery *records nothing* (so a forged delivery can never
+take a real delivery's id and get it deduplicated away). A verified delivery is recorded once per
 (provider, delivery id): a replay gets 202 `duplicate` and queues nothing. A push to the
 watched branch queues a reconcile through `Controller.request_reconcile`; anything else is
 202 with the reason. No payload or secret is ever logged.
@@ -13,21 +16,30 @@ watched branch queues a reconcile through `Controller.request_reconcile`; anythi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from reconciler.api.models import WebhookAnswer
 from reconciler.domain.history import NewDelivery
 from reconciler.errors import DockyardError, TransientError
 from reconciler.web.context import WebContext, get_context
+from reconciler.web.hookbodies import (
+    BadSignatureError,
+    BodyTooLargeError,
+    BusyError,
+    UnverifiedBudget,
+    declared_length,
+    is_signature_shaped,
+    read_github_body,
+    read_limited,
+)
 from reconciler.web.hookparsing import (
     HookEvent,
     PayloadError,
     decide,
-    is_github_signature_valid,
     is_gitlab_token_valid,
     read_github,
     read_gitlab,
@@ -39,24 +51,9 @@ from reconciler.web.routes_pr import after_push, answer_pull_request, pull_reque
 
 log = logging.getLogger(__name__)
 
-
-class BodyTooLargeError(Exception):
-    pass
-
-
-async def read_limited(request: Request, limit: int) -> bytes:
-    """The raw body, refusing more than `limit` bytes whatever Content-Length claims."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise BodyTooLargeError
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLargeError
-        chunks.append(chunk)
-    return b"".join(chunks)
+UNVERIFIED_DELIVERIES = 2
+"""Largest GitHub deliveries (`max_webhook_bytes`) whose bodies may be read unverified at
+once, all connections together (`hookbodies.UnverifiedBudget`); more → 503 at once."""
 
 
 def _answer(status: int, outcome: str, reason: str | None = None, **extra: str) -> JSONResponse:
@@ -118,36 +115,71 @@ def _too_large(context: WebContext, provider: str) -> JSONResponse:
     return _answer(413, "too_large", f"the body is over {limit} bytes")
 
 
-Verify = Callable[[str, bytes], bool]
-"""`verify(secret, body)`: whether the delivery proves it knows the webhook secret."""
+def _busy(context: WebContext, provider: str) -> JSONResponse:
+    context.metrics.webhook_deliveries.labels(provider, "busy").inc()
+    answer = _answer(503, "busy", "too many unverified deliveries in flight; redeliver later")
+    answer.headers["Retry-After"] = "10"
+    return answer
 
 
-async def _verified_body(
-    request: Request, context: WebContext, provider: str, verify: Verify, proof: str
+async def _github_body(
+    request: Request, context: WebContext, budget: UnverifiedBudget
 ) -> bytes | JSONResponse:
-    """The delivery's body, or the answer refusing it (too large, no secret, bad proof)."""
-    try:
-        body = await read_limited(request, context.settings.max_webhook_bytes)
-    except BodyTooLargeError:
-        return _too_large(context, provider)
+    """The delivery's body once its signature is proven, or the answer refusing it: too
+    large or no secret or no signature at all (nothing read), no room (503, nothing read),
+    a bad signature (401, read within the budget; `hookbodies`)."""
+    limit = context.settings.max_webhook_bytes
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        return _too_large(context, "github")
     secret = _secret(context)
     if secret is None:
-        return _rejected(context, provider, "the server has no webhook secret configured")
-    if not verify(secret, body):
-        return _rejected(context, provider, f"missing or invalid {proof}")
+        return _rejected(context, "github", "the server has no webhook secret configured")
+    signature = request.headers.get("x-hub-signature-256")
+    if signature is None or not is_signature_shaped(signature):
+        return _rejected(context, "github", "missing or invalid X-Hub-Signature-256")
+    try:
+        body = await read_github_body(
+            request, limit=limit, budget=budget, secret=secret, signature=signature
+        )
+    except BodyTooLargeError:
+        return _too_large(context, "github")
+    except BusyError:
+        return _busy(context, "github")
+    except BadSignatureError:
+        return _rejected(context, "github", "missing or invalid X-Hub-Signature-256")
+    except ClientDisconnect:  # the caller left mid-body; its room is already given back
+        return _answer(400, "invalid", "the body ended early")
     request.state.hook_body = body  # preview runs read it after the answer (hooks_previews)
     return body
 
 
-async def receive_github(request: Request, context: WebContext) -> JSONResponse:
-    signature = request.headers.get("x-hub-signature-256")
-    body = await _verified_body(
-        request,
-        context,
-        "github",
-        lambda secret, body: is_github_signature_valid(secret, body, signature),
-        "X-Hub-Signature-256",
-    )
+async def _gitlab_body(request: Request, context: WebContext) -> bytes | JSONResponse:
+    """The body of a delivery whose `X-Gitlab-Token` is proven first (a header: nothing
+    of an unproven body is read), or the answer refusing it."""
+    limit = context.settings.max_webhook_bytes
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        return _too_large(context, "gitlab")
+    secret = _secret(context)
+    if secret is None:
+        return _rejected(context, "gitlab", "the server has no webhook secret configured")
+    if not is_gitlab_token_valid(secret, request.headers.get("x-gitlab-token")):
+        return _rejected(context, "gitlab", "missing or invalid X-Gitlab-Token")
+    try:
+        body = await read_limited(request, limit)
+    except BodyTooLargeError:
+        return _too_large(context, "gitlab")
+    except ClientDisconnect:
+        return _answer(400, "invalid", "the body ended early")
+    request.state.hook_body = body  # preview runs read it after the answer (hooks_previews)
+    return body
+
+
+async def receive_github(
+    request: Request, context: WebContext, budget: UnverifiedBudget
+) -> JSONResponse:
+    body = await _github_body(request, context, budget)
     if isinstance(body, JSONResponse):
         return body
     event = request.headers.get("x-github-event", "")
@@ -170,14 +202,7 @@ async def receive_github(request: Request, context: WebContext) -> JSONResponse:
 
 
 async def receive_gitlab(request: Request, context: WebContext) -> JSONResponse:
-    token = request.headers.get("x-gitlab-token")
-    body = await _verified_body(
-        request,
-        context,
-        "gitlab",
-        lambda secret, _: is_gitlab_token_valid(secret, token),
-        "X-Gitlab-Token",
-    )
+    body = await _gitlab_body(request, context)
     if isinstance(body, JSONResponse):
         return body
     event = request.headers.get("x-gitlab-event", "")
@@ -202,11 +227,16 @@ def build_webhooks_router() -> APIRouter:
         202: {"model": WebhookAnswer},
         401: {"model": WebhookAnswer},
         413: {"model": WebhookAnswer},
+        503: {"model": WebhookAnswer},
     }
+    budget: UnverifiedBudget | None = None  # made with the first delivery (its settings)
 
     @router.post("/github", status_code=202, responses=responses)
     async def github(request: Request, context: WebContext = Depends(get_context)) -> JSONResponse:
-        answer = await receive_github(request, context)
+        nonlocal budget
+        if budget is None:
+            budget = UnverifiedBudget(UNVERIFIED_DELIVERIES * context.settings.max_webhook_bytes)
+        answer = await receive_github(request, context, budget)
         after_delivery(request, "github", answer)  # preview runs (reconciler.pr.previews)
         return answer
 

@@ -132,10 +132,15 @@ def test_oversize_body_is_413(server: Running) -> None:
         for _ in range(limit // len(block) + 2):
             yield block
 
+    forged = "sha256=" + "0" * 64  # shaped as a signature, so the body is read (and hashed)
     streamed = httpx.post(
         f"{server.url}/api/webhooks/github",
         content=chunks(),
-        headers={"X-GitHub-Event": "push", "X-GitHub-Delivery": "d-big"},
+        headers={
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": "d-big",
+            "X-Hub-Signature-256": forged,
+        },
     )
     assert streamed.status_code == 413
     assert _deliveries(server) == [] and _fake(server).reconciles == []
