@@ -19,6 +19,8 @@ import signal
 
 import pytest
 
+from tests.services.missing import MARKER, check_marks
+
 QUALITY = "tests/test_quality.py"
 _RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
 
@@ -29,6 +31,14 @@ def pytest_configure(config: pytest.Config) -> None:
         if signal.getsignal(number) == signal.SIG_IGN:
             default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
             signal.signal(number, default)
+    config.addinivalue_line(
+        "markers", f"{MARKER}(condition, what, how): see tests/services/missing.py"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `needs(...)` skips, or fails under CI=true, when what it needs is missing."""
+    check_marks(item)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

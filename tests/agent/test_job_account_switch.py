@@ -8,7 +8,6 @@ The job's attack: read its own ids from /proc and try to set its uid back to roo
 from __future__ import annotations
 
 import asyncio
-import os
 import pwd
 import shutil
 from pathlib import Path
@@ -19,19 +18,19 @@ from agent.protocol import JobSpec, JobState, JobStatus
 from agent.server.executors.process import ProcessExecutor
 from agent.server.jobaccount import JobAccount
 from agent.server.store import JobStore, StoredJob
+from tests.services.missing import need, needs_root
 
 IDS = "grep -E '^(Uid|Gid|Groups):' /proc/self/status | tr -s '\\t' ' '"
 TAKE_ROOT = "perl -e '$< = 0; $> = 0; print $> == 0 ? qq(ROOT\\n) : qq(still-user\\n)'"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="running a job as another user needs root")
+@needs_root("running a job as another user")
 @pytest.mark.parametrize("switcher", ["setpriv", None])
 async def test_a_job_cannot_take_the_agents_root_back(tmp_path: Path, switcher: str | None) -> None:
     if switcher is not None:
         found = shutil.which(switcher)
-        if found is None and os.environ.get("CI") != "true":
-            pytest.skip("no setpriv on this host")
-        assert found is not None, "CI has util-linux's setpriv"
+        need(found is not None, "util-linux's setpriv", "apt-get install util-linux")
+        assert found is not None
         switcher = found
     nobody = pwd.getpwnam("nobody")
     work = tmp_path / "work"

@@ -12,6 +12,7 @@ import pytest
 
 from agent.server.peers import allowed_uids, established_owner
 from tests.agent.conftest import AgentApi
+from tests.services.missing import needs, needs_root
 
 TABLE = b"""  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid
    0: 0100007F:2AF8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 11 1
@@ -71,8 +72,8 @@ async def _status_as(user: int, url: str) -> int:
     return int(out.decode().strip())
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
-@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="no /usr/bin/python3 for the other user")
+@needs_root("switching to another user")
+@needs(SYSTEM_PYTHON.exists(), "/usr/bin/python3 for the other user", "apt-get install python3")
 async def test_another_local_user_is_refused(agent: AgentApi) -> None:
     url = f"{agent.http.base_url}healthcheck"
     own = await agent.http.get("healthcheck")

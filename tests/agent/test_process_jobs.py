@@ -18,6 +18,7 @@ from agent.server.executors import proctable
 from agent.server.hostfacts import parse_ip_addresses, run_tool
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import AgentApi, _client, pid_alive, recorded_tools, wait_for
+from tests.services.missing import need, needs_root
 
 
 async def test_healthcheck_and_host(agent: AgentApi) -> None:
@@ -59,7 +60,7 @@ async def test_env_working_dir_and_shell(agent: AgentApi, tmp_path: Path) -> Non
     assert await agent.read_log("env") == f"hi run [] {work}\n".encode()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="running a job as another user needs root")
+@needs_root("running a job as another user")
 async def test_a_job_runs_as_its_user(agent: AgentApi) -> None:
     # real, effective, saved and filesystem ids all the user's: the job cannot take the
     # agent's root back (`setpriv`, or Python's own switch where there is none)
@@ -264,8 +265,7 @@ async def test_the_api_listens_on_loopback_only(agent: AgentApi) -> None:
     port = int(info["http_port"])
     output = await run_tool(("ip", "-j", "-4", "addr", "show"))
     addresses = parse_ip_addresses(output or "[]")
-    if not addresses:
-        pytest.skip("this host has no global IPv4 address to try")
+    need(bool(addresses), "a global IPv4 address on this host", "the test connects to it")
     with pytest.raises(OSError):
         _, writer = await asyncio.wait_for(asyncio.open_connection(addresses[0], port), 5)
         writer.close()

@@ -27,9 +27,10 @@ import pytest
 from reconciler.adapters.db import Store
 from reconciler.ports import Controller
 from reconciler.settings import Settings
+from tests.services.missing import need_module
 from tests.web.serving import Running, running_server, wait_until
 
-pytest.importorskip("dstack", reason="dstack==0.22.5 is in the dev extra")
+need_module("dstack")  # dstack==0.22.5, the compatibility contract (the dev extra)
 
 DSTACK = str(Path(sys.executable).parent / "dstack")
 

@@ -5,7 +5,6 @@ request through it is answered), and `ssh <run>` with the config dstack wrote (O
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import urllib.request
 
@@ -14,6 +13,7 @@ import pytest
 from agent.local import local_agent_ssh_port
 from tests.compat.conftest import Dstack, free_port
 from tests.compat.pyapi import attach_script
+from tests.services.missing import needs_ssh_client
 from tests.web.serving import wait_until
 
 pytestmark = pytest.mark.slow
@@ -98,7 +98,7 @@ def test_get_my_user_gives_the_callers_key_pair(dstack: Dstack) -> None:
     assert bobs["ssh_private_key"] != first["ssh_private_key"]
 
 
-@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client")
+@needs_ssh_client()
 def test_attach_forwards_a_port_and_ssh_alias_opens_the_job(dstack: Dstack) -> None:
     port, local = free_port(), free_port()
     dstack.write("att.dstack.yml", TASK.format(port=port))

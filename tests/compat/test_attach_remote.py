@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -40,12 +39,13 @@ from tests.compat.farclient import (
 )
 from tests.compat.netns import CONNECTS, SSH_OPTIONS, ClientNamespace, client_namespace
 from tests.compat.pyapi import attach_script
+from tests.services.missing import needs_ssh_client
 from tests.web.serving import running_server, wait_until
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(600),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
+    needs_ssh_client(),
 ]
 
 ATTACH_PORTS = range(41000, 41020)  # --attach-ports: the listener takes one of these

@@ -13,7 +13,6 @@ reachable from the namespace directly either.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Iterator
 
@@ -32,11 +31,12 @@ from tests.compat.farclient import (
 from tests.compat.netns import CONNECTS, ClientNamespace, client_namespace
 from tests.compat.pyapi import attach_script
 from tests.compat.sshfleet import SSHFleet, ssh_fleet_server
+from tests.services.missing import needs_ssh_client
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(600),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
+    needs_ssh_client(),
 ]
 
 

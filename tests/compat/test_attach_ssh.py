@@ -13,7 +13,6 @@ job on the SSH fleet until it ends.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import threading
@@ -29,6 +28,7 @@ from reconciler.cli.sshconfig import Alias
 from tests.compat.conftest import DSTACK, free_port
 from tests.compat.pyapi import attach_script
 from tests.compat.sshfleet import SSHFleet, ssh_fleet  # noqa: F401 - the module's fixture
+from tests.services.missing import needs_ssh_client
 from tests.web.serving import wait_until
 
 pytestmark = [
@@ -36,7 +36,7 @@ pytestmark = [
     # the first test also sets up sshd, the server and the agent's deploy, then runs five
     # dstack processes: ~100 s at load 8, past the default 300 s once at load ~20
     pytest.mark.timeout(600),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
+    needs_ssh_client(),
 ]
 
 TASK = """type: task

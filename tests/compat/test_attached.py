@@ -7,7 +7,6 @@ read dstack-runner's `/logs_ws` through the SSH tunnel, which the local agent se
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import threading
@@ -15,11 +14,12 @@ import threading
 import pytest
 
 from tests.compat.conftest import DSTACK, Dstack, free_port
+from tests.services.missing import needs_ssh_client
 from tests.web.serving import wait_until
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
+    needs_ssh_client(),
 ]
 
 STREAMED = """type: task

@@ -27,6 +27,7 @@ from reconciler.settings import Settings
 from tests.console.bidi import FIREFOX, Firefox
 from tests.console.cdp import CHROMIUM, Browser
 from tests.console.cdp import wait_for as wait_for_within
+from tests.services.missing import need
 from tests.web.serving import Running, running_server
 
 pytestmark = pytest.mark.slow
@@ -110,10 +111,7 @@ BROWSERS = {
 @pytest.mark.parametrize("kind", sorted(BROWSERS))
 def test_sign_in_every_page_live_logs_stop_and_sign_out(server: Running, kind: str) -> None:
     binary, start = BROWSERS[kind]
-    if not Path(binary).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{kind} is not installed (scripts/setup.sh --dev installs it)")
-        pytest.skip(f"{kind} is not installed (scripts/setup.sh --dev installs it)")
+    need(Path(binary).exists(), kind, "scripts/setup.sh --dev installs it")
     SHOTS.mkdir(parents=True, exist_ok=True)
     prefix = "" if kind == "chromium" else f"{kind}-"
     ticker = f"tick-{kind}"

@@ -18,6 +18,7 @@ from tests.e2e.runs_harness import (
     stop_agent_env,
 )
 from tests.services.docker import DockerEngine, docker_engine  # noqa: F401
+from tests.services.missing import skip_or_fail
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.docker]
 
@@ -29,7 +30,7 @@ async def h(tmp_path: Path, docker_engine: DockerEngine) -> AsyncIterator[Harnes
     if "docker" not in (harness.instance.host_info or {}).get("executors", []):
         await close_harness(harness)
         stop_agent_env(env)
-        pytest.skip("the local agent sees no Docker engine")
+        skip_or_fail("the local agent sees no Docker engine (its executors: no docker)")
     yield harness
     await close_harness(harness)
     stop_agent_env(env)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,13 @@ NOT_FOUND = (
 AWS_FLEET = {"type": "fleet", "name": "gpu", "backends": ["aws"], "nodes": {"min": 1}}
 
 
-@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="a pulumi CLI is installed")
 def test_with_a_passphrase_and_no_cli_cloud_resources_are_blocked_with_the_message(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a host without the CLI, whatever this one has: nothing on PATH, no ~/.pulumi/versions
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("HOME", str(tmp_path))
     settings = Settings.from_env({"DOCKYARD_PULUMI_PASSPHRASE": "correct horse"}, data_dir=tmp_path)
     engines = server_engines(settings)
     assert engines.blocked_reason("fleet", AWS_FLEET) == NOT_FOUND

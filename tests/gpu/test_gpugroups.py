@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from reconciler.core.gpugroups import gpu_groups
 from reconciler.core.scheduling import Candidate, Gpu
+from tests.services.missing import need_module
 
 
 def host(
@@ -53,7 +52,10 @@ def test_hosts_without_gpus_give_no_group() -> None:
 
 
 def test_validates_against_dstacks_model() -> None:
-    schemas = pytest.importorskip("dstack._internal.server.schemas.gpus")
+    schemas = need_module(
+        "dstack._internal.server.schemas.gpus",
+        "pip install -e '.[dev]' (scripts/setup.sh --dev installs it)",
+    )
     answer = {"gpus": gpu_groups([host("a", 1, price=3.5)])}
     parsed = schemas.ListGpusResponse.parse_obj(answer)
     assert parsed.gpus[0].name == "H200"

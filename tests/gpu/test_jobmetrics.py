@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
 from reconciler.core.jobmetrics import dstack_job_metrics
 from reconciler.domain.metrics import GpuSample, JobSample
+from tests.services.missing import need_module
 
 GIB = 2**30
 
@@ -41,7 +40,10 @@ def test_no_samples_no_metrics() -> None:
 
 
 def test_validates_against_dstacks_model() -> None:
-    models = pytest.importorskip("dstack._internal.core.models.metrics")
+    models = need_module(
+        "dstack._internal.core.models.metrics",
+        "pip install -e '.[dev]' (scripts/setup.sh --dev installs it)",
+    )
     sample = JobSample(5.0, 12.0, GIB, (GpuSample(60.0, GIB), GpuSample(0.0, 0)))
     parsed = models.JobMetrics.parse_obj(dstack_job_metrics([sample]))
     assert [m.name for m in parsed.metrics][-2:] == [

@@ -9,17 +9,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from reconciler.cli.schema import DEFAULT_DIR
 from reconciler.core.policy import RepoPolicy, parse_policy
+from tests.services.missing import need_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _validator() -> Any:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = need_module(
+        "jsonschema", "pip install -e '.[dev]' (scripts/setup.sh --dev installs it)"
+    )
     schema = json.loads((DEFAULT_DIR / "dockyard.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)

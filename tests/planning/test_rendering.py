@@ -110,3 +110,21 @@ def test_table_shows_errors() -> None:
     console.print(render_table(result))
     plain = console.export_text()
     assert "x.yml:4:1" in plain and "boom" in plain and "1 error(s)" in plain
+
+
+def test_table_lists_unchanged_resources_as_aligned_lines_after_the_table() -> None:
+    other = resource("type: task\nname: evaluate-long-name\ncommands: [python eval.py]\n")
+    observed = live(deployed(OLD), deployed(TASK), deployed(other))
+    result = plan(state(NEW, TASK, other, commit="a" * 40), observed, POLICY, base="b" * 40)
+    console = Console(record=True, width=160)
+    console.print(render_table(result))
+    lines = console.export_text().splitlines()
+    start = lines.index("2 unchanged:")
+    assert lines[start + 1 : start + 3] == [
+        "  task  evaluate-long-name  up to date",
+        "  task  train               up to date",
+    ]
+    in_table = [line for line in lines[:start] if line.startswith("│")]
+    assert any("web" in line for line in in_table)  # the change is a row of the table
+    assert not any("train" in line or "evaluate" in line for line in in_table)
+    assert not any("up to date" in line for line in in_table)

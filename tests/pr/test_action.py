@@ -91,6 +91,65 @@ def test_the_action_plans_offline_and_posts_the_comment(tmp_path: Path) -> None:
         )
 
 
+def step_runs(step: dict[str, Any], context: dict[str, str]) -> bool:
+    """Whether a step's `if:` holds: the action's conditions are `a == 'v' && b == 'w'`."""
+    condition = step.get("if")
+    if condition is None:
+        return True
+    terms = [term.split("==") for term in str(condition).split("&&")]
+    return all(context[name.strip()] == value.strip().strip("'") for name, value in terms)
+
+
+def test_the_action_fails_the_job_when_the_policy_blocks_a_run(tmp_path: Path) -> None:
+    policy = b"policy:\n  runs:\n    max_gpus: 8\n"
+    task = b"type: task\nname: train\ncommands: [python train.py]\n"
+    big = b"type: task\nname: big\nresources:\n  gpu: A100:16\ncommands: [python big.py]\n"
+    base_files = {".dockyard.yml": policy, "train.dstack.yml": task}
+    repo, base = make_repo(tmp_path / "configs", base_files)
+    head = commit_files(repo, {**base_files, "big.dstack.yml": big}, "a run over the limit")
+    git(repo, "checkout", "-q", "--detach", head)
+    steps = {s.get("name"): s for s in yaml.safe_load(ACTION.read_text())["runs"]["steps"]}
+    outputs = tmp_path / "github-output"
+    with fake_host() as host:
+        context = {
+            "inputs.server": "",
+            "inputs.token": "",
+            "inputs.path": "",
+            "inputs.key": "",
+            "inputs.github-token": TOKEN,
+            "inputs.fail-on-errors": "true",
+            "inputs.fail-on-policy": "true",
+            "github.event.pull_request.head.sha": head,
+            "github.event.pull_request.base.sha": base,
+            "github.event.pull_request.number": "8",
+            "github.server_url": "https://github.com",
+            "github.repository": "acme/cfg",
+            "github.run_id": "43",
+        }
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "HOME": str(tmp_path / "home"),
+            "RUNNER_TEMP": str(tmp_path),
+            "GITHUB_OUTPUT": str(outputs),
+            "GITHUB_REPOSITORY": "acme/cfg",
+            "GITHUB_API_URL": host.url,
+            "DOCKYARD_DATA_DIR": str(tmp_path / "data"),
+        }
+        assert run_step(steps["Plan"], context, env, repo) == 0  # the plan is posted first
+        assert "exit-code=3" in outputs.read_text()
+        context["steps.plan.outputs.exit-code"] = "3"
+        assert run_step(steps["Comment"], context, env, repo) == 0
+        ((_, status),) = host.state.statuses
+        assert status["state"] == "failure"
+        assert status["description"].startswith("1 run(s) break the repo policy")
+    failing = [name for name, step in steps.items() if name and name.startswith("Fail on")]
+    ran = {name: run_step(steps[name], context, env, repo) for name in failing
+           if step_runs(steps[name], context)}  # fmt: skip
+    assert ran == {"Fail on a run the policy blocks": 1}  # the job fails
+    context["inputs.fail-on-policy"] = "false"
+    assert not any(step_runs(steps[name], context) for name in failing)
+
+
 def test_the_example_workflow_uses_the_action_with_write_permissions() -> None:
     workflow = yaml.safe_load(WORKFLOW.read_text())
     assert workflow[True]["pull_request"]["types"] == ["opened", "synchronize", "reopened"]

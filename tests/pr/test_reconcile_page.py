@@ -20,6 +20,7 @@ from reconciler.pr.bot import PullRequestBot
 from reconciler.web.pages import action_outcomes
 from tests.pr.fakehost import TOKEN
 from tests.pr.samples import HEAD_SHA, clean_json
+from tests.services.missing import needs
 from tests.web.fakes import FakeController
 from tests.web.serving import Running, running_server
 
@@ -63,9 +64,7 @@ def visible_rows(dom: str) -> list[list[str]]:
     return [[unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in row] for row in cells]
 
 
-@pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="chromium is not installed (scripts/setup.sh installs it)"
-)
+@needs(Path(CHROMIUM).exists(), "chromium", "apt-get install chromium (scripts/setup.sh --dev)")
 def test_the_page_shows_the_commit_every_action_and_the_outcome(
     server: Running, tmp_path: Path
 ) -> None:

@@ -1,7 +1,7 @@
 """The conformance corpus (../shared/conformance, dstack 0.22.5's verdicts), read in place.
 
 The corpus is never copied into this repository; tests that need it skip with a reason
-when it is absent.
+when it is absent, and fail under CI=true (tests/services/missing.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import pytest
+from tests.services.missing import need
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "conformance"
+CORPUS_HOW = "put dstack 0.22.5's conformance corpus (manifest.json and its files) there"
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,7 @@ def load_cases() -> tuple[Case, ...]:
 
 def require_corpus() -> tuple[Case, ...]:
     cases = load_cases()
-    if not cases:
-        pytest.skip(f"conformance corpus not found at {CORPUS_DIR}")
+    need(bool(cases), f"the conformance corpus at {CORPUS_DIR}", CORPUS_HOW)
     return cases
 
 

@@ -12,6 +12,7 @@ from reconciler.cli.schema import DEFAULT_DIR, all_schemas, stale_files
 from schemas import CONFIG_TYPES
 from schemas.jsonschema import COMBINED_NAME
 from tests.schemas.corpus import Case, case_ids, valid_cases
+from tests.services.missing import need_module
 
 
 def test_committed_schema_files_are_current() -> None:
@@ -30,14 +31,18 @@ VALID = valid_cases()
 
 @pytest.mark.parametrize("case", VALID, ids=case_ids(VALID))
 def test_combined_schema_accepts_every_valid_corpus_file(case: Case) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = need_module(
+        "jsonschema", "pip install -e '.[dev]' (scripts/setup.sh --dev installs it)"
+    )
     schema = json.loads((Path(DEFAULT_DIR) / f"{COMBINED_NAME}.json").read_text())
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(case.read())))
     assert not errors, jsonschema.exceptions.best_match(errors).message
 
 
 def test_combined_schema_rejects_unknown_keys_and_types() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = need_module(
+        "jsonschema", "pip install -e '.[dev]' (scripts/setup.sh --dev installs it)"
+    )
     schema = json.loads((Path(DEFAULT_DIR) / f"{COMBINED_NAME}.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     assert not validator.is_valid({"type": "task", "comands": ["x"]})

@@ -8,13 +8,13 @@ import os
 import re
 from typing import Any
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas import CONFIG_TYPES, ConfigError, parse_config
-from tests.schemas.corpus import valid_cases
+from tests.schemas.corpus import CORPUS_DIR, CORPUS_HOW, valid_cases
+from tests.services.missing import needs
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("DOCKYARD_HYPOTHESIS_EXAMPLES", "150")),
@@ -125,7 +125,7 @@ def mutate(document: dict[str, Any], path: tuple[Any, ...], action: str, value: 
 VALID_DOCUMENTS = [yaml.safe_load(case.read()) for case in valid_cases()]
 
 
-@pytest.mark.skipif(not VALID_DOCUMENTS, reason="conformance corpus not found")
+@needs(bool(VALID_DOCUMENTS), f"the conformance corpus at {CORPUS_DIR}", CORPUS_HOW)
 @SETTINGS
 @given(st.data())
 def test_mutated_valid_configs_raise_only_config_error(data: st.DataObject) -> None:

@@ -13,7 +13,7 @@ import pwd
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.services.missing import skip_or_fail
 
 PROBE_USER = "dockyard-probe"
 # The system's interpreter: the test's may live under a home other users cannot enter.
@@ -27,11 +27,8 @@ def need_root() -> None:
         problem = "acting as another local user needs root"
     elif not SYSTEM_PYTHON.exists():
         problem = "no /usr/bin/python3 for the other user"
-    if problem is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(problem)
-    pytest.skip(problem)
+    if problem is not None:
+        skip_or_fail(problem)
 
 
 def probe_uid() -> int:

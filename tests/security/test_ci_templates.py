@@ -8,14 +8,14 @@ test: 6 unpinned uses, 2 credential persistences, 1 excessive permission.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
+
+from tests.services.missing import need
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = [
@@ -27,10 +27,7 @@ TEMPLATES = [
 
 def _zizmor() -> Path:
     binary = Path(sys.executable).parent / "zizmor"
-    if not binary.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("zizmor is not installed (pip install -e '.[dev]')")
-        pytest.skip("zizmor is not installed (pip install -e '.[dev]')")
+    need(binary.exists(), "zizmor", "pip install -e '.[dev]'")
     return binary
 
 

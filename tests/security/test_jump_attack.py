@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -36,6 +35,7 @@ from agent.ssh.jump import JobAccess, JobLink
 from agent.ssh.runner_api import LogPiece, start_time
 from agent.ssh.server import KeyFile, SSHServerOptions, start_ssh_server, user_key_line
 from agent.tunnel import TunnelPool
+from tests.services.missing import needs_ssh_client
 from tests.tunnel.conftest import (  # noqa: F401 - fixtures
     AgentOverSSH,
     agent_over_ssh,
@@ -258,7 +258,7 @@ def _openssh(field: Field, home: Path, job_id: str) -> subprocess.CompletedProce
     )
 
 
-@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client")
+@needs_ssh_client()
 async def test_openssh_as_dstack_configures_it(field: Field, tmp_path: Path) -> None:
     for job_id in (field.bravo, field.bravo_done, unique_id("nosuchjob")):
         refused = await asyncio.to_thread(_openssh, field, tmp_path, job_id)

@@ -17,7 +17,6 @@ deleted on its own retires its host the same way once its instance has ended.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -31,13 +30,14 @@ from agent.local import local_agent_ssh_port, local_paths
 from agent.server.executors import proctable
 from tests.compat.conftest import Dstack
 from tests.compat.sshfleet import FLEET, ssh_host_server
+from tests.services.missing import needs_ssh_client
 from tests.services.sshd import SSHHost
 from tests.web.serving import Running, wait_until
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(600),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client"),
+    needs_ssh_client(),
 ]
 
 TASK = """type: task

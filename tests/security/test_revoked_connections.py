@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import asyncssh
-import pytest
 
 from agent.ssh.keywatch import KeyFile, OpenConnections
 from agent.ssh.server import user_key_line
 from tests.security.test_jump_attack import Field, connect, field  # noqa: F401 - fixture
+from tests.services.missing import needs_ssh_client
 from tests.tunnel.conftest import agent_over_ssh, keys  # noqa: F401 - fixtures
 
 DEADLINE = 30.0
@@ -161,7 +160,7 @@ def _openssh_shell(field: Field, home: Path) -> subprocess.Popen[str]:  # noqa: 
     )
 
 
-@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client")
+@needs_ssh_client()
 async def test_openssh_session_of_a_removed_member_ends(
     field: Field,  # noqa: F811
     tmp_path: Path,

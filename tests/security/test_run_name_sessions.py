@@ -10,7 +10,6 @@ On a real agent (process jobs, its embedded SSH server), with asyncssh and with 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from agent.protocol import JobSpec, JobStatus
 from agent.ssh.server import user_key_line
 from agent.tunnel import TunnelPool
 from tests.security.test_jump_attack import PROJECT, Field, field  # noqa: F401 - fixture
+from tests.services.missing import needs_ssh_client
 from tests.tunnel.conftest import (  # noqa: F401 - fixtures
     agent_over_ssh,
     keys,
@@ -102,7 +102,7 @@ async def test_a_session_by_run_name_lands_in_the_keys_own_project(
     assert twin in str(other.stdout) and field.alpha not in str(other.stdout)
 
 
-@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client")
+@needs_ssh_client()
 async def test_openssh_by_run_name_lands_in_the_keys_own_project(
     field: Field,  # noqa: F811
     twin: str,

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.services.missing import needs
 from tests.services.postgres import (
     _reap_orphans,
     find_postgres_bin,
@@ -27,9 +28,10 @@ sys.stdin.read()  # held until killed
 """
 
 
-@pytest.mark.skipif(
-    postgres_unavailable_reason() is not None or find_postgres_bin() is None,
-    reason=str(postgres_unavailable_reason()),
+@needs(
+    postgres_unavailable_reason() is None and find_postgres_bin() is not None,
+    "PostgreSQL's server binaries",
+    f"{postgres_unavailable_reason()}: apt-get install postgresql (scripts/setup.sh --dev)",
 )
 def test_cluster_of_a_killed_run_is_reaped_by_the_next_start() -> None:
     holder = subprocess.Popen(

@@ -23,6 +23,7 @@ from agent.deploy import DeployedAgent, DeployError, DeployFailure, deploy_agent
 from agent.protocol import JobSpec, JobStatus
 from agent.server.jobaccount import WORK_ROOT
 from agent.tunnel import SSHTarget, TunnelPool
+from tests.services.missing import skip_or_fail
 from tests.services.sshd import SSHHost, make_client_key, start_sshd
 from tests.tunnel.conftest import free_port, unique_id, wait_job
 
@@ -192,7 +193,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
         ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True
     )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs: {done.stderr.decode().strip()}")
+        skip_or_fail(f"cannot mount a small tmpfs (needs root): {done.stderr.decode().strip()}")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from agent.protocol import JobSpec, JobStatus, PortRequest
 from agent.ssh.server import user_key_line
 from agent.ssh.transport import SSHTransport
 from agent.tunnel import AgentUnreachable, TunnelPool, UnreachableKind
+from tests.services.missing import needs_ssh_client
 from tests.tunnel.conftest import AgentOverSSH, free_port, unique_id, wait_job
 
 
@@ -116,7 +116,7 @@ async def test_forwarding_reaches_job_ports_only(running_job: RunningJob) -> Non
     await pool.close()
 
 
-@pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH client not installed")
+@needs_ssh_client()
 async def test_openssh_client_can_ssh_into_the_run(running_job: RunningJob) -> None:
     agent = running_job.agent
     process = await asyncio.create_subprocess_exec(
