@@ -178,11 +178,11 @@ class Sandbox:
         argv += ["env", DEFAULT_SIGNALS]
         return argv + switch_argv(self.setpriv, owner, groups, no_new_privs=True)
 
-    def enter_argv(self, leader: int, owner: tuple[int, int], work_dir: str) -> list[str]:
+    def enter_argv(self, leader: int, owner: tuple[int, int]) -> list[str]:
         """The command prefix that runs the rest of the argv inside the running job's
-        namespaces (`leader`: a process in them), in its working dir, as `owner`."""
-        argv = [self.nsenter, f"--target={leader}", "--mount", "--pid", "--ipc", "--uts"]
-        argv += [f"--wd={work_dir}", "--"]
+        namespaces (`leader`: a process in them) as `owner` (the session's shell then
+        changes to the working dir: nsenter's `--wd` would open it in the host's view)."""
+        argv = [self.nsenter, f"--target={leader}", "--mount", "--pid", "--ipc", "--uts", "--"]
         return argv + switch_argv(self.setpriv, owner, (), no_new_privs=True)
 
 

@@ -175,7 +175,7 @@ async def serve_session(process: asyncssh.SSHServerProcess[bytes], resolve: JobL
     process.exit(code)
 
 
-ENTERED = '. "/dev/fd/$1" || exit 126; shift; exec "$@"'
+ENTERED = '. "/dev/fd/$1" || exit 126; cd -- "$2" || exit 126; shift 2; exec "$@"'
 
 
 @contextlib.contextmanager
@@ -193,7 +193,8 @@ def _entered(
         lines = [f"export {k}={shlex.quote(v)}\n" for k, v in env.items() if _NAME.fullmatch(k)]
         os.write(fd, "".join(lines).encode())
         os.lseek(fd, 0, os.SEEK_SET)
-        entered = [*job.enter, "/bin/sh", "-c", ENTERED, "dockyard-session", str(fd), *argv]
+        entered = [*job.enter, "/bin/sh", "-c", ENTERED, "dockyard-session", str(fd)]
+        entered += [job.working_dir or "/", *argv]
         yield entered, {"PATH": CLEAN_PATH}, (fd,)
     finally:
         os.close(fd)

@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from agent.__main__ import build_parser, job_account
@@ -274,6 +275,47 @@ async def test_the_job_sees_a_read_only_host_its_own_tmp_and_pids(
     assert "no-agent" in log and "SEES-AGENT" not in log, log
     assert "init=bwrap" in log, log
     assert token not in log and "no-token" in log and "entries=0" in log, log
+
+
+async def test_ssh_into_a_job_enters_its_sandbox_as_its_uid(fleet: Fleet) -> None:
+    spec = JobSpec(
+        id="shell",
+        run_name="shell",
+        env={"SECRET_X": "only-after-the-switch"},
+        commands=[
+            "id -u > /tmp/job-uid",
+            "end=$(($(date +%s) + 60)); while [ $(date +%s) -lt $end ]; do sleep 0.05; done",
+        ],
+    )
+    await fleet.client.submit(spec)
+    try:
+
+        async def running() -> bool:
+            return (await fleet.client.job(spec.id)).status == JobStatus.RUNNING
+
+        await wait_for(running, "the job to run")
+        key = str(fleet.data_dir / "ssh" / "id_ed25519")
+        async with asyncssh.connect(
+            "127.0.0.1",
+            fleet.local.ssh_port,
+            username="shell",
+            client_keys=[key],
+            known_hosts=None,
+            config=None,
+        ) as conn:
+            script = (
+                "for i in $(seq 100); do test -s /tmp/job-uid && break; sleep 0.05; done; "
+                "echo uid=$(id -u) job=$(cat /tmp/job-uid) init=$(cat /proc/1/comm) "
+                "x=$SECRET_X pwd=$(pwd)"
+            )
+            result = await conn.run(script)
+    finally:
+        await fleet.client.stop(spec.id, force=True)
+    line = str(result.stdout).strip()
+    fields = dict(item.split("=", 1) for item in line.split())
+    assert fields["uid"] == fields["job"] and int(fields["uid"]) >= 2_000_000_000, line
+    assert fields["init"] == "bwrap" and fields["x"] == "only-after-the-switch", line
+    assert fields["pwd"] == str(fleet.work_root / "shell"), line
 
 
 async def test_user_naming_an_unlisted_account_is_refused(fleet: Fleet) -> None:
