@@ -132,7 +132,7 @@ def session_resolver(context: AgentContext) -> SessionResolver:
             leader = job_leader(files)
             if leader is None:
                 return None
-            enter = tuple(account.sandbox.enter_argv(leader, owner, work_dir))
+            enter = tuple(account.sandbox.enter_argv(leader, owner))
         return JobSession(
             state.id, "process", work_dir, env, owner=owner, project=project, enter=enter
         )
