@@ -128,6 +128,8 @@ def _stream(server: Running, token: str, total: int) -> tuple[str, int, bool]:
             except OSError:
                 break
             sent += len(chunk)
+        # the server's answer, then its end of the connection: EOF or a reset is closed; no
+        # byte and no EOF for 30 s is a server holding the connection open to read on
         conn.settimeout(30)
         answer = b""
         try:
@@ -136,6 +138,8 @@ def _stream(server: Running, token: str, total: int) -> tuple[str, int, bool]:
             closed = True
         except ConnectionResetError:
             closed = True
+        except TimeoutError:
+            closed = False
     status = answer.split(b"\r\n", 1)[0].decode(errors="replace")
     body = answer.split(b"\r\n\r\n", 1)[-1].decode(errors="replace")
     return (
