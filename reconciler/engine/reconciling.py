@@ -18,7 +18,12 @@ where it stopped. The rules of the loop (DESIGN.md):
   server killed mid-apply either applied everything or nothing, and the next pass
   re-plans from the store and converges;
 - a pass that applies after a newer pass of the same project has started applying is
-  superseded: an older commit never overwrites a newer one.
+  superseded: an older commit never overwrites a newer one;
+- a failing commit is recorded once: a timer's pass that fetches the commit the project's
+  newest reconcile failed to plan (same last applied revision: a plan with errors depends
+  on nothing else) is not planned again; it counts itself on that row (`outcome.checked`)
+  and its own row is deleted (`Store.fold_repeated_failure`). Requested passes (webhook,
+  CLI, API) always plan. What a row stores is bounded (`core.reconcile_bounds`).
 
 Slow work (git, engines) runs outside DB transactions; the store is synchronous and is
 called through `asyncio.to_thread`.
@@ -36,6 +41,7 @@ from typing import Any, Protocol
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.policy import RepoPolicy
+from reconciler.core.reconcile_bounds import bounded_error, bounded_outcome, bounded_plan
 from reconciler.core.reconcile_status import (
     ActionResult,
     Conclusion,
@@ -47,9 +53,11 @@ from reconciler.core.rendering_json import to_json_dict
 from reconciler.domain.desired import DesiredState
 from reconciler.domain.history import ReconcileRecord
 from reconciler.domain.plan import Action, Plan
+from reconciler.engine.deployedpolicy import rules_at
 from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.engine.planning import plan_live
 from reconciler.engine.previewing import Previewer, placement_warnings
+from reconciler.engine.worker import RELEASED
 from reconciler.errors import PermanentError
 from reconciler.ports import WorkKind
 from stacks.catalog import CatalogRow, load_catalog
@@ -160,6 +168,8 @@ class Reconciler:
         try:
             await self._stage(row, Stage.FETCH)
             commit = await asyncio.to_thread(self._source.fetch, row.attempted_revision)
+            if row.trigger == "timer" and await self._fold(row, lock_token, commit):
+                return RELEASED  # recorded on the row of the pass that failed it (once)
             row = replace(row, attempted_revision=commit)
             conclusion, plan = await self._run(row, commit)
         except Exception as exc:
@@ -171,6 +181,10 @@ class Reconciler:
                 self._retry(row.project_id, outcome.retry_after)
         await self._finish(row, conclusion, plan)
         return None
+
+    async def _fold(self, row: ReconcileRecord, lock_token: str, commit: str) -> bool:
+        fold = self._store.fold_repeated_failure
+        return await asyncio.to_thread(fold, row.id, lock_token, commit=commit) is not None
 
     async def _stage(self, row: ReconcileRecord, stage: Stage, **values: Any) -> None:
         await asyncio.to_thread(self._store.set_reconcile_stage, row.id, stage.value, **values)
@@ -198,12 +212,13 @@ class Reconciler:
             catalog=self.catalog,
             refresh=True,
             tree=tree,
+            deployed=rules_at(self._source),  # approvers: the applied revision's, not this one's
         )
         plan, last_applied = planned.plan, planned.plan.base
         if not plan.ok:
             errors = [str(issue) for issue in plan.errors]
             return conclude(attempted=commit, last_applied=last_applied, plan_errors=errors), plan
-        await self._stage(row, Stage.PREVIEW, plan=to_json_dict(plan))
+        await self._stage(row, Stage.PREVIEW, plan=bounded_plan(to_json_dict(plan)))
         if planned.failures:
             failures = planned.failures
             delays = [f.retry_after for f in failures if f.retry_after is not None]
@@ -267,9 +282,10 @@ class Reconciler:
     async def _finish(
         self, row: ReconcileRecord, conclusion: Conclusion, plan: Plan | None
     ) -> None:
-        plan_json = to_json_dict(plan) if plan is not None else None
+        plan_json = bounded_plan(to_json_dict(plan)) if plan is not None else None
         await self._stage(row, Stage.RECORD, **({"plan": plan_json} if plan_json else {}))
-        outcome = {
+        error = bounded_error(conclusion.error)
+        outcome: dict[str, Any] = {
             "status": conclusion.status.value,
             "error": conclusion.error,
             "warnings": list(conclusion.warnings),
@@ -283,13 +299,16 @@ class Reconciler:
                 if r.result != "skipped"
             ],
         }
+        if plan is not None and plan.errors:  # the commit alone decides these: a timer's
+            # pass of the same commit is folded into this row (`fold_repeated_failure`)
+            outcome["plan_failed"] = {"base": plan.base, "errors": len(plan.errors)}
         await asyncio.to_thread(
             self._store.finish_reconcile,
             row.id,
             status=conclusion.status.value,
-            outcome=outcome,
+            outcome=bounded_outcome(outcome),
             applied_revision=conclusion.applied_revision,
-            error=conclusion.error,
+            error=error,
         )
         revision = (row.attempted_revision or "head")[:12]
         message = f"reconcile {conclusion.status.value} at {revision}"
@@ -299,7 +318,7 @@ class Reconciler:
             target_type="reconcile",
             target_id=row.id,
             target_name=revision,
-            message=f"{message}: {conclusion.error}" if conclusion.error else message,
+            message=f"{message}: {error}" if error else message,
         )
         await self._report(row, conclusion, plan_json)
 

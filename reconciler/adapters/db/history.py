@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Delivery, Event, Project, Reconcile
 from reconciler.adapters.db.records import reconcile_record
@@ -192,6 +193,51 @@ class HistoryStore(StoreBase):
             if applied_revision is not None:
                 row.applied_revision = applied_revision
 
+    def fold_repeated_failure(self, reconcile_id: str, token: str, *, commit: str) -> str | None:
+        """Record a pass of `commit` on the reconcile that already failed planning it.
+
+        When the project's newest finished reconcile failed to plan `commit` (its outcome
+        has `plan_failed`) against the same last applied revision, the same commit plans the
+        same errors: that row's `checked` (`count`, `last_at`) is updated and this
+        reconcile (still leased by `token`) is deleted, in one transaction. Returns the id
+        of the row updated; None (nothing written) otherwise.
+        """
+        earlier_query = (
+            select(Reconcile)
+            .where(
+                Reconcile.project_id
+                == select(Reconcile.project_id)
+                .where(Reconcile.id == reconcile_id)
+                .scalar_subquery(),
+                Reconcile.id != reconcile_id,
+                Reconcile.status.in_(sorted(RECONCILE_OUTCOMES)),
+            )
+            .order_by(Reconcile.created_at.desc(), Reconcile.id.desc())
+            .limit(1)
+            .with_for_update()
+        )
+        with self.writing() as session:
+            earlier = session.scalars(earlier_query).first()
+            if earlier is None or earlier.status != "failed":
+                return None
+            outcome = earlier.outcome if isinstance(earlier.outcome, dict) else {}
+            failed = outcome.get("plan_failed")
+            base = _last_applied(session, earlier.project_id)
+            if earlier.attempted_revision != commit or not isinstance(failed, dict):
+                return None
+            if failed.get("base") != base:
+                return None
+            gone = session.execute(
+                delete(Reconcile).where(Reconcile.id == reconcile_id, Reconcile.lock_token == token)
+            )
+            if not getattr(gone, "rowcount", 0):
+                return None  # the lease was lost: whoever holds it records the pass
+            checked = outcome.get("checked")
+            count = int(checked.get("count") or 1) + 1 if isinstance(checked, dict) else 2
+            last = self.now().isoformat()
+            earlier.outcome = {**outcome, "checked": {"count": count, "last_at": last}}
+            return earlier.id
+
     def load_reconcile(self, reconcile_id: str, token: str) -> ReconcileRecord | None:
         """The reconcile if this lease still holds it, with its project's name ("" when the
         project is gone), in one statement; None otherwise (the reconciles worker)."""
@@ -219,18 +265,8 @@ class HistoryStore(StoreBase):
 
     def last_applied_revision(self, project_id: str) -> str | None:
         """The revision of the newest succeeded reconcile that applied one (the last good)."""
-        query = (
-            select(Reconcile.applied_revision)
-            .where(
-                Reconcile.project_id == project_id,
-                Reconcile.status == "succeeded",
-                Reconcile.applied_revision.is_not(None),
-            )
-            .order_by(Reconcile.finished_at.desc(), Reconcile.id.desc())
-            .limit(1)
-        )
         with self.reading() as session:
-            return session.scalars(query).first()
+            return _last_applied(session, project_id)
 
     # -- webhook deliveries -----------------------------------------------------------------
 
@@ -284,6 +320,20 @@ class HistoryStore(StoreBase):
                     Delivery.provider == provider, Delivery.delivery_id == delivery_id
                 )
             ).one_or_none()
+
+
+def _last_applied(session: Session, project_id: str) -> str | None:
+    query = (
+        select(Reconcile.applied_revision)
+        .where(
+            Reconcile.project_id == project_id,
+            Reconcile.status == "succeeded",
+            Reconcile.applied_revision.is_not(None),
+        )
+        .order_by(Reconcile.finished_at.desc(), Reconcile.id.desc())
+        .limit(1)
+    )
+    return session.scalars(query).first()
 
 
 def _get_reconcile(row: Reconcile | None, reconcile_id: str) -> Reconcile:

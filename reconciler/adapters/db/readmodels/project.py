@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from reconciler.adapters.db.models import Delivery, Event, Project, Reconcile, Secret
 from reconciler.adapters.db.records import reconcile_record
 from reconciler.api import models as wire
+from reconciler.core.reconcile_bounds import within_budget
 from reconciler.domain.history import NewDelivery, ReconcileRecord
 from reconciler.errors import NotFoundError
 
@@ -84,7 +85,12 @@ def list_reconciles(
         .order_by(Reconcile.created_at.desc(), Reconcile.id)
         .limit(limit)
     )
-    return [to_reconcile(row, project) for row in rows]
+    answer, spent = [], 0
+    for row in rows:  # whole plans up to LIST_BYTES, then their short forms
+        reconcile = to_reconcile(row, project)
+        plan, outcome, spent = within_budget(reconcile.plan, reconcile.outcome, spent)
+        answer.append(reconcile.model_copy(update={"plan": plan, "outcome": outcome}))
+    return answer
 
 
 def get_reconcile(
