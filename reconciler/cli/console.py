@@ -3,14 +3,15 @@
 `open_client(project)` resolves the project from `--project` / `DOCKYARD_PROJECT` / the
 default in `~/.dockyard/config.yml` and returns a `Client`. Output goes through rich for
 people (`table`, `spinner`) or as indented JSON for programs (`print_json`, nulls kept,
-like dstack's `--json`). Errors are raised as `DockyardError`s; `cli.main` prints them.
+like dstack's `--json`); every table cell is shown as plain, escaped text (`cell`).
+Errors are raised as `DockyardError`s; `cli.main` prints them.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -19,8 +20,10 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from reconciler.api import Client
+from reconciler.core.escaping import printable
 
 ProjectOption = Annotated[
     str | None,
@@ -57,13 +60,27 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
-    grid = Table(box=None, title=title, header_style="bold", pad_edge=False)
+def cell(value: Any) -> Text:
+    """A table cell: plain text, never rich markup (`[link=…]`), with control characters
+    and escape sequences shown escaped (`core.escaping.printable`), so a hostile name stays
+    one line of text and cannot drive the terminal."""
+    if isinstance(value, Text):
+        return Text(printable(value.plain), style=value.style)
+    return Text("" if value is None else printable(str(value)))
+
+
+def grid(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> Table:
+    """The CLI's borderless table; every cell goes through `cell`."""
+    table = Table(box=None, title=title, header_style="bold", pad_edge=False)
     for column in columns:
-        grid.add_column(column)
+        table.add_column(column)
     for row in rows:
-        grid.add_row(*("" if cell is None else str(cell) for cell in row))
-    out().print(grid)
+        table.add_row(*(cell(value) for value in row))
+    return table
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
+    out().print(grid(columns, rows, title))
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from reconciler.api import Client
 from reconciler.api import models as wire
-from reconciler.cli.console import JsonOption, ProjectOption, open_client, out, print_json
+from reconciler.cli.console import JsonOption, ProjectOption, grid, open_client, out, print_json
 from reconciler.errors import UsageError
 
 WATCH_SECONDS = 10.0
@@ -64,12 +64,7 @@ def metrics_row(replica: int, job: int, metrics: dict[str, Any]) -> tuple[str, .
 
 
 def _table(rows: list[tuple[str, ...]]) -> Table:
-    grid = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("JOB", "CPU", "MEMORY", "GPU"):
-        grid.add_column(column)
-    for row in rows:
-        grid.add_row(*row)
-    return grid
+    return grid(("JOB", "CPU", "MEMORY", "GPU"), rows)
 
 
 def _collect(

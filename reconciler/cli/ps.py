@@ -20,7 +20,15 @@ from rich.table import Table
 
 from reconciler.api import Client
 from reconciler.api import models as wire
-from reconciler.cli.console import JsonOption, ProjectOption, ago, open_client, out, print_json
+from reconciler.cli.console import (
+    JsonOption,
+    ProjectOption,
+    ago,
+    grid,
+    open_client,
+    out,
+    print_json,
+)
 from reconciler.cli.describing import (
     backend_label,
     describe_resources,
@@ -63,12 +71,7 @@ def run_rows(runs: list[wire.Run], verbose: bool) -> Table:
     if verbose:
         columns = ["NAME", "BACKEND", "RESOURCES", "INSTANCE TYPE", "PRICE", "STATUS"]
         columns += ["SUBMITTED", "ERROR"]
-    grid = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        grid.add_column(column)
-    for run in runs:
-        grid.add_row(*_row(run, verbose))
-    return grid
+    return grid(columns, (_row(run, verbose) for run in runs))
 
 
 def fetch_runs(client: Client, *, all_runs: bool, last: int | None) -> list[wire.Run]:

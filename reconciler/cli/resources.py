@@ -22,6 +22,7 @@ from reconciler.cli.console import (
     out,
     print_json,
 )
+from reconciler.cli.console import grid as console_grid
 from reconciler.cli.resource_tables import Rows, fleet_table, gateway_table, volume_table
 
 KINDS = ("fleet", "volume", "gateway")
@@ -40,12 +41,7 @@ def _rows(client: Client, kind: str, verbose: bool) -> tuple[list[str], Rows]:
 
 
 def _grid(columns: list[str], rows: Rows) -> Table:
-    grid = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        grid.add_column(column)
-    for row in rows:
-        grid.add_row(*row)
-    return grid
+    return console_grid(columns, rows)
 
 
 def _list(client: Client, kind: str, as_json: bool, verbose: bool, watch: bool) -> None:

@@ -25,6 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reconciler.core.escaping import markdown_code, printable
 from reconciler.core.rendering_json import canonical
 from reconciler.domain.kinds import ResourceKey
 from reconciler.domain.plan import Action, ActionKind, Plan, StackPreview
@@ -61,12 +62,12 @@ def render_markdown(
     changed = [a for a in plan.actions if a.action is not ActionKind.NOOP and not a.drift]
     drifted = [a for a in plan.actions if a.drift]
     blocks = [_details(action, notes.get(action.key)) for action in changed]
-    titles = [f"{a.kind.value} `{a.name}`" for a in changed]
+    titles = [f"{a.kind.value} {_code(a.name)}" for a in changed]
     if drifted:
         blocks.append(_DRIFT_HEADING)
         titles.append("drift")
         blocks += [_details(action, notes.get(action.key)) for action in drifted]
-        titles += [f"drift of {a.kind.value} `{a.name}`" for a in drifted]
+        titles += [f"drift of {a.kind.value} {_code(a.name)}" for a in drifted]
     unchanged = [a for a in plan.actions if a.action is ActionKind.NOOP]
     if unchanged:
         blocks.append(_unchanged(unchanged))
@@ -101,7 +102,9 @@ def _approved_lines(plan: Plan) -> list[str]:
         "",
     ]
     lines += [
-        f"- {a.kind.value} `{a.name}`: {_escape(line)}" for a in approved for line in a.violations
+        f"- {a.kind.value} {_code(a.name)}: {_escape(line)}"
+        for a in approved
+        for line in a.violations
     ]
     return [*lines, ""]
 
@@ -116,7 +119,9 @@ def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
             "",
         ]
         lines += [
-            f"- {a.kind.value} `{a.name}`: {_escape(line)}" for a in broken for line in a.violations
+            f"- {a.kind.value} {_code(a.name)}: {_escape(line)}"
+            for a in broken
+            for line in a.violations
         ]
         lines.append("")
     lines += _approved_lines(plan)
@@ -131,7 +136,7 @@ def _header(plan: Plan, summary_lines: Sequence[str] = ()) -> str:
             lines.append(f"- … and {len(plan.errors) - 200} more")
     destroying = [a for a in plan.actions if a.destroys_data]
     if destroying:
-        names = ", ".join(f"{a.kind.value} `{a.name}` ({a.action.value})" for a in destroying)
+        names = ", ".join(f"{a.kind.value} {_code(a.name)} ({a.action.value})" for a in destroying)
         lines += ["", f"> ⚠️ destroys data: {names}"]
     if plan.warnings:
         lines += ["", f"**⚠️ {len(plan.warnings)} warning(s)** (the plan still applies)", ""]
@@ -149,12 +154,13 @@ def _details(action: Action, note: str | None = None) -> str:
     implicit = " (implicit)" if action.implicit else ""
     summary = (
         f"{icon} <b>{action.action.value}</b> {action.kind.value} "
-        f"<code>{html.escape(action.name)}</code>{implicit} — {_inline_code(action.reason)}"
+        f"<code>{html.escape(printable(action.name))}</code>{implicit} — "
+        f"{_inline_code(action.reason)}"
     )
     lines = ["<details>", f"<summary>{summary}</summary>", ""]
-    facts = [f"file `{action.path}`"] if action.path else []
+    facts = [f"file {_code(action.path)}"] if action.path else []
     if action.forced_by:
-        facts.append("forced by " + ", ".join(f"`{f}`" for f in action.forced_by))
+        facts.append("forced by " + ", ".join(_code(f) for f in action.forced_by))
     if action.destroys_data:
         facts.append("**destroys data**")
     if facts:
@@ -165,7 +171,7 @@ def _details(action: Action, note: str | None = None) -> str:
         lines += ["", *_preview_lines(action.preview)]
     if action.fields:
         lines += ["", "| field | old | new |", "|---|---|---|"]
-        lines += [f"| `{c.field}` | {_cell(c.old)} | {_cell(c.new)} |" for c in action.fields]
+        lines += [f"| {_code(c.field)} | {_cell(c.old)} | {_cell(c.new)} |" for c in action.fields]
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
@@ -174,12 +180,12 @@ def _preview_lines(preview: StackPreview) -> list[str]:
     """The stack preview of an action: counts and $/h, then its steps (or why none)."""
     price = _escape(price_text(preview, sep=" · "))
     if preview.error is not None:
-        return [f"🔍 stack `{preview.stack}`: ⚠️ no preview: {_escape(preview.error)}{price}"]
+        return [f"🔍 stack {_code(preview.stack)}: ⚠️ no preview: {_escape(preview.error)}{price}"]
     counts = ", ".join(f"{n} to {op}" for op, n in preview.counts.items() if n)
-    lines = [f"🔍 stack `{preview.stack}`: {counts or 'no changes'}{price}"]
+    lines = [f"🔍 stack {_code(preview.stack)}: {counts or 'no changes'}{price}"]
     for step in preview.steps[:_STEPS_SHOWN]:
-        diffs = f" ({', '.join(f'`{d}`' for d in step.diffs[:8])})" if step.diffs else ""
-        lines.append(f"- {step.op} `{_escape(step.name)}` {_escape(step.type)}{diffs}")
+        diffs = f" ({', '.join(_code(d) for d in step.diffs[:8])})" if step.diffs else ""
+        lines.append(f"- {step.op} {_code(step.name)} {_escape(step.type)}{diffs}")
     if len(preview.steps) > _STEPS_SHOWN:
         lines.append(f"- … and {len(preview.steps) - _STEPS_SHOWN} more steps")
     return lines
@@ -202,7 +208,7 @@ def money_per_hour(value: float) -> str:
 
 def _unchanged(actions: list[Action]) -> str:
     lines = ["<details>", f"<summary>⚪ {len(actions)} unchanged</summary>", ""]
-    lines += [f"- {a.kind.value} `{a.name}`: {_escape(a.reason)}" for a in actions]
+    lines += [f"- {a.kind.value} {_code(a.name)}: {_escape(a.reason)}" for a in actions]
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
@@ -228,14 +234,20 @@ def _cell(value: Any) -> str:
     text = json.dumps(canonical(value), ensure_ascii=False, default=str)
     if len(text) > _VALUE_LIMIT:
         text = text[:_VALUE_LIMIT] + "…"
-    return f"<code>{html.escape(text).replace('|', '&#124;')}</code>"
+    return f"<code>{html.escape(printable(text)).replace('|', '&#124;')}</code>"
 
 
 def _inline_code(text: str) -> str:
     """HTML-escaped `text` with `code` spans as <code> (markdown is not rendered in <summary>)."""
-    parts = html.escape(text, quote=False).split("`")
+    parts = html.escape(printable(text), quote=False).replace("|", "&#124;").split("`")
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def _escape(text: str) -> str:
-    return text.replace("<", "&lt;").replace(">", "&gt;")
+    """Free text (an error, a reason, a rule) on one markdown line: no escape sequence,
+    line break, tag or table cell can come from it (`escaping.printable`)."""
+    return printable(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "&#124;")
+
+
+def _code(text: str) -> str:
+    return markdown_code(text)

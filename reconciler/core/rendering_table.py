@@ -16,6 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from reconciler.core.escaping import printable
 from reconciler.core.rendering_json import canonical
 from reconciler.core.rendering_markdown import price_text
 from reconciler.domain.plan import Action, ActionKind, Plan
@@ -52,8 +53,8 @@ def render_table(plan: Plan, *, show_noop: bool = True) -> RenderableType:
     parts.append(_summary(plan))
     if plan.unchecked:
         parts.append(Text("Planned without a server; not checked:", style="bold"))
-        parts += [Text(f"  - {line}", style="dim") for line in plan.unchecked]
-    parts += [Text(f"warning: {warning}", style="yellow") for warning in plan.warnings]
+        parts += [_text(f"  - {line}", style="dim") for line in plan.unchecked]
+    parts += [_text(f"warning: {warning}", style="yellow") for warning in plan.warnings]
     return Group(*parts)
 
 
@@ -66,7 +67,7 @@ def _errors(plan: Plan) -> Table:
         where = error.path
         if error.line is not None:
             where += f":{error.line}" + (f":{error.column}" if error.column else "")
-        table.add_row(where, error.field or "", error.message)
+        table.add_row(_text(where), _text(error.field or ""), _text(error.message))
     return table
 
 
@@ -80,7 +81,7 @@ def _actions(actions: list[Action]) -> Table:
         label = Text(action.action.value, style=_STYLES[action.action])
         if action.destroys_data:
             label.append(" ⚠ data", style="bold red")
-        name = Text(action.name)
+        name = _text(action.name)
         if action.implicit:
             name.append(" (implicit)", style="dim")
         table.add_row(label, action.kind.value, name, _changes(action))
@@ -97,29 +98,31 @@ def _unchanged(actions: list[Action]) -> Text:
     repo of 1,000 configs that a commit barely touches is 1,000 such rows, and rich lays
     out a table cell by cell (0.4 s of CPU for them; bench/cli.py's offline plan)."""
     kinds = max(len(a.kind.value) for a in actions)
-    names = [a.name + (" (implicit)" if a.implicit else "") for a in actions]
+    names = [printable(a.name) + (" (implicit)" if a.implicit else "") for a in actions]
     width = max(len(n) for n in names)
     text = Text(f"{len(actions)} unchanged:", style="bold")
     for action, name in zip(actions, names, strict=True):
         text.append(
-            f"\n  {action.kind.value:<{kinds}}  {name:<{width}}  {action.reason}", style="dim"
+            f"\n  {action.kind.value:<{kinds}}  {name:<{width}}  {printable(action.reason)}",
+            style="dim",
         )
     return text
 
 
 def _changes(action: Action) -> Text:
-    text = Text(action.reason, style="dim" if action.action is ActionKind.NOOP else "")
+    text = _text(action.reason, style="dim" if action.action is ActionKind.NOOP else "")
     preview = action.preview
     if preview is not None:
         price = price_text(preview, sep=", ")
         if preview.error is not None:
             why = f"no preview: {preview.error}{price}"
-            text.append(f"\n  stack {preview.stack}: {why}", style="red")
+            text.append(f"\n  stack {printable(preview.stack)}: {printable(why)}", style="red")
         else:
             counts = ", ".join(f"{n} to {op}" for op, n in preview.counts.items() if n)
-            text.append(f"\n  stack {preview.stack}: {counts or 'no changes'}{price}", style="cyan")
+            shown = f"\n  stack {printable(preview.stack)}: {counts or 'no changes'}{price}"
+            text.append(shown, style="cyan")
     for change in action.fields:
-        text.append(f"\n  {change.field}: ", style="bold")
+        text.append(f"\n  {printable(change.field)}: ", style="bold")
         text.append(_value(change.old), style="red")
         text.append(" → ")
         text.append(_value(change.new), style="green")
@@ -129,8 +132,13 @@ def _changes(action: Action) -> Text:
 def _value(value: Any) -> str:
     if value is None:
         return "(unset)"
-    text = json.dumps(canonical(value), ensure_ascii=False, default=str)
+    text = printable(json.dumps(canonical(value), ensure_ascii=False, default=str))
     return text if len(text) <= _VALUE_LIMIT else text[:_VALUE_LIMIT] + "…"
+
+
+def _text(text: str, style: str = "") -> Text:
+    """A plan's string as a rich `Text`: never markup, never an escape (`printable`)."""
+    return Text(printable(text), style=style)
 
 
 def _summary(plan: Plan) -> Text:
