@@ -51,6 +51,7 @@ from agent.remote_scripts import (
     is_alive_test,
     parse_probe,
     probe_script,
+    sandbox_script,
     start_script,
 )
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool, UnreachableKind
@@ -392,6 +393,7 @@ async def deploy_agent(
         await _check_port_free(client, host, agent_port)
         if not current:
             await _install(conn, host, bundle, remote_dir, probe)
+        await _run(conn, host, sandbox_script(), DeployFailure.install_failed)
         start = functools.partial(
             _start_and_wait,
             conn,

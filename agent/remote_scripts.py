@@ -269,6 +269,18 @@ def classify_output(text: str) -> DeployFailure | None:
     return None
 
 
+def sandbox_script() -> str:
+    """Install bubblewrap (the agent's sandbox for process jobs) when the login user is
+    root, `bwrap` is missing and the host has apt-get; never fails the deploy: an agent
+    without it refuses process jobs, naming the package (`agent.server.sandbox`)."""
+    install = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null 2>&1"
+    return (
+        '[ "$(id -u)" = 0 ] && ! command -v bwrap >/dev/null 2>&1 && '
+        "command -v apt-get >/dev/null 2>&1 && "
+        f"{{ {install} || {{ apt-get update -q >/dev/null 2>&1 && {install}; }}; }}; true"
+    )
+
+
 def start_script(
     remote_dir: str,
     python: str,

@@ -73,15 +73,16 @@ async def test_fleet_of_two_hosts_runs_jobs(fleet: list[DeployedAgent], pool: Tu
             job = JobSpec(
                 id=unique_id(f"hello{number}"),
                 run_name="hello",
-                commands=["echo hi from $PWD as $(id -un)"],
+                commands=["echo hi from $PWD as $(id -u)"],
             )
             await client.submit(job)
             data = b"".join([c.data async for c in client.iter_logs(job.id, poll_interval=0.05)])
-            # the agent runs as root here: the job as dockyard-job, in its own dir outside
-            # the agent's data dir (docs/security.md, "Jobs and the host")
+            # the agent runs as root here: the job in its sandbox as a uid of its own, in
+            # its own dir outside the agent's data dir (docs/security.md, "Jobs and the host")
             said = data.decode().rstrip()
             assert said.startswith(f"hi from {WORK_ROOT}/"), said
-            assert said.endswith(f"/{job.id} as dockyard-job"), said
+            place, uid = said.rsplit(" as ", 1)
+            assert place.endswith(f"/{job.id}") and int(uid) >= 2_000_000_000, said
 
 
 async def test_deploy_is_idempotent_and_redeploys_a_changed_bundle(
@@ -266,8 +267,10 @@ async def test_ssh_run_on_an_ssh_fleet_host_goes_through_its_sshd(
             proxy_jump=host,
         )
         conn = await pool.connection(user)
-        result = await conn.run("echo $FOO; basename $PWD; id -un", check=True)
-        assert str(result.stdout).split() == ["bar", job.id, "dockyard-job"], "the job's account"
+        result = await conn.run("echo $FOO; basename $PWD; id -u", check=True)
+        foo, where, uid = str(result.stdout).split()
+        assert (foo, where) == ("bar", job.id), result.stdout
+        assert int(uid) >= 2_000_000_000, "the job's own uid, in its sandbox"
     finally:
         await client.stop(job.id, force=True)
         await client.aclose()
