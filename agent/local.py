@@ -339,6 +339,8 @@ async def ensure_local_agent(
     job_isolation: str = "auto",
     default_image: str | None = None,
     volume_roots: str | None = None,
+    unsandboxed: bool = False,
+    allow_job_users: str | None = None,
 ) -> LocalAgent:
     """The running local agent, started first if needed (idempotent, process-safe).
 
@@ -347,7 +349,9 @@ async def ensure_local_agent(
     agent's own user. `job_isolation` and `default_image` are its `--job-isolation` and
     `--default-image` (None: the agent's default, dstack's image); `volume_roots` (':'-
     separated) its `--volume-root`s (None: the agent's default, `mounts.DEFAULT_VOLUME_ROOTS`;
-    its `--volume-dir`, the server's local volumes, is allowed either way)."""
+    its `--volume-dir`, the server's local volumes, is allowed either way); `unsandboxed`
+    its `--unsandboxed-process-jobs` (a root server without bubblewrap); `allow_job_users`
+    (comma-separated) its `--allow-job-user`s, what a process job's `user:` may name."""
     paths = local_paths(server_data_dir)
     paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
     async with _locked(paths.root / "lock"):
@@ -370,6 +374,10 @@ async def ensure_local_agent(
             job_args += ["--default-image", default_image]
         for root in (volume_roots or "").split(":"):
             job_args += ["--volume-root", root] if root.strip() else []
+        if unsandboxed:
+            job_args.append("--unsandboxed-process-jobs")
+        for name in (allow_job_users or "").split(","):
+            job_args += ["--allow-job-user", name.strip()] if name.strip() else []
         pid = _spawn(paths, python, http_port, ssh_port, job_args)
         paths.state.write_text(
             json.dumps({"pid": pid, "http_port": http_port, "ssh_port": ssh_port})

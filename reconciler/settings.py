@@ -61,6 +61,19 @@ def check_volume_roots(value: str) -> str:
 VolumeRoots = Annotated[str, AfterValidator(check_volume_roots)]
 
 
+def check_job_users(value: str) -> str:
+    """`local_allow_job_users`: ','-separated account names (the local agent's
+    --allow-job-user, each a flag value of its command line)."""
+    for name in value.split(","):
+        if name.strip() in ("auto", "self") or not name.strip():
+            raise ValueError(f"{name.strip()!r} is not an account name")
+        check_job_user(name.strip())
+    return value
+
+
+JobUsers = Annotated[str, AfterValidator(check_job_users)]
+
+
 def check_attach_ports(value: str) -> str:
     """`START-END`: the ports the attach listeners may take (1024 < START <= END <= 65535)."""
     start, sep, end = value.partition("-")
@@ -102,6 +115,8 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_LOCAL_JOB_ISOLATION": "local_job_isolation",
     "DOCKYARD_LOCAL_DEFAULT_IMAGE": "local_default_image",
     "DOCKYARD_LOCAL_VOLUME_ROOTS": "local_volume_roots",
+    "DOCKYARD_LOCAL_UNSANDBOXED_PROCESS_JOBS": "local_unsandboxed_process_jobs",
+    "DOCKYARD_LOCAL_ALLOW_JOB_USERS": "local_allow_job_users",
 }
 
 LIMIT_FIELDS: tuple[str, ...] = (
@@ -236,6 +251,16 @@ class Settings(BaseModel):
         default=None,
         description="the host dirs (':'-separated) below which the local fleet's instance "
         "volumes must lie; unset: /mnt:/data:/srv:/scratch (and the local volumes' dir)",
+    )
+    local_unsandboxed_process_jobs: bool = Field(
+        default=False,
+        description="a root server without bubblewrap runs the local fleet's process jobs "
+        "anyway, unsandboxed, all as one account (off: they are refused, naming the package)",
+    )
+    local_allow_job_users: JobUsers | None = Field(
+        default=None,
+        description="the accounts (','-separated) a local process job's `user:` may name; "
+        "unset: none (jobs run as their own identity)",
     )
     # the agents deployed to SSH fleet hosts; SSH_AGENT_FIELDS makes them flags
     ssh_job_isolation: Literal["auto", "container", "process"] = Field(

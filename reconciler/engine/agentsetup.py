@@ -49,6 +49,8 @@ class AgentSetup:
     local_job_isolation: str = "auto"  # ... its --job-isolation
     local_default_image: str | None = None  # ... its --default-image (None: dstack's)
     local_volume_roots: str | None = None  # ... its --volume-root, ':'-separated (None: default)
+    local_unsandboxed: bool = False  # ... its --unsandboxed-process-jobs
+    local_allow_job_users: str | None = None  # ... its --allow-job-user, ','-separated
     ssh_options: AgentOptions = field(default_factory=AgentOptions)  # SSH hosts' agents
     remote_dir: str = DEFAULT_REMOTE_DIR  # --ssh-agent-dir
     agent_port: int = DEFAULT_AGENT_PORT  # --ssh-agent-port (its session port: one below)
@@ -64,6 +66,8 @@ class AgentSetup:
             job_isolation=self.local_job_isolation,
             default_image=self.local_default_image,
             volume_roots=self.local_volume_roots,
+            unsandboxed=self.local_unsandboxed,
+            allow_job_users=self.local_allow_job_users,
         )
         return LocalAgent(
             hostname=agent.target.hostname,

@@ -461,6 +461,8 @@ def build_controller(
         local_job_isolation=settings.local_job_isolation,
         local_default_image=settings.local_default_image,
         local_volume_roots=settings.local_volume_roots,
+        local_unsandboxed=settings.local_unsandboxed_process_jobs,
+        local_allow_job_users=settings.local_allow_job_users,
         ssh_options=ssh_agent_options(settings),
         remote_dir=settings.ssh_agent_dir,
         agent_port=settings.ssh_agent_port,

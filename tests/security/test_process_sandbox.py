@@ -42,6 +42,7 @@ from agent.server.jobaccount import default_work_root
 from agent.server.serving import AgentConfig, start_agent
 from agent.tunnel import TunnelPool
 from reconciler.app import build_server
+from reconciler.errors import UsageError
 from reconciler.settings import Settings
 from tests.agent.conftest import _client, wait_for
 from tests.security.local_users import need_root
@@ -342,6 +343,33 @@ async def test_a_listed_user_runs_in_the_sandbox_as_that_account(tmp_path: Path)
             await asyncio.sleep(0.05)
         log = (await http.get("/jobs/listed/logs")).content
     assert log == b"nobody\n"
+
+
+async def test_the_servers_settings_reach_the_local_agent(tmp_path: Path) -> None:
+    need_root()
+    environ = {"DOCKYARD_LOCAL_ALLOW_JOB_USERS": "nobody"}
+    settings = Settings.from_env(environ, data_dir=tmp_path / "data")
+    assert settings.local_allow_job_users == "nobody"
+    with pytest.raises(UsageError, match="not an account name"):
+        Settings.from_env({"DOCKYARD_LOCAL_ALLOW_JOB_USERS": "nobody,self"})
+    data_dir = tmp_path / "data"
+    pool = TunnelPool()
+    key = ensure_client_key(data_dir / "ssh" / "id_ed25519")
+    local = await ensure_local_agent(
+        data_dir,
+        key,
+        pool,
+        allow_job_users=settings.local_allow_job_users,
+        unsandboxed=settings.local_unsandboxed_process_jobs,
+    )
+    try:
+        async with AgentClient.over_tunnel(pool, local.target, local.agent_port) as client:
+            spec = JobSpec(id="listed", run_name="listed", commands=["id -un"], user="nobody")
+            state, log = await _run(client, spec)
+    finally:
+        await pool.close()
+        stop_local_agent(data_dir)
+    assert state.status == JobStatus.EXITED and log == "nobody\n", (state, log)
 
 
 def _without_bwrap(name: str) -> str | None:
