@@ -29,6 +29,7 @@ from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.api.config import ProjectConfig, add_project, load_projects
 from reconciler.domain.inventory import InstanceRecord
+from reconciler.engine.deployedpolicy import rules_at
 from reconciler.engine.service_stats import RequestStats
 from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot, build_gitlab_bot
@@ -128,9 +129,12 @@ def build_server(
         controller = controller_factory(settings, store)
     else:
         controller = load_controller(settings, store, stats, reporter=bot)
+    # approvers: the deployed `.dockyard.yml`'s, read from the config repo (deployedpolicy)
+    deployed = rules_at(getattr(controller, "source", None))
     for pr_bot in (bot, notes):  # PR plans preview with the reconcile's engines
         if pr_bot is not None:
             pr_bot.previewer = getattr(controller, "previewer", None)
+            pr_bot.deployed = deployed
     proxy = build_proxy(settings, controller, store, db, stats)
     app = create_app(
         proxy=proxy,
@@ -144,6 +148,7 @@ def build_server(
         pull_requests=bot,
     )
     app.state.gitlab_pull_requests = notes  # reconciler.web.hooks_gitlab
+    app.state.deployed_rules = deployed  # POST plan/files (reconciler.web.routes_pr)
     # preview runs of pull requests (docs/previews.md): label or `/dockyard preview` → pr-<n>
     app.state.preview_runs = build_previews(settings, store, controller)
     asgi = ProxyFirst(app, proxy) if proxy is not None else app

@@ -29,7 +29,8 @@ context for `plan/files`; a caller passing none gets the bundled one read for th
 a run breaking a rule is `blocked` with it, unless a named approver approved an exception
 for this content: `plan_live` with the commit's git `tree` reads the approvals recorded
 for that tree (`/dockyard approve` on the pull request, `reconciler.pr.approving`) and the
-runs keep their action with `approved_by`.
+runs keep their action with `approved_by` — an approver counts only while the deployed
+`.dockyard.yml` (the last applied revision, `deployedpolicy`) names them.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ from typing import TYPE_CHECKING
 
 from reconciler.core.blocking import block_actions
 from reconciler.core.planning import plan as pure_plan
-from reconciler.core.policy import RepoPolicy
+from reconciler.core.policy import PolicyRules, RepoPolicy
 from reconciler.domain.desired import DesiredState
 from reconciler.domain.kinds import Kind, ResourceKey
 from reconciler.domain.observed import ObservedResource, ObservedState
 from reconciler.domain.plan import Action, ActionKind, Plan
+from reconciler.engine.deployedpolicy import RulesAt
 from reconciler.engine.policing import police
 from stacks.catalog import CatalogRow, load_catalog
 
@@ -209,15 +211,19 @@ async def plan_live(
     partial: bool = False,
     refresh: bool = True,
     tree: str | None = None,
+    deployed: RulesAt | None = None,
 ) -> PlannedCommit:
     """`plan_commit` against what project `project` has deployed (the server's plans);
-    `tree`: the commit's git tree, whose recorded approvals let violations through."""
+    `tree`: the commit's git tree, whose recorded approvals let violations through when
+    `deployed` (the rules at the last applied revision, `deployedpolicy`) names their
+    approver — never the planned commit's own `policy.approvers`."""
     import asyncio
 
     observed, base = await asyncio.to_thread(_live_state, store, project)
     approved_by: list[str] = []
-    if tree is not None:
-        approved_by = await asyncio.to_thread(approvers_of, store, project, tree, policy)
+    if tree is not None and deployed is not None:
+        rules = await asyncio.to_thread(deployed, project, base)
+        approved_by = await asyncio.to_thread(approvers_of, store, project, tree, rules)
     return await plan_commit(
         desired,
         policy,
@@ -231,10 +237,11 @@ async def plan_live(
     )
 
 
-def approvers_of(store: Store, project: str, tree: str, policy: RepoPolicy) -> list[str]:
-    """Who approved an exception for content `tree`, among those `policy` still names."""
+def approvers_of(store: Store, project: str, tree: str, rules: PolicyRules) -> list[str]:
+    """Who approved an exception for content `tree`, among those the deployed `rules`
+    name."""
     approvals = store.approvals_for(project, tree)
-    names = [a.approver for a in approvals if policy.policy.may_approve(a.approver)]
+    names = [a.approver for a in approvals if rules.may_approve(a.approver)]
     return list(dict.fromkeys(names))
 
 

@@ -4,8 +4,10 @@ Called by the PR bot (`reconciler.pr.bot`) for a comment on a GitHub pull reques
 note on a GitLab merge request (`approvalhooks` reads the webhook payloads). The payload
 only says which comment to look at: the comment is read back by id from the host's API and
 its author is the API's word, never the payload's. Then the PR head is read from the API
-(it must be the head the approver named or saw, when known), its `.dockyard.yml` must
-name that author in `policy.approvers`, and its plan must break the policy; the approval
+(it must be the head the approver named or saw, when known), the *deployed* `.dockyard.yml`
+(at the project's last applied revision, `engine.deployedpolicy`: never the PR head's, which
+its author wrote) must name that author in `policy.approvers`, and the head's plan must
+break the policy; the approval
 is recorded for the head's git *tree* (the content approved; GitHub's API says it, GitLab's
 root listing is hashed to it) and the PR is planned again, so the comment says who
 approved which violations and `dockyard/plan` passes. A new push is a new tree: it needs a
@@ -23,13 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
+from reconciler.core.policy import PolicyRules
 from reconciler.domain.approvals import Approval
+from reconciler.engine.deployedpolicy import RulesAt
 from reconciler.engine.previewing import Previewer
 from reconciler.pr.hosting import CodeHost
 from reconciler.pr.liveplan import plan_files
 from reconciler.pr.posting import post_plan
-from reconciler.pr.reviewing import PlanReport, load_files, wanted_path
-from schemas import parse_config
+from reconciler.pr.reviewing import PlanReport, wanted_path
 from stacks.catalog import CatalogRow
 
 log = logging.getLogger(__name__)
@@ -89,14 +92,16 @@ async def approve(
     request: ApprovalRequest,
     previewer: Previewer | None,
     catalog: Sequence[CatalogRow],
+    deployed: RulesAt,
 ) -> Outcome:
     """Check the comment through the host's API, record the approval, re-post the plan;
-    an approval that does not count is answered on the PR (see the module docstring)."""
+    an approval that does not count is answered on the PR (see the module docstring).
+    `deployed`: the repo policy's rules at a revision (the server's config repo)."""
     comment = await asyncio.to_thread(host.read_comment, request.number, request.comment_id)
     asked, named = approve_command(comment.body)
     if not asked:
         return Outcome(False, f"comment {comment.id} is not {COMMAND}")
-    planner = _Planner(store, request, previewer, catalog)
+    planner = _Planner(store, request, previewer, catalog, deployed)
     outcome = await _check_and_record(planner, host, (comment.author, comment.id, named))
     if outcome.reply is not None:
         await asyncio.to_thread(host.create_comment, request.number, outcome.reply)
@@ -111,6 +116,13 @@ class _Planner:
     request: ApprovalRequest
     previewer: Previewer | None
     catalog: Sequence[CatalogRow]
+    deployed: RulesAt
+
+    def deployed_rules(self) -> tuple[PolicyRules, str | None]:
+        """The rules at the project's last applied revision, and that revision."""
+        project_id = self.store.project_id_of(self.request.project)
+        base = self.store.last_applied_revision(project_id) if project_id is not None else None
+        return self.deployed(self.request.project, base), base
 
     async def plan(
         self, files: Mapping[str, bytes], sha: str, tree: str | None = None
@@ -124,6 +136,7 @@ class _Planner:
             previewer=self.previewer,
             catalog=self.catalog,
             tree=tree,
+            deployed=self.deployed,
         )
 
 
@@ -138,11 +151,15 @@ async def _check_and_record(
         if wanted and not sha.lower().startswith(wanted.lower()):
             why = f"it approves {wanted[:12]}, but the head is now {sha[:12]}: approve the new head"
             return Outcome(False, why, refusal(author, why))
-    files = await asyncio.to_thread(host.read_files, sha, wanted_path(request.subdir))
-    policy = load_files(files, commit=sha, parse=parse_config, subdir=request.subdir).policy
-    if not policy.policy.may_approve(author):
-        why = f"{author} is not in `policy.approvers` of `.dockyard.yml` at {sha[:12]}"
+    rules, base = await asyncio.to_thread(planner.deployed_rules)
+    if not rules.may_approve(author):
+        where = f"at {base[:12]}" if base else "(nothing is applied yet)"
+        why = (
+            f"{author} is not in `policy.approvers` of the deployed `.dockyard.yml` {where}; "
+            "a pull request cannot name its own approvers"
+        )
         return Outcome(False, why, refusal(author, why))
+    files = await asyncio.to_thread(host.read_files, sha, wanted_path(request.subdir))
     tree = await asyncio.to_thread(host.commit_tree, sha)
     report = await planner.plan(files, sha)
     violations = tuple(v for a in report.plan.actions for v in a.violations)

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from reconciler.adapters.db.store import Store
 from reconciler.core.reconcile_status import ReconcileStatus
+from reconciler.engine.deployedpolicy import RulesAt, no_rules
 from reconciler.engine.previewing import Previewer
 from reconciler.errors import DockyardError
 from reconciler.pr.approvalhooks import github_comment_request, gitlab_note_request
@@ -119,6 +120,10 @@ class PullRequestBot:
         self.previewer: Previewer | None = None
         """The runtime's stack previewer, set by the composition root once it is built
         (None: a runtime without engines; PR plans then say previews were not checked)."""
+        self.deployed: RulesAt = no_rules
+        """The repo policy at a revision, read from the server's config repo (set by the
+        composition root): whose `/dockyard approve` counts comes from the deployed
+        `.dockyard.yml`, never the PR head's (`engine.deployedpolicy`). Default: nobody."""
 
     # -- links ------------------------------------------------------------------------------
 
@@ -165,6 +170,7 @@ class PullRequestBot:
                 previewer=self.previewer,
                 catalog=self.catalog,
                 tree=tree,
+                deployed=self.deployed,
             )
             await asyncio.to_thread(post_plan, host, number, report, sha=sha)
         except DockyardError as exc:
@@ -194,7 +200,9 @@ class PullRequestBot:
     async def _approve(self, request: ApprovalRequest) -> None:
         host = await asyncio.to_thread(self._hosts, request.repo)
         try:
-            done = await approve(self._store, host, request, self.previewer, self.catalog)
+            done = await approve(
+                self._store, host, request, self.previewer, self.catalog, self.deployed
+            )
             log.info("pull request %s#%s: %s", request.repo, request.number, done.text)
         except DockyardError as exc:
             log.warning("approving on %s#%s failed: %s", request.repo, request.number, exc)

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from reconciler.adapters.db.store import Store
 from reconciler.domain.observed import ObservedState
+from reconciler.engine.deployedpolicy import RulesAt
 from reconciler.engine.planning import OFFLINE_UNCHECKED, plan_live
 from reconciler.engine.previewing import Previewer
 from reconciler.errors import UsageError
@@ -34,10 +35,12 @@ async def plan_files(
     catalog: Sequence[CatalogRow],
     subdir: str = "",
     tree: str | None = None,
+    deployed: RulesAt | None = None,
 ) -> PlanReport:
     """The PR plan of `files` (at `commit`) against project `project`'s live state, runs
     priced with `catalog` (the caller's, loaded once); with `tree` (the commit's git tree),
-    approvals recorded for that content count."""
+    approvals recorded for that content count when the `deployed` rules (the last applied
+    revision's, never `files`') name their approver."""
     loaded = load_files(files, commit=commit, parse=parse_config, subdir=subdir)
     declared = loaded.policy.project
     if declared != project:
@@ -54,6 +57,7 @@ async def plan_files(
         catalog=catalog,
         partial=True,
         tree=tree,
+        deployed=deployed,
     )
     plan = planned.plan
     if previewer is None:

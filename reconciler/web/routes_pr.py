@@ -31,6 +31,7 @@ from reconciler.adapters.db.store import Store
 from reconciler.api.models import WebhookAnswer
 from reconciler.api.requests import Body
 from reconciler.domain.history import NewDelivery
+from reconciler.engine.deployedpolicy import RulesAt, no_rules
 from reconciler.engine.previewing import Previewer
 from reconciler.errors import UsageError
 from reconciler.pr.bot import PullRequestBot
@@ -58,11 +59,19 @@ class PlanFilesRequest(Body):
     )
 
 
+def deployed_rules(request: Request) -> RulesAt:
+    """The repo policy at a revision, read from the server's config repo (the composition
+    root leaves it on `app.state`): approvers count only if the deployed policy names them."""
+    found = getattr(request.app.state, "deployed_rules", None)
+    return found if callable(found) else no_rules
+
+
 def build_pr_router() -> APIRouter:
     router = APIRouter(prefix="/api/project/{project_name}", tags=["plan"])
 
     @router.post("/plan/files")
     async def post_plan_files(
+        request: Request,
         body: PlanFilesRequest,
         access: ProjectAccess = Depends(project_access("user")),
         context: WebContext = Depends(get_context),
@@ -83,6 +92,7 @@ def build_pr_router() -> APIRouter:
                 previewer=previewer if isinstance(previewer, Previewer) else None,
                 catalog=context.catalog,
                 tree=body.tree,
+                deployed=deployed_rules(request),
             )
         except UsageError as exc:
             raise HTTPException(400, str(exc)) from None

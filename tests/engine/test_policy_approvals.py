@@ -1,7 +1,7 @@
 """Approved policy exceptions in the real reconcile (SQLite and PostgreSQL, real git repos):
 an approval is keyed by the approved head's git tree, so the merge of that content applies
-the violating run, and any other content (or an approver the policy no longer names)
-keeps it blocked."""
+the violating run, and any other content (or an approver the deployed policy does not name,
+even one the merged commit itself adds) keeps it blocked."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from schemas import parse_config
 from tests.engine.fixtures import Rig, make_rig, task_yaml
 
 POLICY = "policy:\n  approvers: [alice]\n  runs:\n    max_gpus: 1\n"
+BASE = POLICY + "prune:\n  allow_empty: true\n"  # the deployed branch: a policy, no configs yet
 BIG = task_yaml("big").replace("resources:\n", "resources:\n  gpu: 4\n")
 VIOLATION = "policy: runs.max_gpus: run big asks 4 GPUs, the policy allows 1"
 
@@ -62,7 +63,8 @@ def _runs(rig: Rig) -> list[str]:
 
 
 async def test_the_merge_of_approved_content_applies_the_violating_run(rig: Rig) -> None:
-    rig.repo.commit({".dockyard.yml": POLICY}, "base")
+    rig.repo.commit({".dockyard.yml": BASE}, "base")
+    assert (await _reconcile(rig)).status == "succeeded"  # the deployed policy names alice
     tree = _pull_request(rig, {"big.dstack.yml": BIG, "small.dstack.yml": task_yaml("small")})
     _approve(rig, tree)
     rig.repo.git("merge", "-q", "--no-ff", "-m", "merge pr", "pr")
@@ -94,6 +96,24 @@ async def test_other_content_than_the_approved_keeps_the_run_blocked(rig: Rig) -
     big = next(a for a in row.plan["actions"] if a["name"] == "big")
     assert big["action"] == "blocked" and "approved_by" not in big
     assert _runs(rig) == ["small"]
+
+
+async def test_a_merge_naming_its_own_approver_does_not_count(rig: Rig) -> None:
+    """mallory's PR adds mallory to `policy.approvers` beside the violating run and mallory
+    approves its tree: the approvers are the deployed branch's, so the merge stays blocked."""
+    rig.repo.commit({".dockyard.yml": BASE}, "base")
+    assert (await _reconcile(rig)).status == "succeeded"
+    own = BASE.replace("[alice]", "[alice, mallory]")
+    tree = _pull_request(rig, {".dockyard.yml": own, "big.dstack.yml": BIG})
+    _approve(rig, tree, approver="mallory")
+    rig.repo.git("merge", "-q", "--ff-only", "pr")
+    assert rig.repo.git("rev-parse", "HEAD^{tree}") == tree
+
+    row = await _reconcile(rig)
+
+    big = next(a for a in row.plan["actions"] if a["name"] == "big")
+    assert big["action"] == "blocked" and "approved_by" not in big
+    assert _runs(rig) == []
 
 
 async def test_an_approval_by_someone_the_policy_does_not_name_does_not_count(rig: Rig) -> None:

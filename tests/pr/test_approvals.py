@@ -1,7 +1,11 @@
 """`/dockyard approve` on GitHub: the recording fake GitHub API, a real store (SQLite and
-PostgreSQL) and a real server for the webhook. A comment by a named approver, as the API
-says, turns `dockyard/plan` green for that head; someone else, a forged payload whose
-comment the API says another user wrote, and a new push after the approval do not."""
+PostgreSQL) and a real server for the webhook. A comment by an approver the deployed
+`.dockyard.yml` names, as the API says, turns `dockyard/plan` green for that head; someone
+else, a forged payload whose comment the API says another user wrote, a PR head naming its
+own author as approver, and a new push after the approval do not.
+
+The deployed policy (`.dockyard.yml` at the last applied revision, read from the config
+repo by a real server) is given here as the function the server passes (`deployed`)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.db.store import Store
+from reconciler.core.policy import PolicyRules, RepoPolicy, parse_policy
+from reconciler.domain.approvals import Approval
 from reconciler.pr.approving import ApprovalRequest, approve
 from reconciler.pr.github import GitHub
 from reconciler.pr.liveplan import plan_files
@@ -30,6 +36,29 @@ BIG = (
 )
 HEAD = "e" * 40
 VIOLATION = "runs.max_gpus: run big asks 4 GPUs, the policy allows 1"
+
+
+def _rules(text: bytes) -> PolicyRules:
+    policy = parse_policy(text.decode())
+    assert isinstance(policy, RepoPolicy)
+    return policy.policy
+
+
+DEPLOYED = _rules(POLICY)  # the deployed branch names alice
+
+
+def deployed(project: str, revision: str | None) -> PolicyRules:
+    """The deployed `.dockyard.yml`'s rules, as the server's `rules_at(source)` gives them."""
+    return DEPLOYED
+
+
+def deploy(running: Running) -> None:
+    """Give a server on the fake runtime (no config repo) the deployed policy above."""
+    state = running.server.app.state
+    state.deployed_rules = deployed
+    for bot in (state.pull_requests, getattr(state, "gitlab_pull_requests", None)):
+        if bot is not None:
+            bot.deployed = deployed
 
 
 @pytest.fixture
@@ -56,7 +85,7 @@ def _approve(store: Store, github: FakeHost, comment_id: int) -> str:
     host = GitHub("acme/cfg", token=TOKEN, api_url=github.url)
     try:
         request = ApprovalRequest("acme/cfg", 7, comment_id, "main")
-        return asyncio.run(approve(store, host, request, None, load_catalog())).text
+        return asyncio.run(approve(store, host, request, None, load_catalog(), deployed)).text
     finally:
         host.close()
 
@@ -90,7 +119,10 @@ def test_someone_else_and_other_comments_record_nothing_and_are_answered(
     mallory = github.state.add_comment("/dockyard approve", "mallory")
     chatter = github.state.add_comment("please /dockyard approve this", "alice")
 
-    why = f"mallory is not in `policy.approvers` of `.dockyard.yml` at {HEAD[:12]}"
+    why = (
+        "mallory is not in `policy.approvers` of the deployed `.dockyard.yml` (nothing is "
+        "applied yet); a pull request cannot name its own approvers"
+    )
     assert _approve(store, github, mallory) == why
     assert github.state.bodies()[-1] == f"`/dockyard approve` from @mallory did not count: {why}."
     assert _approve(store, github, chatter).endswith("is not /dockyard approve")
@@ -119,6 +151,38 @@ def test_an_approval_of_another_head_or_of_nothing_does_not_count(
     assert _approvers(store) == ["alice"]  # the first head's approval only
 
 
+def test_a_pr_head_naming_its_author_as_approver_changes_nothing(
+    store: Store, github: FakeHost
+) -> None:
+    """mallory's PR adds mallory to `policy.approvers` beside the violating run: the
+    approvers are the deployed branch's (alice), so mallory's approval is refused, and even
+    one recorded for this content does not make the head's plan pass."""
+    github.state.files[".dockyard.yml"] = POLICY.replace(b"[alice]", b"[alice, mallory]")
+    mallory = github.state.add_comment("/dockyard approve", "mallory")
+
+    text = _approve(store, github, mallory)
+
+    assert text.startswith("mallory is not in `policy.approvers` of the deployed `.dockyard.yml`")
+    assert _approvers(store) == [] and github.state.statuses == []
+    tree = "tree" + HEAD
+    recorded = Approval("main", tree, HEAD, "mallory", "github", "acme/cfg", 7, mallory, ())
+    assert store.record_approval(recorded)
+    report = asyncio.run(
+        plan_files(
+            store,
+            "main",
+            dict(github.state.files),
+            commit=HEAD,
+            previewer=None,
+            catalog=load_catalog(),
+            tree=tree,
+            deployed=deployed,
+        )
+    )
+    big = next(a for a in report.plan.actions if a.name == "big")
+    assert big.action.value == "blocked" and big.approved_by == ()
+
+
 def test_a_new_push_after_the_approval_needs_a_new_one(store: Store, github: FakeHost) -> None:
     _approve(store, github, github.state.add_comment("/dockyard approve", "alice"))
     assert _approvers(store) == ["alice"]
@@ -137,6 +201,7 @@ def test_a_new_push_after_the_approval_needs_a_new_one(store: Store, github: Fak
                 previewer=None,
                 catalog=load_catalog(),
                 tree=tree,
+                deployed=deployed,
             )
         )
         posted = post_plan(host, 7, report, sha="d" * 40)
@@ -153,6 +218,7 @@ def test_a_new_push_after_the_approval_needs_a_new_one(store: Store, github: Fak
 def server(tmp_path: Path, github: FakeHost) -> Iterator[Running]:
     overrides = {"github_token": TOKEN, "github_api_url": github.url, "github_repo": "acme/cfg"}
     with running_server(tmp_path, lambda s, store: FakeController(store), **overrides) as running:
+        deploy(running)
         yield running
 
 
@@ -187,10 +253,10 @@ def test_the_webhook_reads_the_comment_back_and_a_forged_author_does_not_count(
     assert answer.status_code == 202 and answer.json()["outcome"] == "planning"
     comment_read = f"/repos/acme/cfg/issues/comments/{forged}"
     wait_until(
-        lambda: (
-            sum(r.path.startswith("/repos/acme/cfg/git/blobs/") for r in github.state.requests) >= 4
+        lambda: any(
+            b.startswith("`/dockyard approve` from @mallory") for b in github.state.bodies()
         ),
-        what="the forged comment checked",
+        what="the forged comment checked and answered",
     )
     assert comment_read in [r.path for r in github.state.requests]
 

@@ -19,7 +19,7 @@ from reconciler.pr.gitlab import GitLab
 from stacks.catalog import load_catalog
 from tests.pr.fakehost import GITLAB_TOKEN, FakeHost, fake_host
 from tests.pr.gitrepo import commit_files, git, make_repo
-from tests.pr.test_approvals import BIG, POLICY, VIOLATION
+from tests.pr.test_approvals import BIG, POLICY, VIOLATION, deploy, deployed
 from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 from tests.web.fakes import FakeController
 from tests.web.serving import WEBHOOK_SECRET, Running, running_server, wait_until
@@ -57,7 +57,7 @@ def _approve(store: Store, gitlab: FakeHost, note: int, seen: str | None = None)
     host = GitLab("acme/cfg", token=GITLAB_TOKEN, api_url=gitlab.gitlab_url)
     try:
         request = ApprovalRequest("acme/cfg", 7, note, "main", seen_head=seen)
-        return asyncio.run(approve(store, host, request, None, load_catalog()))
+        return asyncio.run(approve(store, host, request, None, load_catalog(), deployed))
     finally:
         host.close()
 
@@ -89,7 +89,10 @@ def test_refused_approvals_are_answered_on_the_merge_request(
     head = gitlab.state.head
     mallory = gitlab.state.add_comment("/dockyard approve", "mallory")
     done = _approve(store, gitlab, mallory)
-    why = f"mallory is not in `policy.approvers` of `.dockyard.yml` at {head[:12]}"
+    why = (
+        "mallory is not in `policy.approvers` of the deployed `.dockyard.yml` (nothing is "
+        "applied yet); a pull request cannot name its own approvers"
+    )
     assert done == Outcome(False, why, REFUSED.format("mallory", why))
     assert gitlab.state.bodies()[-1] == REFUSED.format("mallory", why)
     assert not is_approve_command(gitlab.state.bodies()[-1])  # the answer asks nothing
@@ -119,6 +122,7 @@ def test_refused_approvals_are_answered_on_the_merge_request(
 def server(tmp_path: Path, gitlab: FakeHost) -> Iterator[Running]:
     overrides = {"gitlab_token": GITLAB_TOKEN, "gitlab_api_url": gitlab.gitlab_url}
     with running_server(tmp_path, lambda s, store: FakeController(store), **overrides) as running:
+        deploy(running)
         yield running
 
 

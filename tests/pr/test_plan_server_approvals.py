@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.domain.approvals import Approval
 from tests.pr.gitrepo import git, make_repo
-from tests.pr.test_approvals import BIG, POLICY, VIOLATION
+from tests.pr.test_approvals import BIG, POLICY, VIOLATION, deploy
 from tests.pr.test_plan_server import plan_cli
 from tests.web.fakes import FakeController
 from tests.web.serving import Running, running_server
@@ -21,6 +21,7 @@ from tests.web.serving import Running, running_server
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Running]:
     with running_server(tmp_path, lambda settings, store: FakeController(store)) as running:
+        deploy(running)  # the deployed `.dockyard.yml` names alice
         yield running
 
 
