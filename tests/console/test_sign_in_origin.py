@@ -79,3 +79,25 @@ def test_behind_https_the_cookie_is_secure_and_the_external_origin_signs_in(
     assert "secure" in flags and "httponly" in flags and "samesite=strict" in flags
     refused = _sign_in(proxied, {"Origin": "https://dockyard.example.org.evil.example"})
     assert refused.status_code == 403 and "set-cookie" not in refused.headers
+
+
+def test_the_session_lasts_12_hours_and_pages_carry_the_security_headers(
+    server: Running,
+) -> None:
+    """What docs/console.md says of the session and the headers, over HTTP."""
+    answer = _sign_in(server, {"Origin": server.url})
+    assert answer.status_code == 303
+    flags = [part.strip() for part in answer.headers["set-cookie"].lower().split(";")]
+    assert "max-age=43200" in flags  # 12 hours; the signed session expires with it
+    assert "path=/console" in flags and "httponly" in flags and "samesite=strict" in flags
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for response in (answer, http.get("/console/login"), _sign_in(server, {"Origin": "x"})):
+            headers = response.headers
+            assert headers["content-security-policy"] == (
+                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+            )
+            assert headers["x-frame-options"] == "DENY"
+            assert headers["x-content-type-options"] == "nosniff"
+            assert headers["referrer-policy"] == "no-referrer"
+            assert headers["cache-control"] == "no-store"
