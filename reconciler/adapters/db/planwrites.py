@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from reconciler.adapters.db.applybatch import flush_deferred, prefetch
 from reconciler.adapters.db.applying import (
@@ -149,7 +149,12 @@ class PlanWritesStore(StoreBase):
 
     def capacity_in_flight(self, project_id: str, *, within: float = 600.0) -> bool:
         """Whether a fleet of the project created in the last `within` seconds is being
-        provisioned, or such an instance is not up yet."""
+        provisioned, or such an instance is not up yet.
+
+        A fleet whose last attempt failed (`status_message` set while `submitted`: an SSH
+        host that does not answer, a stack that failed) is retrying, not coming: it does
+        not count, so it never holds the runs of a reconcile (jobs that need it wait for it
+        themselves, `core.elastic.hosts_coming`)."""
         since = self.now() - timedelta(seconds=within)
         with self.reading() as session:
             fleet = session.scalars(
@@ -157,6 +162,7 @@ class PlanWritesStore(StoreBase):
                     Fleet.project_id == project_id,
                     Fleet.deleted.is_(False),
                     Fleet.status == "submitted",
+                    or_(Fleet.status_message.is_(None), Fleet.status_message == ""),
                     Fleet.created_at >= since,
                 )
             ).first()
