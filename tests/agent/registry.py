@@ -37,6 +37,7 @@ class FakeRegistry:
     layer_requests: int = 0
     _released: asyncio.Event = field(default_factory=asyncio.Event)
     _half_sent: asyncio.Event = field(default_factory=asyncio.Event)
+    _layer_sent: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def image(self) -> str:
@@ -47,6 +48,10 @@ class FakeRegistry:
 
     async def wait_half_sent(self) -> None:
         await self._half_sent.wait()
+
+    async def wait_layer_sent(self) -> None:
+        """Until the layer was sent in full (after ``release()`` when held)."""
+        await self._layer_sent.wait()
 
     def app(self) -> FastAPI:
         layer = gzip.compress(self.rootfs_tar, compresslevel=1)
@@ -115,6 +120,7 @@ class FakeRegistry:
         if self.hold_layer:
             await self._released.wait()
         yield blob[half:]
+        self._layer_sent.set()
 
     async def serve(self) -> AsyncIterator[FakeRegistry]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -230,9 +230,31 @@ async def test_stop_during_a_pull(
     await dagent.submit(id=job_id, **spec)
     await asyncio.wait_for(registry.wait_half_sent(), 30)
     await dagent.wait_status(job_id, JobStatus.PULLING)
-    await dagent.http.post(f"/jobs/{job_id}/stop", json={})
+    answer = await dagent.http.post(f"/jobs/{job_id}/stop", json={})
+    assert answer.status_code == 200, answer.text
+    stopping = JobState.model_validate(answer.json())  # the state when the stop was taken
+    assert (stopping.id, stopping.status, stopping.reason) == (job_id, JobStatus.PULLING, None)
     state = await dagent.wait_finished(job_id)
     assert (state.status, state.reason, state.container_id) == (
+        JobStatus.TERMINATED,
+        JobReason.STOPPED,
+        None,
+    )
+    assert docker_client.containers.list(all=True, filters={"name": f"dockyard-{job_id}"}) == []
+    # a stop cancels the agent's wait, not the engine's pull: the engine (and the agent's
+    # thread blocked in it) pulls on while the registry holds the layer. Release it here,
+    # not in teardown, and see the pull's late events change nothing of the stopped job.
+    registry.release()
+    await asyncio.wait_for(registry.wait_layer_sent(), 30)
+
+    async def pulled() -> bool:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            return bool(docker_client.images.get(registry.image))
+        return False
+
+    await wait_for(pulled, "the engine's pull to end")
+    after = await dagent.state(job_id)
+    assert (after.status, after.reason, after.pull_progress) == (
         JobStatus.TERMINATED,
         JobReason.STOPPED,
         None,
