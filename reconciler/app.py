@@ -89,7 +89,9 @@ def build_proxy(
     if agents is None or pool is None:
         return None
     from agent.local import local_agent_ssh_port
+    from agent.server.portholders import PortHolders
     from reconciler.engine.routes import StoreRoutes
+    from reconciler.web.jobnotes import JobNotes
 
     return ServiceProxy(
         routes=StoreRoutes(
@@ -99,6 +101,10 @@ def build_proxy(
         authorize=token_authorizer(db),
         is_dockyard_token=token_recogniser(db),
         stats=stats,
+        # the local fleet's replicas are dialled on loopback: only while the job holds the
+        # port (through a tunnel, the agent checks it)
+        port_check=PortHolders().problem,
+        notes=JobNotes(db),
     )
 
 

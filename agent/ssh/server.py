@@ -15,6 +15,9 @@ Rules:
   their sessions and forwards (`agent.ssh.keywatch`, `_AgentSSHServer.revoked`).
 - ``direct-tcpip`` only to loopback destinations whose port `ForwardPolicy` allows (the
   agent's port and the ports of running jobs); everything else is refused with a reason.
+  A job's port opens only while a process of that job holds its listening socket
+  (`port_check`: `agent.server.portholders`), so a run declaring another account's
+  loopback port reaches nothing.
 - Two kinds of keys in one standard ``authorized_keys`` file: the control plane's keys
   (plain lines) may reach the agent's API; users' keys, written by `user_key_line` with
   ``environment="DOCKYARD_ROLE=user"``, get sessions and job ports but never the agent's
@@ -50,7 +53,7 @@ from agent.ssh.sessions import (
     noting_lookup,
     serve_session,
 )
-from agent.ssh.watchedforward import watched_forward
+from agent.ssh.watchedforward import PortCheck, checked_forward
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +157,10 @@ class _AgentSSHServer(asyncssh.SSHServer):
         port_project: PortProject | None = None,
         jobs: tuple[JobAccess, JumpLinks] | None = None,
         connections: OpenConnections | None = None,
+        port_check: PortCheck | None = None,
     ) -> None:
         self._authorized_keys = authorized_keys
+        self._port_check = port_check
         self._connections = connections
         self.used: set[str | None] = set()  # projects of the jobs its channels reached
         self._policy = policy
@@ -258,9 +263,11 @@ class _AgentSSHServer(asyncssh.SSHServer):
             if by_user:
                 self.used.add(self._port_project(dest_port) if self._port_project else None)
             owner = self._watch.watched_owner(dest_port) if self._watch else None
-            if self._watch is not None and owner is not None:
-                return watched_forward(dest_host, dest_port, owner, self._watch.activity)
-            return True
+            watched = (owner, self._watch.activity) if self._watch and owner else None
+            if self._port_check is None and watched is None:
+                return True
+            # a job's port: only while the job itself holds it (`agent.server.portholders`)
+            return checked_forward(dest_host, dest_port, self._port_check, watched)
         raise asyncssh.ChannelOpenError(
             asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
             f"forwarding to {dest_host}:{dest_port} is not allowed "
@@ -342,11 +349,13 @@ async def start_ssh_server(
     port_project: PortProject | None = None,
     access: JobAccess | None = None,
     key_check_interval: float = KEY_CHECK_INTERVAL,
+    port_check: PortCheck | None = None,
 ) -> asyncssh.SSHAcceptor:
     """Listen for SSH on options.host:options.port; close the returned acceptor to stop.
     With `access`, users can reach jobs as dstack's attach does (`agent.ssh.jump`). While
     it listens, the key file is read every `key_check_interval` seconds and, when it
-    changed, connections whose key it no longer allows are closed (`agent.ssh.keywatch`)."""
+    changed, connections whose key it no longer allows are closed (`agent.ssh.keywatch`).
+    With `port_check`, a forward to a job's port opens only while the job holds it."""
     jobs = None if access is None else (access, JumpLinks(options.host, options.port))
     ensure_host_key(options.host_key)
     keys = KeyFile(options.authorized_keys)
@@ -359,7 +368,7 @@ async def start_ssh_server(
         options.host,
         options.port,
         server_factory=lambda: _AgentSSHServer(
-            keys, policy, watch, port_project, jobs, connections
+            keys, policy, watch, port_project, jobs, connections, port_check
         ),
         server_host_keys=[str(options.host_key)],
         process_factory=_session_handler(sessions, watch),

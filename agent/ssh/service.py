@@ -5,7 +5,7 @@ an ``AgentService``): it starts `agent.ssh.server` once the HTTP port is bound a
 it when the agent leaves. What the server allows is read live from the `JobManager`:
 
 - forwarding to the agent's HTTP port (control-plane keys only) and to the host ports of
-  jobs that run (any key);
+  jobs that run (any key), each only while the job holds the port (`port_check`);
 - a session for user ``<job id>`` or ``<run name>`` (the newest running job of that run
   among the jobs of the key's projects: another project's run of the same name is never
   looked at);
@@ -22,17 +22,19 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind
-from agent.protocol import ExecutorKind, JobState, JobStatus
+from agent.protocol import ExecutorKind, JobState, JobStatus, NetworkMode
 from agent.server.archives import resolve_path_env
 from agent.server.errors import AgentError
 from agent.server.executors.process import ProcessExecutor, job_environment, job_leader
 from agent.server.jobaccount import JobAccount
+from agent.server.portholders import PortHolders
 from agent.server.serving import AgentContext, AgentService
 from agent.ssh.joblogs import KeptLogs
 from agent.ssh.jump import JobAccess, JobLink
 from agent.ssh.runner_api import CHUNK, LogPiece, LogReader
 from agent.ssh.server import ActivityWatch, ForwardPolicy, SSHServerOptions, start_ssh_server
 from agent.ssh.sessions import JobSession, SessionResolver
+from agent.ssh.watchedforward import PortCheck
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.PULLING, JobStatus.PENDING)
 FINISHED = frozenset(s.value for s in JobStatus if s.is_finished())
@@ -79,6 +81,28 @@ def port_project(context: AgentContext) -> Callable[[int], str | None]:
         return None
 
     return project
+
+
+def port_check(context: AgentContext, holders: PortHolders) -> PortCheck:
+    """Why a forward to host port ``port`` would not reach the running job that declares
+    it (`agent.server.portholders`), or None: also for a port no job has (the agent's,
+    which the forward policy allows to the control plane only) and for a container on a
+    bridge network, whose port the engine publishes and holds itself."""
+
+    async def check(port: int) -> str | None:
+        for state in context.manager.list():
+            if state.status != JobStatus.RUNNING or not any(
+                mapping.host_port == port for mapping in state.ports
+            ):
+                continue
+            spec = context.manager.spec(state.id)
+            engine_held = (state.executor or spec.executor) == ExecutorKind.DOCKER
+            if engine_held and spec.network_mode == NetworkMode.BRIDGE:
+                return None
+            return await asyncio.to_thread(holders.problem, port, state.id)
+        return None
+
+    return check
 
 
 def find_job(
@@ -249,6 +273,7 @@ def ssh_server_service(options: SSHServerOptions) -> AgentService:
                 watch=watch,
                 port_project=port_project(context),
                 access=job_access(context, kept),
+                port_check=port_check(context, PortHolders()),
             )
             context.manager.activity.watch()
             try:

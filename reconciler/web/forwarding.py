@@ -7,6 +7,9 @@ finds the job's instance and the host port its container port is published on, o
 (the same path the service proxy uses) and pumps bytes both ways as binary frames. Only the
 ports the run declares can be reached, so a token gives no way to the agent's own port.
 The tunnel opener is given by the composition root; without one the route answers 1011.
+A port that another process than the job holds is refused by the agent
+(`agent.server.portholders`): the socket is closed with `1014` (bad gateway) and the
+reason, and the job gets an event (`reconciler.web.jobnotes`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from reconciler.domain.inventory import InstanceRecord
 from reconciler.errors import DockyardError
 from reconciler.web.auth import authenticate, find_membership
 from reconciler.web.context import WebContext
+from reconciler.web.jobnotes import JobNotes, is_port_refusal
 
 CHUNK = 64 * 1024
+BAD_GATEWAY = 1014  # the WebSocket close code (RFC 6455 registry): the upstream refused
 
 
 class StreamReader(Protocol):
@@ -96,6 +101,7 @@ async def _authorize(websocket: WebSocket, context: WebContext, project: str) ->
 
 def build_forward_router(open_tunnel: OpenTunnel | None) -> APIRouter:
     router = APIRouter()
+    notes: dict[int, JobNotes] = {}  # one per database (one app): throttles its events
 
     @router.websocket("/api/project/{project_name}/runs/forward")
     async def forward(
@@ -122,7 +128,17 @@ def build_forward_router(open_tunnel: OpenTunnel | None) -> APIRouter:
         except DockyardError as exc:
             await websocket.close(code=4400, reason=str(exc)[:120])
             return
-        except (AgentUnreachable, OSError):
+        except AgentUnreachable as exc:
+            if not is_port_refusal(exc.detail):
+                await websocket.close(code=1011, reason="cannot reach the job's host")
+                return
+            note = notes.setdefault(id(context.db), JobNotes(context.db))
+            message = f"a forward to port {port} was refused: {exc.detail}"
+            await note.forwarded(project_id, run_name, replica_num, job_num, message)
+            reason = exc.detail.partition(": ")[2] or exc.detail  # without 127.0.0.1:port
+            await websocket.close(code=BAD_GATEWAY, reason=reason[:120])
+            return
+        except OSError:
             await websocket.close(code=1011, reason="cannot reach the job's host")
             return
         await bridge(websocket, reader, writer)

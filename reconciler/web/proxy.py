@@ -9,6 +9,12 @@ the keep-alive client of `reconciler.web.upstream`. WebSocket upgrades are bridg
 by frame. A replica that refuses the connection is
 skipped and the next one tried, and while a service has no ready replica requests wait
 (up to `wait_ready`), so a rolling update delays requests but does not fail them.
+
+A connection reaches a replica's port only while the job itself holds it
+(`agent.server.portholders`): through the tunnel the agent checks it and refuses the
+channel with the reason; on the loopback path the proxy asks `port_check` itself. Either
+refusal counts as the replica refusing (the answer is `502` with the reason once no
+replica answered) and the job gets an event (`notes`, `reconciler.web.jobnotes`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import asyncssh
 from agent.tunnel import AgentUnreachable, TunnelPool
 from reconciler.engine.service_routes import RouteSource, ServiceRoute, Upstream
 from reconciler.engine.service_stats import RequestStats
+from reconciler.web.jobnotes import JobNotes, is_port_refusal
 from reconciler.web.proxy_bridge import bridge_websocket
 from reconciler.web.upstream import (
     UpstreamFailedError,
@@ -65,6 +72,15 @@ TokenCheck = Callable[[str], Awaitable[bool]]
 """`is_dockyard_token(bearer_token)`: whether it is any user's Dockyard token."""
 
 
+PortCheck = Callable[[int, str], str | None]
+"""`check(port, job_id)`: why a loopback connection to `port` would not reach the job, or
+None (`agent.server.portholders.PortHolders.problem`); blocking, run in a thread."""
+
+
+class PortNotTheJobsError(ConnectionRefusedError):
+    """The loopback port of a replica is held by another process than its job."""
+
+
 async def _every_bearer(token: str) -> bool:
     return True  # without a way to tell, no bearer token reaches a service
 
@@ -83,8 +99,12 @@ class ServiceProxy:
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
         wait_ready: float = 30.0,
+        port_check: PortCheck | None = None,
+        notes: JobNotes | None = None,
     ) -> None:
         self._routes = routes
+        self._port_check = port_check  # None: loopback replicas are dialled unchecked
+        self._notes = notes
         self._pool = pool
         self._authorize = authorize
         self._is_dockyard_token = is_dockyard_token
@@ -101,11 +121,27 @@ class ServiceProxy:
         self._upstreams.close()
 
     async def _open(self, upstream: Upstream) -> tuple[Any, Any]:
-        """A byte stream to the replica's port: loopback TCP or an SSH channel."""
+        """A byte stream to the replica's port: loopback TCP or an SSH channel; refused
+        (and the job told) when the port is not the job's."""
         if upstream.direct:
+            if self._port_check is not None:
+                check = partial(self._port_check, upstream.port, upstream.job_id)
+                problem = await asyncio.to_thread(check)
+                if problem is not None:
+                    await self._note(upstream.job_id, problem)
+                    raise PortNotTheJobsError(problem)
             return await asyncio.open_connection("127.0.0.1", upstream.port)
-        stream = await self._pool.open_channel(upstream.target, "127.0.0.1", upstream.port)
+        try:
+            stream = await self._pool.open_channel(upstream.target, "127.0.0.1", upstream.port)
+        except AgentUnreachable as exc:
+            if is_port_refusal(exc.detail):
+                await self._note(upstream.job_id, exc.detail)
+            raise
         return stream, stream
+
+    async def _note(self, job_id: str, problem: str) -> None:
+        if self._notes is not None:
+            await self._notes.job(job_id, f"a connection to the service was refused: {problem}")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
