@@ -173,9 +173,6 @@ def _plan_on_server(
 
 
 def _print(report: PlanReport, output: OutputFormat) -> None:
-    from rich.console import Console
-
-    from reconciler.core.rendering_table import render_table
     from reconciler.pr.commenting import cost_line, plan_markdown
     from reconciler.pr.document import report_to_json
 
@@ -184,6 +181,10 @@ def _print(report: PlanReport, output: OutputFormat) -> None:
     elif output is OutputFormat.MARKDOWN:
         sys.stdout.write(plan_markdown(report) + "\n")
     else:
+        from rich.console import Console  # rich's tables: only the table needs them
+
+        from reconciler.core.rendering_table import render_table
+
         Console().print(render_table(report.plan))
         line = cost_line(report)
         if line:
