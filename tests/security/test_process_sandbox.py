@@ -209,6 +209,24 @@ async def test_files_land_in_the_jobs_own_view_as_the_job(fleet: Fleet) -> None:
     assert not _exists(Path("/tmp/in/probe.txt")), "the job's /tmp is its own"
 
 
+async def test_a_working_dir_is_the_jobs_own_dir_mounted_there(fleet: Fleet) -> None:
+    view = "/dockyard-wd-probe"  # not on the host: only inside the job's view
+    spec = JobSpec(
+        id="wd",
+        run_name="wd",
+        working_dir=view,
+        commands=["pwd", "cat data/probe.txt", "echo mine > made.txt"],
+        archives=[Archive(path="data", data=_tar_of("probe.txt", "in-view"))],
+    )
+    await fleet.client.submit(spec)
+    state, log = await _finished(fleet.client, spec.id)
+    made = _read(fleet.work_root / "wd" / "made.txt")
+    await fleet.client.remove(spec.id)
+    assert state.status == JobStatus.EXITED, (state, log)
+    assert log == f"{view}\nin-view", log
+    assert made == "mine\n" and not _exists(Path(view))
+
+
 async def test_two_running_jobs_have_their_own_uid_files_and_processes(fleet: Fleet) -> None:
     client = fleet.client
     first = JobSpec(

@@ -1,0 +1,121 @@
+"""The sandbox's pure decisions: which GPU devices a job gets, where its files may land,
+which `working_dir` it can have, what bubblewrap is told, and how uids are leased."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.protocol import GpuVendor, JobSpec
+from agent.server.archives import resolve_target
+from agent.server.executors.process import export_lines
+from agent.server.sandbox import (
+    Identities,
+    Sandbox,
+    clean_environment,
+    file_target_problem,
+    gpu_devices,
+    working_dir_problem,
+)
+
+WORK = "/var/lib/dockyard-jobs/tag/job"
+
+
+def spec(**fields: object) -> JobSpec:
+    return JobSpec.model_validate({"id": "job", "run_name": "run", **fields})
+
+
+def test_only_the_jobs_own_gpus_are_bound_in() -> None:
+    present = {"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidiactl", "/dev/nvidia-uvm"}
+    assert gpu_devices(spec(gpus=[1]), present.__contains__) == [
+        "/dev/nvidia1",
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+    ]
+    assert gpu_devices(spec(gpus=[]), present.__contains__) == []
+    amd = {"/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129"}
+    assert gpu_devices(spec(gpus=[0], gpu_vendor=GpuVendor.AMD), amd.__contains__) == [
+        "/dev/kfd",
+        "/dev/dri/renderD128",
+        "/dev/dri/renderD129",
+    ]
+
+
+def test_files_land_only_in_the_work_dir_or_tmp() -> None:
+    def problem(path: str) -> str | None:
+        return file_target_problem(0, path, resolve_target(path, WORK), WORK)
+
+    assert problem("sub/x") is None and problem(".") is None and problem("/tmp/x") is None
+    assert problem(f"{WORK}/y") is None
+    for outside in ("/root/x", "../../x", "../x", "/etc/cron.d/x", "/tmpfoo", f"{WORK}-other"):
+        message = problem(outside)
+        assert message is not None and "archives[0]" in message, outside
+        assert "outside the job's working dir" in message
+
+
+def test_a_working_dir_needs_a_place_the_sandbox_can_mount() -> None:
+    host = {"/home", "/home/me", "/home/me/project", "/usr"}
+    exists = host.__contains__
+    assert working_dir_problem(spec(working_dir="/workflow"), exists) is None  # a new top dir
+    assert working_dir_problem(spec(working_dir="/home/me/project"), exists) is None
+    assert working_dir_problem(spec(working_dir="/tmp/w"), exists) is None
+    refused = working_dir_problem(spec(working_dir="/home/me/new"), exists)
+    assert refused is not None and "/home/me is the host's" in refused
+    assert working_dir_problem(spec(working_dir="/proc/x"), exists) is not None
+
+
+def test_bubblewrap_gets_a_read_only_host_and_only_the_work_dir_writable(tmp_path: Path) -> None:
+    hidden = tmp_path / "data"
+    hidden.mkdir()
+    sandbox = Sandbox(
+        "/usr/bin/bwrap",
+        "/usr/bin/setpriv",
+        (hidden,),
+        root_entries=lambda: [("bin", "usr/bin"), ("etc", None), ("proc", None), ("tmp", None)],
+    )
+    argv = sandbox.argv(
+        spec(working_dir="/workflow"),
+        owner=(2_000_000_007, 2_000_000_007),
+        groups=(),
+        host_work_dir=Path(WORK),
+        devices=["/dev/nvidia0"],
+    )
+    joined = " ".join(argv)
+    assert "--unshare-pid --unshare-ipc --unshare-uts" in joined
+    assert "--symlink usr/bin /bin --ro-bind /etc /etc --dev /dev" in joined
+    assert "--ro-bind /proc" not in joined and "--ro-bind /tmp" not in joined
+    assert "--dev-bind /dev/nvidia0 /dev/nvidia0" in joined
+    assert "--proc /proc --perms 1777 --tmpfs /tmp" in joined
+    assert f"--tmpfs {hidden}" in joined
+    assert (
+        f"--bind {WORK} {WORK} --bind {WORK} /workflow --remount-ro / --chdir /workflow" in joined
+    )
+    assert joined.endswith(
+        "env --default-signal=HUP,INT,TERM /usr/bin/setpriv --reuid=2000000007 "
+        "--regid=2000000007 --clear-groups --no-new-privs --"
+    )
+    assert argv[:3] == ["/bin/sh", "-c", 'trap "" HUP INT TERM; exec "$@"']
+
+
+def test_privileged_steps_get_a_fixed_environment_and_the_job_its_own_after() -> None:
+    assert clean_environment("job-1", "tag") == {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "DOCKYARD_JOB_ID": "job-1",
+        "DOCKYARD_JOB_AGENT": "tag",
+    }
+    lines = export_lines({"A": "it's $HOME `x`", "bad-name": "x", "LD_PRELOAD": "/x.so"})
+    assert lines == b"export A='it'\"'\"'s $HOME `x`'\nexport LD_PRELOAD=/x.so\n"
+
+
+def test_each_job_leases_its_own_uid_and_keeps_it(tmp_path: Path) -> None:
+    identities = Identities(base=5000, slots=4, lease_dir=tmp_path / "uids")
+    roots = [tmp_path / f"job{n}" for n in range(4)]
+    for root in roots:
+        root.mkdir()
+    uids = [identities.lease(root.name, root) for root in roots]
+    assert len(set(uids)) == 4 and all(5000 <= uid < 5004 for uid in uids)
+    assert identities.lease("job0", roots[0]) == uids[0]  # recorded: a restart keeps it
+    identities.release(roots[1])
+    assert not (tmp_path / "uids" / str(uids[1])).exists()
+    fresh = tmp_path / "job4"
+    fresh.mkdir()
+    assert identities.lease("job4", fresh) == uids[1]  # the only free slot
