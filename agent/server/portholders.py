@@ -6,10 +6,9 @@ it. Without a check, a service declaring that port would expose it through the s
 proxy and `runs/forward` to anyone. So before a connection to a job's port is opened on
 the server's behalf, `PortHolders.problem` asks the kernel who holds the listening socket:
 
-1. `/proc/net/tcp` and `/proc/net/tcp6`: the LISTEN rows on the port whose address
-   accepts a connection to 127.0.0.1 (0.0.0.0, 127.0.0.1, ::, ::ffff:127.0.0.1), with
-   the socket's inode and owner uid (`listening_sockets`, pure; the row layout is
-   `peers.established_socket`'s);
+1. the LISTEN sockets on the port whose address accepts a connection to 127.0.0.1
+   (0.0.0.0, 127.0.0.1, ::, ::ffff:127.0.0.1), with their inode and owner uid
+   (`agent.server.listeners`: sock_diag netlink, else /proc/net/tcp and tcp6);
 2. `/proc/<pid>/fd`: a process holding `socket:[inode]` (processes of the socket's uid
    are looked at first, and the scan stops at the first holder);
 3. `/proc/<pid>/environ`: that process carries the job's marker `DOCKYARD_JOB_ID=<id>`
@@ -19,8 +18,10 @@ the server's behalf, `PortHolders.problem` asks the kernel who holds the listeni
 Every listening socket that would take the connection must be the job's, else the answer
 says which port of which job is held by another process. The verdict of a socket is kept
 for `ttl` seconds by (port, inode): an inode names one socket while it is open, so a
-cached verdict can only be about the socket that still listens; the tables are read on
-every call. Where /proc cannot be read (not Linux) or a holder's descriptors are not ours
+cached verdict can only be about the socket that still listens; the listeners are asked
+on every call. Cost (bench/port_check.py): a cached call is one netlink dump, tens of
+microseconds; a lookup scans /proc, at most once per socket per `ttl`. Where the
+listeners cannot be read (not Linux) or a holder's descriptors are not ours
 to read (another user's, for an agent that is not root), the socket is not the job's:
 the check fails closed. Callers: the agent's SSH server (`agent.ssh.service`) for every
 forward to a job's port, and the server's proxy when it dials the local agent's jobs on
@@ -32,41 +33,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.server.executors.proctable import MARKER_ENV
+from agent.server.listeners import Listener, listeners
 
-_LISTEN = b"0A"  # `st` of /proc/net/tcp (include/net/tcp_states.h)
-# Local addresses, as /proc/net/tcp{,6} print them, that take a connection to 127.0.0.1.
-_LOOPBACK_ACCEPTING = frozenset(
-    {
-        b"00000000",  # 0.0.0.0
-        b"0100007F",  # 127.0.0.1
-        b"00000000000000000000000000000000",  # ::
-        b"0000000000000000FFFF00000100007F",  # ::ffff:127.0.0.1
-        b"0000000000000000FFFF000000000000",  # ::ffff:0.0.0.0
-    }
-)
-TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 NOT_THE_JOBS = "held by another process, not the job"  # the refusal says this (callers match)
 DEFAULT_TTL = 2.0
-
-
-def listening_sockets(tables: Iterable[bytes], port: int) -> list[tuple[int, int]]:
-    """(uid, inode) of each LISTEN socket on `port` that a connection to 127.0.0.1 reaches."""
-    suffix = f":{port:04X}".encode()
-    found = []
-    for table in tables:
-        for line in table.splitlines()[1:]:
-            fields = line.split()
-            # sl, local, remote, st, tx:rx, tr:when, retrnsmt, uid, timeout, inode
-            if len(fields) < 10 or fields[3] != _LISTEN or not fields[1].endswith(suffix):
-                continue
-            if fields[1][: -len(suffix)] in _LOOPBACK_ACCEPTING:
-                found.append((int(fields[7]), int(fields[9])))
-    return found
 
 
 def _read(path: str) -> bytes:
@@ -124,7 +99,7 @@ class PortHolders:
     """`problem(port, job_id)` with its verdicts cached by (port, inode) for `ttl` s."""
 
     ttl: float = DEFAULT_TTL
-    tables: tuple[Path, ...] = TABLES
+    listening: Callable[[int], list[Listener]] = listeners
     proc: Path = Path("/proc")
     clock: Callable[[], float] = time.monotonic
     holder_job: Callable[[int, int, Path], str | None] = _holder_job
@@ -133,17 +108,10 @@ class PortHolders:
 
     def problem(self, port: int, job_id: str) -> str | None:
         """Why a connection to `port` would not reach job `job_id`, or None when it would."""
-        texts = []
-        for table in self.tables:
-            try:
-                texts.append(_read(str(table)))
-            except FileNotFoundError:
-                continue  # no IPv6 here
-            except OSError as error:
-                return f"port {port} of job {job_id}: cannot tell who holds it ({error})"
-        if not texts:
-            return f"port {port} of job {job_id}: cannot tell who holds it (no /proc/net/tcp)"
-        sockets = listening_sockets(texts, port)
+        try:
+            sockets = self.listening(port)
+        except OSError as error:
+            return f"port {port} of job {job_id}: cannot tell who holds it ({error})"
         if not sockets:
             return f"port {port} of job {job_id}: nothing listens on it"
         now = self.clock()

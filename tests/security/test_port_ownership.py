@@ -16,6 +16,7 @@ workers (`tests/e2e/runs_harness.py`); the other account's server runs as the pr
 from __future__ import annotations
 
 import asyncio
+import os
 import pwd
 import socket
 import subprocess
@@ -33,7 +34,8 @@ from sqlalchemy import select
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from agent.server.portholders import NOT_THE_JOBS, PortHolders, listening_sockets
+from agent.server.listeners import listening_sockets, netlink_listeners, proc_listeners
+from agent.server.portholders import NOT_THE_JOBS, PortHolders
 from agent.tunnel import AgentUnreachable
 from reconciler.adapters.db.models import Event, Run
 from reconciler.adapters.db.readmodels.bootstrap import ensure_admin
@@ -52,6 +54,7 @@ from tests.e2e.runs_harness import (
     stop_agent_env,
 )
 from tests.security.local_users import SYSTEM_PYTHON, probe_uid
+from tests.services.docker import DockerEngine
 
 pytestmark = pytest.mark.timeout(180)
 SECRET = "SECRET-OF-ANOTHER-ACCOUNT"
@@ -148,6 +151,19 @@ def test_the_listening_sockets_that_take_a_loopback_connection() -> None:
     assert listening_sockets([TCP, TCP6], 8080) == [(1001, 111), (0, 222), (1002, 666)]
 
 
+def test_netlink_and_the_proc_tables_agree() -> None:
+    with socket.socket() as v4, socket.socket(socket.AF_INET6) as v6:
+        v4.bind(("127.0.0.1", 0))
+        v4.listen()
+        v6.bind(("::", 0))
+        v6.listen()
+        for sock in (v4, v6):
+            port = sock.getsockname()[1]
+            found = netlink_listeners(port)
+            assert len(found) == 1 and found == proc_listeners(port), port
+            assert found[0][0] == os.geteuid()
+
+
 def test_a_port_held_by_another_account_is_not_the_jobs() -> None:
     port = _free_port()
     other = _start_other_server(port, probe_uid())
@@ -181,6 +197,30 @@ def test_a_port_held_by_the_job_passes_and_the_verdict_is_cached() -> None:
     finally:
         job.kill()
         job.wait()
+
+
+def test_a_host_network_container_of_the_job_holds_its_port(docker_engine: DockerEngine) -> None:
+    """A Docker job on the host's network: its container's processes carry the marker
+    (`containers.to_container_kwargs`), so the job's own listener passes, another's not."""
+    port = _free_port()
+    client = docker_engine.client()
+    container = client.containers.run(
+        docker_engine.image,
+        ["httpd", "-f", "-p", f"127.0.0.1:{port}"],
+        environment={"DOCKYARD_JOB_ID": "job-c"},
+        network_mode="host",
+        detach=True,
+        labels={"dockyard.test": "port-ownership"},
+    )
+    try:
+        asyncio.run(_listening(port))
+        holders = PortHolders()
+        assert holders.problem(port, "job-c") is None
+        other = holders.problem(port, "job-d")
+        assert other is not None and NOT_THE_JOBS in other
+    finally:
+        container.remove(force=True)
+        client.close()
 
 
 # -- through the server, on the real local agent ------------------------------------------
