@@ -24,6 +24,7 @@ from tests.console.cdp import wait_for
 
 FIREFOX = shutil.which("firefox-esr") or shutil.which("firefox") or "/usr/bin/firefox-esr"
 EVENTS = [
+    "browsingContext.navigationStarted",
     "browsingContext.load",
     "log.entryAdded",
     "network.responseCompleted",
@@ -85,12 +86,23 @@ class Firefox:
         return _value(answer.get("result") or {})
 
     def submit(self, form_selector: str) -> None:
-        seen = sum(1 for e in self.events if e.get("method") == "browsingContext.load")
+        """Submit the form and wait for the navigation it starts in this tab to load.
+
+        Only this top-level context's navigation counts: a frame's load, or a load event of
+        the page before (it may arrive after `go` returned), is another navigation."""
+        self._pump()
+        start = len(self.events)
         self.run(f"document.querySelector({json.dumps(form_selector)}).requestSubmit()")
 
         def loaded() -> bool:
             self._pump()
-            return sum(1 for e in self.events if e.get("method") == "browsingContext.load") > seen
+            mine = [
+                (e.get("method"), e["params"].get("navigation"))
+                for e in self.events[start:]
+                if (e.get("params") or {}).get("context") == self.context
+            ]
+            started = {nav for method, nav in mine if method == "browsingContext.navigationStarted"}
+            return any(m == "browsingContext.load" and nav in started for m, nav in mine)
 
         wait_for(loaded, 30)
         self.wait_until("document.readyState === 'complete'")
