@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import socket
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -15,15 +15,18 @@ from schemas import parse_config
 from tests.e2e.runs_harness import (
     Harness,
 )
+from tests.services.ports import reserved_port
 
 pytestmark = pytest.mark.timeout(180)
 TOKEN = "member-token"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@pytest.fixture
+def port() -> Iterator[int]:
+    """The service's port, held for the test: v1 and, after it stops, v2 bind it (a port
+    from `bind(0)`, released at once, was the kernel's to hand to any connection meanwhile)."""
+    with reserved_port() as reserved:
+        yield reserved
 
 
 async def _authorize(project: str, token: str | None) -> bool:
@@ -64,8 +67,7 @@ def _ready(h: Harness, run: Run) -> bool:
 
 
 @PATHS
-async def test_service_answers_through_proxy_with_auth(h: Harness, direct: bool) -> None:
-    port = _free_port()
+async def test_service_answers_through_proxy_with_auth(h: Harness, direct: bool, port: int) -> None:
     run = h.submit(_service(port, "v1"))
     await h.until(lambda: _ready(h, run))
     route = StoreRoutes(h.store, h.agents, local_ssh_port=lambda: h.local.ssh_port).load(
@@ -87,8 +89,7 @@ async def test_service_answers_through_proxy_with_auth(h: Harness, direct: bool)
 
 
 @PATHS
-async def test_rolling_update_fails_no_request(h: Harness, direct: bool) -> None:
-    port = _free_port()
+async def test_rolling_update_fails_no_request(h: Harness, direct: bool, port: int) -> None:
     run = h.submit(_service(port, "v1", auth=False))
     await h.until(lambda: _ready(h, run))
     results: list[str] = []
