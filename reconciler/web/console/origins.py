@@ -5,8 +5,12 @@ token can guard it: a page of another site could post its own token there and si
 victim's browser in as the attacker (login CSRF), or probe tokens. Browsers say where a
 request comes from, in headers a page cannot set: `Sec-Fetch-Site` and `Origin`.
 
-- `Sec-Fetch-Site: cross-site` or `same-site` (another origin) is refused.
-- An `Origin` is accepted only when it is the server's own: the origin of
+- `Sec-Fetch-Site` (every current browser sends it) decides when present: `same-origin`
+  (or `none`: typed by the user) is accepted, `cross-site` and `same-site` (another
+  origin) are refused. The console's pages say `Referrer-Policy: no-referrer`, under
+  which a browser's own same-origin form post carries `Origin: null`, so `Origin` cannot
+  decide there.
+- Without it, an `Origin` is accepted only when it is the server's own: the origin of
   `--external-url` (the URL people open, e.g. behind a TLS proxy), or `http(s)://` + the
   request's `Host` (the browser sets both, so a page elsewhere cannot make them match).
   `Origin: null` (a sandboxed frame, a redirect chain) is refused.
@@ -36,9 +40,11 @@ def sign_in_refusal(
 ) -> str | None:
     """Why a sign-in POST with these headers is refused, or None (see the module doc)."""
     site = (fetch_site or "").strip().lower()
-    if site in ("cross-site", "same-site"):
+    if site in ("same-origin", "none"):
+        return None
+    if site:
         return (
-            f"a sign-in posted from another site (Sec-Fetch-Site: {site}) is refused: "
+            f"a sign-in posted from another site (Sec-Fetch-Site: {site[:40]}) is refused: "
             "sign in on this server's own /console/login page"
         )
     if origin is None:
