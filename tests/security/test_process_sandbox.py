@@ -337,6 +337,43 @@ async def test_ssh_into_a_job_enters_its_sandbox_as_its_uid(fleet: Fleet) -> Non
     assert fields["pwd"] == str(fleet.work_root / "shell"), line
 
 
+def _cmdlines_holding(secret: bytes) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if secret in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def test_no_secret_of_the_job_shows_in_any_argv(fleet: Fleet) -> None:
+    secret = f"s3cr3t-{os.getpid()}-{time.monotonic_ns()}"
+    spec = JobSpec(
+        id="secret",
+        run_name="secret",
+        env={"TOKEN": secret},
+        commands=[
+            'test -n "$TOKEN" && echo has-token',
+            "end=$(($(date +%s) + 60)); while [ $(date +%s) -lt $end ]; do sleep 0.05; done",
+        ],
+    )
+    await fleet.client.submit(spec)
+    try:
+
+        async def has_token() -> bool:
+            log = (await fleet.client.logs(spec.id, limit=4096)).data
+            return b"has-token" in log
+
+        await wait_for(has_token, "the job to see its env")
+        holders = await asyncio.to_thread(_cmdlines_holding, secret.encode())
+    finally:
+        await fleet.client.stop(spec.id, force=True)
+    assert holders == [], f"the secret is in the argv of pids {holders}"
+
+
 async def test_user_naming_an_unlisted_account_is_refused(fleet: Fleet) -> None:
     spec = JobSpec(id="as-nobody", run_name="as-nobody", commands=["id"], user="nobody")
     with pytest.raises(AgentError) as refused:
