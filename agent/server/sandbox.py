@@ -162,7 +162,10 @@ class Sandbox:
                 continue
             path = f"/{name}"
             argv += ["--symlink", link, path] if link is not None else ["--ro-bind", path, path]
-        argv += ["--dev", "/dev"]
+        argv += ["--dev", "/dev", "--perms", "1777"]
+        if spec.shm_size_mib:  # as a container's `shm_size`; else the tmpfs default (half RAM)
+            argv += ["--size", str(spec.shm_size_mib * 2**20)]
+        argv += ["--tmpfs", "/dev/shm"]  # shared memory (e.g. PyTorch's data loaders)
         for device in devices:
             argv += ["--dev-bind", device, device]
         argv += ["--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]

@@ -73,7 +73,7 @@ def test_bubblewrap_gets_a_read_only_host_and_only_the_work_dir_writable(tmp_pat
         root_entries=lambda: [("bin", "usr/bin"), ("etc", None), ("proc", None), ("tmp", None)],
     )
     argv = sandbox.argv(
-        spec(working_dir="/workflow"),
+        spec(working_dir="/workflow", shm_size_mib=64),
         owner=(2_000_000_007, 2_000_000_007),
         groups=(),
         host_work_dir=Path(WORK),
@@ -82,6 +82,7 @@ def test_bubblewrap_gets_a_read_only_host_and_only_the_work_dir_writable(tmp_pat
     joined = " ".join(argv)
     assert "--unshare-pid --unshare-ipc --unshare-uts" in joined
     assert "--symlink usr/bin /bin --ro-bind /etc /etc --dev /dev" in joined
+    assert "--perms 1777 --size 67108864 --tmpfs /dev/shm" in joined
     assert "--ro-bind /proc" not in joined and "--ro-bind /tmp" not in joined
     assert "--dev-bind /dev/nvidia0 /dev/nvidia0" in joined
     assert "--proc /proc --perms 1777 --tmpfs /tmp" in joined

@@ -285,6 +285,7 @@ async def test_the_job_sees_a_read_only_host_its_own_tmp_and_pids(
             "echo init=$(cat /proc/1/comm)",
             f"cat {fleet.data_dir}/admin-token 2>/dev/null || echo no-token",
             f"ls -A {fleet.data_dir} | wc -l | sed 's/^/entries=/'",
+            "touch /dev/shm/probe && echo shm-ok",
         ],
     )
     state, log = await _run(fleet.client, spec)
@@ -294,6 +295,7 @@ async def test_the_job_sees_a_read_only_host_its_own_tmp_and_pids(
     assert "no-agent" in log and "SEES-AGENT" not in log, log
     assert "init=bwrap" in log, log
     assert token not in log and "no-token" in log and "entries=0" in log, log
+    assert "shm-ok" in log, "shared memory works (PyTorch's data loaders need it)"
 
 
 async def test_ssh_into_a_job_enters_its_sandbox_as_its_uid(fleet: Fleet) -> None:
