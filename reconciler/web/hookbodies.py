@@ -9,8 +9,9 @@ before anyone knows whether it is genuine. `read_github_body` therefore:
   `Content-Length` up front, or chunk by chunk when the body is chunked): with no room,
   `BusyError` at once (503) and the body is never read;
 - hashes the body as it streams in and counts it (over `limit` → `BodyTooLargeError`),
-  keeping the chunks only until the digest is compared; the room is given back whatever
-  the outcome.
+  keeping the chunks only until the digest is compared; the whole body must arrive within
+  the budget's `read_seconds` (else `SlowBodyError`: a connection that promises a body and
+  sends nothing cannot hold the room); the room is given back whatever the outcome.
 
 So whatever many forged deliveries arrive together, the unverified bytes the server holds
 are bounded by the budget (twice the largest delivery, `settings.max_webhook_bytes`, by
@@ -20,6 +21,7 @@ a header (`X-Gitlab-Token`), checked before its body is read at all (`read_limit
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import re
@@ -42,6 +44,10 @@ class BadSignatureError(Exception):
     """The body's HMAC is not the delivery's `X-Hub-Signature-256` (401)."""
 
 
+class SlowBodyError(Exception):
+    """The unverified body did not arrive within `UnverifiedBudget.read_seconds` (408)."""
+
+
 @dataclass
 class UnverifiedBudget:
     """Bytes of not-yet-verified webhook bodies the server holds at once, all connections
@@ -49,6 +55,8 @@ class UnverifiedBudget:
     plain counter is enough (no `await` between a check and its update)."""
 
     limit: int
+    read_seconds: float = 20.0
+    """How long one unverified body may take to arrive (GitHub sends 25 MB in seconds)."""
     held: int = 0
 
     def take(self, size: int) -> bool:
@@ -103,16 +111,20 @@ async def read_github_body(
         mac = hmac.new(secret.encode(), digestmod=hashlib.sha256)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLargeError
-            if size > held:  # chunked, or more than declared: take room as it comes
-                if not budget.take(size - held):
-                    raise BusyError
-                held = size
-            mac.update(chunk)
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(budget.read_seconds):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise BodyTooLargeError
+                    if size > held:  # chunked, or more than declared: take room as it comes
+                        if not budget.take(size - held):
+                            raise BusyError
+                        held = size
+                    mac.update(chunk)
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise SlowBodyError from None
         given = signature.strip()[len("sha256=") :].lower().encode()
         if not hmac.compare_digest(mac.hexdigest().encode(), given):
             raise BadSignatureError

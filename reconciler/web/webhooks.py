@@ -5,8 +5,9 @@ first (`Content-Length` over `max_webhook_bytes` → 413 without reading). A ser
 webhook secret answers 401 to every delivery. GitLab's token is a header: it is checked
 (constant time) before the body is read. A GitHub delivery with no well-formed
 `X-Hub-Signature-256` is 401 at once; otherwise its body is hashed as it streams, within
-a budget shared by all connections (`hookbodies`: no room → 503 at once, unread), and a
-bad signature is 401. A refused delivery *records nothing* (so a forged delivery can never
+a budget shared by all connections (`hookbodies`: no room → 503 at once, unread; a body
+slower than the budget's `read_seconds` → 408, its room given back), and a bad signature
+is 401. A refused delivery *records nothing* (so a forged delivery can never
 take a real delivery's id and get it deduplicated away). A verified delivery is recorded once per
 (provider, delivery id): a replay gets 202 `duplicate` and queues nothing. A push to the
 watched branch queues a reconcile through `Controller.request_reconcile`; anything else is
@@ -30,6 +31,7 @@ from reconciler.web.hookbodies import (
     BadSignatureError,
     BodyTooLargeError,
     BusyError,
+    SlowBodyError,
     UnverifiedBudget,
     declared_length,
     is_signature_shaped,
@@ -148,6 +150,9 @@ async def _github_body(
         return _busy(context, "github")
     except BadSignatureError:
         return _rejected(context, "github", "missing or invalid X-Hub-Signature-256")
+    except SlowBodyError:
+        context.metrics.webhook_deliveries.labels("github", "too_slow").inc()
+        return _answer(408, "too_slow", "the body did not arrive in time")
     except ClientDisconnect:  # the caller left mid-body; its room is already given back
         return _answer(400, "invalid", "the body ended early")
     request.state.hook_body = body  # preview runs read it after the answer (hooks_previews)
@@ -221,22 +226,29 @@ async def receive_gitlab(request: Request, context: WebContext) -> JSONResponse:
     return await _handle(context, hook, delivery_id, event)
 
 
+def unverified_budget(request: Request, context: WebContext) -> UnverifiedBudget:
+    """The app's one budget of unverified GitHub bodies, made with its first delivery
+    (kept on `app.state`, where a test may put a smaller one)."""
+    found = getattr(request.app.state, "webhook_budget", None)
+    if not isinstance(found, UnverifiedBudget):
+        found = UnverifiedBudget(UNVERIFIED_DELIVERIES * context.settings.max_webhook_bytes)
+        request.app.state.webhook_budget = found
+    return found
+
+
 def build_webhooks_router() -> APIRouter:
     router = APIRouter(prefix="/api/webhooks", tags=["webhooks"])
     responses: dict[int | str, dict[str, object]] = {
         202: {"model": WebhookAnswer},
         401: {"model": WebhookAnswer},
+        408: {"model": WebhookAnswer},
         413: {"model": WebhookAnswer},
         503: {"model": WebhookAnswer},
     }
-    budget: UnverifiedBudget | None = None  # made with the first delivery (its settings)
 
     @router.post("/github", status_code=202, responses=responses)
     async def github(request: Request, context: WebContext = Depends(get_context)) -> JSONResponse:
-        nonlocal budget
-        if budget is None:
-            budget = UnverifiedBudget(UNVERIFIED_DELIVERIES * context.settings.max_webhook_bytes)
-        answer = await receive_github(request, context, budget)
+        answer = await receive_github(request, context, unverified_budget(request, context))
         after_delivery(request, "github", answer)  # preview runs (reconciler.pr.previews)
         return answer
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reconciler.web.hookbodies import UnverifiedBudget
 from tests.cli.test_server_command import SECRET, ServerProcess
 from tests.web.fakes import FakeController
 from tests.web.serving import WEBHOOK_SECRET, Running, running_server, wait_until
@@ -146,6 +147,36 @@ def test_unverified_bodies_share_a_budget_and_the_rest_are_503_unread(server: Ru
         return httpx.post(f"{url}{path}", content=push, headers=headers).status_code == 202
 
     wait_until(queued, what="a genuine delivery queued once the holders left")
+
+
+def test_a_connection_that_promises_a_body_and_stalls_cannot_hold_the_room(
+    server: Running,
+) -> None:
+    """Two connections promise the largest delivery each and never send it: after the
+    budget's read deadline (3 s here, 20 s by default) they are answered 408 and a genuine
+    delivery is queued while they are still open."""
+    limit = server.settings.max_webhook_bytes
+    server.server.app.state.webhook_budget = UnverifiedBudget(2 * limit, read_seconds=3.0)
+    url, path = server.url, "/api/webhooks/github"
+    holders = [socket.create_connection(("127.0.0.1", _port(url)), timeout=15) for _ in range(2)]
+    push = _push()
+
+    def queued() -> bool:
+        headers = _github_headers(_sign(push, WEBHOOK_SECRET))
+        return httpx.post(f"{url}{path}", content=push, headers=headers).status_code == 202
+
+    try:
+        for sock in holders:
+            sock.sendall(_head(path, limit, _github_headers(FORGED)))
+        wait_until(
+            lambda: _forged_small_post(url, path) == 503,
+            what="the stalled connections holding the budget",
+        )
+        wait_until(queued, what="a genuine delivery queued despite the stalled connections")
+        assert [_status(sock) for sock in holders] == [408, 408]
+    finally:
+        for sock in holders:
+            sock.close()
 
 
 # -- the flood, against a server process --------------------------------------------------------
