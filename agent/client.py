@@ -40,6 +40,7 @@ from agent.protocol import (
     JobSpec,
     JobState,
     LogChunk,
+    PortHolder,
     RemovalRequest,
     Removals,
     StopRequest,
@@ -172,6 +173,12 @@ class AgentClient:
         if health.api_version != API_VERSION or health.version != expected:
             raise AgentVersionError(self.name, health, expected)
         return health
+
+    async def port_problem(self, port: int) -> str | None:
+        """Why a connection to host port `port` would not reach the running job that has
+        it (``GET /ports/{port}/holder``: another process holds it), or None."""
+        response = await self._call("GET", f"/ports/{port}/holder")
+        return PortHolder.model_validate_json(response.content).problem
 
     async def host_info(self) -> HostInfo:
         return HostInfo.model_validate_json((await self._call("GET", "/host")).content)

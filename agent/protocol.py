@@ -136,6 +136,13 @@ class Healthcheck(_Answer):
     disk_free: dict[str, int] = {}  # free bytes of the data dir and Docker's root
 
 
+class PortHolder(_Answer):
+    """``GET /ports/{port}/holder``: why a connection to that host port would not reach
+    the running job that has it (another process holds it), or None."""
+
+    problem: str | None = None
+
+
 class GpuInfo(_Answer):
     vendor: GpuVendor
     name: str

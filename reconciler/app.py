@@ -23,7 +23,9 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from agent.client import AgentClient, AgentError
 from agent.httpheads import bounded_heads
+from agent.tunnel import AgentUnreachable, SSHTarget, UnreachableKind
 from reconciler.adapters.db import Store, resolve_db_url
 from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
@@ -75,9 +77,25 @@ def build_tunnel_opener(controller: Controller) -> OpenTunnel | None:
 
     async def open_tunnel(instance: InstanceRecord, port: int) -> tuple[Any, Any]:
         target = agents.address(instance).target
+        if instance.backend != "local":  # through the host's own sshd: ask its agent first
+            await check_port_holder(agents.client(instance), target, port)
         return await pool.open_stream(target, "127.0.0.1", port)  # type: ignore[no-any-return]
 
     return open_tunnel
+
+
+async def check_port_holder(client: AgentClient, target: SSHTarget, port: int) -> None:
+    """Refuse (as a refused channel, `AgentUnreachable`) a forward to `port` of a host
+    reached through its own sshd unless its agent says the job holds it; the local
+    agent's SSH server checks its channels itself (`agent.server.portholders`)."""
+    try:
+        problem = await client.port_problem(port)
+    except AgentError as exc:  # an agent too old to tell: not the job's, as far as known
+        problem = f"port {port}: the host's agent cannot tell who holds it ({exc})"
+    if problem is not None:
+        raise AgentUnreachable(
+            str(target), UnreachableKind.channel_refused, f"127.0.0.1:{port}: {problem}"
+        )
 
 
 def build_proxy(

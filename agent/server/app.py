@@ -46,6 +46,8 @@ from agent.server.errors import AgentError
 from agent.server.events import router as events_router
 from agent.server.events import settled
 from agent.server.jobs import JobManager
+from agent.server.portholders import PortHolders
+from agent.server.portroutes import router as port_routes
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ def create_app(manager: JobManager, host_probe: HostProbe) -> FastAPI:
     # the event feed first: its path would otherwise read as a job id (`/jobs/{job_id}`)
     app.include_router(events_router(manager.events), prefix=API_PREFIX)
     app.include_router(_routes(manager, host_probe), prefix=API_PREFIX)
+    app.include_router(port_routes(manager, PortHolders()), prefix=API_PREFIX)
     app.add_exception_handler(AgentError, _agent_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _unexpected)

@@ -24,24 +24,44 @@ microseconds; a lookup scans /proc, at most once per socket per `ttl`. Where the
 listeners cannot be read (not Linux) or a holder's descriptors are not ours
 to read (another user's, for an agent that is not root), the socket is not the job's:
 the check fails closed. Callers: the agent's SSH server (`agent.ssh.service`) for every
-forward to a job's port, and the server's proxy when it dials the local agent's jobs on
-loopback (`reconciler.web.proxy`). A Docker job on a bridge network is reached through
-the port the engine published for it, which the engine holds: not checked here.
+forward to a job's port; the agent's `GET /ports/{port}/holder` (`agent.server.portroutes`),
+which the server asks before it opens a channel through a host's own sshd (SSH fleets);
+and the server's proxy when it dials the local agent's jobs on loopback
+(`reconciler.web.proxy`). A Docker job on a bridge network is reached through the port
+the engine published for it, which the engine holds: not checked (`port_job`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.protocol import ExecutorKind, JobSpec, JobState, JobStatus, NetworkMode
 from agent.server.executors.proctable import MARKER_ENV
 from agent.server.listeners import Listener, listeners
 
 NOT_THE_JOBS = "held by another process, not the job"  # the refusal says this (callers match)
 DEFAULT_TTL = 2.0
+
+
+def port_job(
+    states: Iterable[JobState], spec_of: Callable[[str], JobSpec], port: int
+) -> tuple[str, bool] | None:
+    """Pure: the running job with host port `port` and whether its holder is to be checked
+    (not for a container on a bridge network: the engine publishes and holds its port);
+    None when no running job has it (the agent's own port, or nobody's)."""
+    for state in states:
+        if state.status != JobStatus.RUNNING or not any(
+            mapping.host_port == port for mapping in state.ports
+        ):
+            continue
+        spec = spec_of(state.id)
+        in_container = (state.executor or spec.executor) == ExecutorKind.DOCKER
+        return state.id, not (in_container and spec.network_mode == NetworkMode.BRIDGE)
+    return None
 
 
 def _read(path: str) -> bytes:
@@ -82,6 +102,7 @@ def job_marker(pid: int, proc: Path = Path("/proc")) -> str | None:
         environ = _read(f"{proc}/{pid}/environ")
     except OSError:
         return None
+
     key = MARKER_ENV.encode() + b"="
     for variable in environ.split(b"\0"):
         if variable.startswith(key):
@@ -128,3 +149,11 @@ class PortHolders:
                     f"(a socket of uid {uid}): the proxy and forwards reach only the job's own"
                 )
         return None
+
+    def job_port_problem(
+        self, states: Iterable[JobState], spec_of: Callable[[str], JobSpec], port: int
+    ) -> str | None:
+        """`problem` for the running job with host port `port` (`port_job`); None when
+        no running job has it or its engine holds it."""
+        found = port_job(states, spec_of, port)
+        return None if found is None or not found[1] else self.problem(port, found[0])

@@ -22,7 +22,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind
-from agent.protocol import ExecutorKind, JobState, JobStatus, NetworkMode
+from agent.protocol import ExecutorKind, JobState, JobStatus
 from agent.server.archives import resolve_path_env
 from agent.server.errors import AgentError
 from agent.server.executors.process import ProcessExecutor, job_environment, job_leader
@@ -85,22 +85,13 @@ def port_project(context: AgentContext) -> Callable[[int], str | None]:
 
 def port_check(context: AgentContext, holders: PortHolders) -> PortCheck:
     """Why a forward to host port ``port`` would not reach the running job that declares
-    it (`agent.server.portholders`), or None: also for a port no job has (the agent's,
-    which the forward policy allows to the control plane only) and for a container on a
-    bridge network, whose port the engine publishes and holds itself."""
+    it (`PortHolders.job_port_problem`), or None: also for a port no job has (the agent's,
+    which the forward policy allows to the control plane only)."""
+    manager = context.manager
 
     async def check(port: int) -> str | None:
-        for state in context.manager.list():
-            if state.status != JobStatus.RUNNING or not any(
-                mapping.host_port == port for mapping in state.ports
-            ):
-                continue
-            spec = context.manager.spec(state.id)
-            engine_held = (state.executor or spec.executor) == ExecutorKind.DOCKER
-            if engine_held and spec.network_mode == NetworkMode.BRIDGE:
-                return None
-            return await asyncio.to_thread(holders.problem, port, state.id)
-        return None
+        states = manager.list()
+        return await asyncio.to_thread(holders.job_port_problem, states, manager.spec, port)
 
     return check
 

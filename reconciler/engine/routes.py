@@ -9,7 +9,9 @@ Replicas leave the route as soon as they stop being ready or start terminating.
 A replica on this server's own local agent (a `local` instance whose SSH endpoint is
 127.0.0.1 at the port `local_ssh_port()` reports for this server's agent) is marked
 `direct`: the proxy dials its loopback port instead of tunnelling through SSH to the same
-host.
+host. A replica on a host reached through its own sshd (not a `local` instance) carries the
+agent's port (`Upstream.agent_port`): the proxy asks that agent who holds the job's port
+before it opens a channel (`agent.server.portholders`).
 """
 
 from __future__ import annotations
@@ -77,13 +79,15 @@ class StoreRoutes:
             host_port = int((runtime.get("ports") or {}).get(str(ports[0]), ports[0]))
             if host_port in agent_ports(instance):
                 continue  # a service declaring the agent's port gets no traffic to it
-            target = self._agents.address(instance).target
+            address = self._agents.address(instance)
+            target = address.target
             direct = (
                 instance.backend == "local"
                 and target.hostname == "127.0.0.1"
                 and target.port == local_port
             )
-            upstreams.append(Upstream(target, host_port, replica.job_id, direct))
+            ask = None if instance.backend == "local" else address.agent_port  # via sshd
+            upstreams.append(Upstream(target, host_port, replica.job_id, direct, ask))
         return ServiceRoute(
             project=project,
             run_name=run_name,

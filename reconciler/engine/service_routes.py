@@ -23,6 +23,10 @@ class Upstream:
     port: int
     job_id: str
     direct: bool = False
+    # the agent's API port on the host when the channel goes through the host's own sshd
+    # (SSH fleets): the proxy asks the agent who holds `port` first; None: the local
+    # agent's SSH server checks the channel itself, or `direct`
+    agent_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import os
 import pwd
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -36,11 +37,14 @@ from websockets.exceptions import ConnectionClosed
 
 from agent.server.listeners import listening_sockets, netlink_listeners, proc_listeners
 from agent.server.portholders import NOT_THE_JOBS, PortHolders
-from agent.tunnel import AgentUnreachable
+from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 from reconciler.adapters.db.models import Event, Run
 from reconciler.adapters.db.readmodels.bootstrap import ensure_admin
 from reconciler.app import build_tunnel_opener
+from reconciler.domain.inventory import InstanceRecord
+from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.routes import StoreRoutes
+from reconciler.engine.service_routes import ServiceRoute, Upstream
 from reconciler.web.database import Database
 from reconciler.web.forwarding import BAD_GATEWAY, build_forward_router
 from reconciler.web.jobnotes import JobNotes
@@ -55,6 +59,7 @@ from tests.e2e.runs_harness import (
 )
 from tests.security.local_users import SYSTEM_PYTHON, probe_uid
 from tests.services.docker import DockerEngine
+from tests.services.sshd import SSHHost, sshd_hosts  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.timeout(180)
 SECRET = "SECRET-OF-ANOTHER-ACCOUNT"
@@ -95,6 +100,19 @@ async def _listening(port: int, within: float = 15.0) -> None:
             await asyncio.sleep(0.05)
 
 
+def _wait_listening(port: int, within: float = 15.0) -> None:
+    """Poll (blocking) until something accepts on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _start_other_server(
     port: int, uid: int | None, marker: str | None = None
 ) -> subprocess.Popen[bytes]:
@@ -114,6 +132,7 @@ def other_port() -> Iterator[int]:
     port = _free_port()
     server = _start_other_server(port, probe_uid())
     try:
+        _wait_listening(port)
         yield port
     finally:
         server.kill()
@@ -168,7 +187,7 @@ def test_a_port_held_by_another_account_is_not_the_jobs() -> None:
     port = _free_port()
     other = _start_other_server(port, probe_uid())
     try:
-        asyncio.run(_listening(port))
+        _wait_listening(port)
         holders = PortHolders()
         problem = holders.problem(port, "job-1")
         assert problem is not None and NOT_THE_JOBS in problem, problem
@@ -186,7 +205,7 @@ def test_a_port_held_by_the_job_passes_and_the_verdict_is_cached() -> None:
     now = [0.0]
     holders = PortHolders(ttl=2.0, clock=lambda: now[0])
     try:
-        asyncio.run(_listening(port))
+        _wait_listening(port)
         for _ in range(100):
             assert holders.problem(port, "job-1") is None
         assert holders.scans == 1, "one /proc scan per listening socket while cached"
@@ -213,7 +232,7 @@ def test_a_host_network_container_of_the_job_holds_its_port(docker_engine: Docke
         labels={"dockyard.test": "port-ownership"},
     )
     try:
-        asyncio.run(_listening(port))
+        _wait_listening(port)
         holders = PortHolders()
         assert holders.problem(port, "job-c") is None
         other = holders.problem(port, "job-d")
@@ -396,4 +415,69 @@ async def test_a_job_that_listens_on_its_port_is_reached(h: Harness, tmp_path: P
         server.should_exit = True
         await task
     assert name.encode() in received
+    await _stop(h, run)
+
+
+# -- an SSH fleet host: the server's channel goes through the host's own sshd ------------
+
+
+class _Routes:
+    def __init__(self, route: ServiceRoute) -> None:
+        self.value = route
+
+    async def route(self, project: str, run_name: str) -> ServiceRoute | None:
+        return self.value
+
+
+async def test_through_a_hosts_sshd_the_agent_is_asked_first(
+    h: Harness,
+    other_port: int,
+    sshd_hosts: list[SSHHost],  # noqa: F811 - the fixture
+) -> None:
+    """An SSH fleet host: sshd forwards anywhere, so the proxy and `runs/forward` ask the
+    host's agent (`GET /ports/{port}/holder`) before they open the channel. The sshd here
+    runs on the same machine as the harness's agent, as on a real fleet host."""
+    run = await _running(h, _service(other_port, ["sleep 600"]))
+    job_id = h.jobs_of(run.id)[0].id
+    host = sshd_hosts[0]
+    target = SSHTarget(
+        "127.0.0.1", host.port, user=host.user, identity_file=str(host.identity_file)
+    )
+    pool = TunnelPool()
+    upstream = Upstream(target, other_port, job_id, agent_port=h.local.agent_port)
+    proxy = ServiceProxy(
+        routes=_Routes(ServiceRoute("main", "web", False, True, (upstream,))),
+        pool=pool,
+        authorize=_member,
+        stats=h.stats,
+        wait_ready=1.0,
+        notes=JobNotes(Database(h.store.engine)),
+    )
+    instance = InstanceRecord(
+        id="ssh-host",
+        fleet_id=None,
+        project_id=h.project.id,
+        name="ssh-host",
+        status="busy",
+        created_at=h.store.now(),
+        hostname="127.0.0.1",
+        ssh_port=host.port,
+        ssh_user=host.user,
+        agent_port=h.local.agent_port,
+        backend="ssh",
+    )
+    agents = AgentDirectory(pool, identity_file=str(host.identity_file))
+    opener = build_tunnel_opener(SimpleNamespace(agents=agents, pool=pool))
+    assert opener is not None
+    try:
+        response = await _get(proxy)
+        with pytest.raises(AgentUnreachable, match=NOT_THE_JOBS):
+            await opener(instance, other_port)
+    finally:
+        await proxy.aclose()
+        await agents.aclose()
+        await pool.close()
+    assert SECRET not in response.text, "the proxy handed out another account's server"
+    assert response.status_code == 502 and NOT_THE_JOBS in response.text, response.text
+    assert any(NOT_THE_JOBS in message for message in _job_events(h, run))
     await _stop(h, run)
