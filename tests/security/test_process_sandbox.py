@@ -446,6 +446,34 @@ async def test_without_bubblewrap_a_root_agent_refuses_process_jobs(tmp_path: Pa
     assert "bubblewrap" in message and "--unsandboxed-process-jobs" in message, message
 
 
+async def test_without_a_sandbox_the_switch_still_drops_the_jobs_env(
+    tmp_path: Path, evil_library: tuple[Path, Path]
+) -> None:
+    need_root()
+    library, out = evil_library
+    data_dir = tmp_path / "agent"
+    account = job_account(
+        "auto", tmp_path / "work", data_dir, unsandboxed=True, which=_without_bwrap
+    )
+    config = AgentConfig(data_dir=data_dir, http_port=0, docker=False, job_account=account)
+    async with start_agent(config) as context, _client(context.http_port) as http:
+        body = {
+            "id": "plain",
+            "run_name": "r",
+            "commands": ["echo uid=$(id -u) preload=$LD_PRELOAD"],
+            "env": {"LD_PRELOAD": str(library)},
+        }
+        assert (await http.post("/jobs", json=body)).status_code == 200
+
+        async def finished() -> bool:
+            return bool((await http.get("/jobs/plain")).json()["status"] == "exited")
+
+        await wait_for(finished, "the job to finish")
+        log = (await http.get("/jobs/plain/logs")).text
+    assert f"preload={library}" in log and "uid=0 " not in log, log
+    assert "euid=0\n" not in _read(out), "the job's LD_PRELOAD ran as root"
+
+
 def test_the_operator_opts_out_of_the_sandbox_by_flag_or_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
