@@ -2,7 +2,10 @@
 
 `dockyard` runs in-process (typer's runner) with `DOCKYARD_CONFIG` pointing at the config the
 server's first start wrote, so every command goes over real HTTP to the real server.
-`DockyardError`s are reported as `cli.main.run` would: one line, exit 1.
+`DockyardError`s are reported as `cli.main.run` would: one line, exit 1. `cli` has a
+stand-in runtime (tests/web/fakes.py: the commands' requests and answers are the subject);
+`repo_cli` the real controller on a config repo, for what only the engine decides (a
+reconcile's outcome).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typer.testing import CliRunner
 from reconciler.cli.main import build_app
 from reconciler.errors import DockyardError, UsageError
 from tests.web.fakes import FakeController
+from tests.web.realserver import RealServer, real_server
 from tests.web.serving import Running, running_server
 
 
@@ -67,3 +71,20 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
             "COLUMNS": "200",
         }
         yield Cli(server, env)
+
+
+@dataclass
+class RepoCli(Cli):
+    real: RealServer
+
+
+@pytest.fixture
+def repo_cli(tmp_path: Path) -> Iterator[RepoCli]:
+    with real_server(tmp_path) as real:
+        env = {
+            "DOCKYARD_CONFIG": str(real.running.settings.cli_config),
+            "HOME": str(tmp_path / "home"),
+            "DOCKYARD_PROJECT": "",
+            "COLUMNS": "200",
+        }
+        yield RepoCli(real.running, env, real)

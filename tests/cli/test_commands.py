@@ -1,4 +1,5 @@
-"""Every API-backed command of the CLI against a real server on loopback (fake runtime)."""
+"""Every API-backed command of the CLI against a real server on loopback (a stand-in runtime;
+the real controller where the engine's outcome is the subject: `repo_cli`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from reconciler.adapters.db.models import Job, Project, Run
-from tests.cli.conftest import Cli
+from tests.cli.conftest import Cli, RepoCli
 from tests.web.serving import WEBHOOK_SECRET, wait_until
 
 TASK = "type: task\nname: train\ncommands:\n  - echo hello\n"
@@ -146,11 +147,7 @@ def test_events_reconcile_deliveries(cli: Cli) -> None:
     assert json.loads(cli("event", "--target-run", "nope", "--json").stdout) == []
     queued = cli("reconcile")
     assert queued.exit_code == 0 and "queued" in queued.stdout
-    waited = cli("reconcile", "--wait")
-    assert (
-        waited.exit_code == 0 and "succeeded" in waited.stdout and "cccccccccccc" in waited.stdout
-    )
-    assert len(json.loads(cli("reconcile", "list", "--json").stdout)) == 2
+    assert len(json.loads(cli("reconcile", "list", "--json").stdout)) == 1
     assert json.loads(cli("delivery", "list", "--json").stdout) == []
     ping = httpx.post(
         f"{cli.server.url}/api/webhooks/github",
@@ -165,6 +162,20 @@ def test_events_reconcile_deliveries(cli: Cli) -> None:
     assert ping.status_code == 202
     table = cli("delivery", "list")
     assert "d-cli" in table.stdout and "pong" in table.stdout
+
+
+def test_reconcile_wait_says_the_engines_outcome_for_the_commit(repo_cli: RepoCli) -> None:
+    repo = repo_cli.real.repo
+    good = repo.commit({"train.dstack.yml": TASK}, "a task")
+    waited = repo_cli("reconcile", "--wait")
+    assert waited.exit_code == 0 and "succeeded" in waited.stdout, waited
+    assert good[:12] in waited.stdout
+    repo.commit({"typo.dstack.yml": "type: task\nname: typo\ncomands: [x]\n"}, "a typo")
+    refused = repo_cli("reconcile", "--wait")
+    said = refused.stdout + refused.stderr
+    assert refused.exit_code == 1 and "failed" in said and "succeeded" not in said, refused
+    assert "typo.dstack.yml:3:1" in said and "comands" in said
+    assert good[:12] in said  # the last good commit stays in force
 
 
 def test_apply_from_stdin_and_a_typed_config(cli: Cli) -> None:

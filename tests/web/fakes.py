@@ -1,7 +1,10 @@
-"""A minimal local `Controller` for the web tests (the real one is `reconciler.engine`).
+"""A minimal local `Controller` for tests of the layer above it (the real one is
+`reconciler.engine`; tests of what the engine decides use tests/web/realserver.py).
 
 It does what the server needs to observe: queues reconciles as rows, records unmanaged
-runs and fleets as rows (status `submitted`), and marks stops and deletes. It runs nothing.
+runs and fleets as rows (status `submitted`), and marks stops and deletes. It runs nothing,
+so it reports no outcome: a reconcile it queues stays `queued` (it never says a commit
+succeeded, which the real controller might fail).
 """
 
 from __future__ import annotations
@@ -58,9 +61,6 @@ class FakeController:
             delivery_id=delivery_id,
             attempted_revision=revision,
         )
-        if trigger == "api":  # a CLI-triggered pass "runs" at once, so --wait has an end
-            self.store.set_reconcile_stage(row.id, "apply")
-            self.store.finish_reconcile(row.id, status="succeeded", applied_revision="c" * 40)
         return row.id
 
     async def plan_unmanaged(
