@@ -13,6 +13,9 @@ is never written.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -115,6 +118,21 @@ def test_the_roots_come_from_the_flags_the_environment_or_the_default() -> None:
     assert _volume_roots(flags, {"DOCKYARD_AGENT_VOLUME_ROOTS": "/a"}) == (Path("/c"),)
     with pytest.raises(ValueError, match="absolute"):
         _volume_roots(None, {"DOCKYARD_AGENT_VOLUME_ROOTS": "data"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ"),
+    [(["--volume-root", "data"], {}), ([], {"DOCKYARD_AGENT_VOLUME_ROOTS": "/mnt:data"})],
+    ids=["flag", "env"],
+)
+def test_the_agent_refuses_a_relative_root_at_start(
+    tmp_path: Path, argv: list[str], environ: dict[str, str]
+) -> None:
+    command = [sys.executable, "-m", "agent", "serve", "--data-dir", str(tmp_path), *argv]
+    env = {k: v for k, v in os.environ.items() if k != "DOCKYARD_AGENT_VOLUME_ROOTS"} | environ
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "--volume-root" in done.stderr and "absolute" in done.stderr, done.stderr
 
 
 def test_the_servers_local_setting_takes_absolute_roots_only() -> None:
