@@ -205,20 +205,24 @@ async def test_a_link_planted_after_the_submit_is_refused_at_launch(
     executor = DockerExecutor(docker_engine.base_url, volume_roots=(data_root,))
     target = data_root / "later"
     target.mkdir()
-    spec = JobSpec.model_validate(
-        _docker_job(docker_engine, tmp_path, str(target)) | {"id": "planted"}
-    )
+    spec = JobSpec.model_validate(_docker_job(docker_engine, tmp_path, str(target)))
     assert executor.check(spec) is None
     target.rmdir()
     target.symlink_to("/etc")
     files = JobFiles(tmp_path / "job")
     files.root.mkdir()
     files.log.touch()
-    with pytest.raises(ExecutorError) as raised:
-        await executor.launch(spec, files)
-    assert raised.value.reason == JobReason.EXECUTOR_ERROR
-    assert "-> /etc" in raised.value.message and SETTING in raised.value.message
     client = docker.DockerClient(base_url=docker_engine.base_url)
-    with pytest.raises(docker.errors.NotFound):
-        client.containers.get("dockyard-planted")
-    client.close()
+    try:
+        with pytest.raises(ExecutorError) as raised:
+            await executor.launch(spec, files)
+        assert raised.value.reason == JobReason.EXECUTOR_ERROR
+        assert "-> /etc" in raised.value.message and SETTING in raised.value.message
+        with pytest.raises(docker.errors.NotFound):
+            client.containers.get(f"dockyard-{spec.id}")
+    finally:  # without the check, the container would exist: leave none behind
+        for container in client.containers.list(
+            all=True, filters={"label": f"dockyard.test-dir={tmp_path}"}
+        ):
+            container.remove(force=True)
+        client.close()
