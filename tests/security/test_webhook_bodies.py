@@ -27,8 +27,8 @@ import pytest
 
 from reconciler.web.hookbodies import UnverifiedBudget
 from tests.cli.test_server_command import SECRET, ServerProcess
-from tests.web.fakes import FakeController
-from tests.web.serving import WEBHOOK_SECRET, Running, running_server, wait_until
+from tests.web.realserver import real_server
+from tests.web.serving import WEBHOOK_SECRET, Running, wait_until
 
 FORGED = "sha256=" + "0" * 64
 MIB = 1024 * 1024
@@ -87,16 +87,23 @@ def _deliveries(server: Running) -> list[object]:
     return found
 
 
+def _webhook_reconciles(server: Running) -> list[str]:
+    """The ids of the deliveries the real controller was asked to reconcile."""
+    with server.client(server.admin_token) as http:
+        listed = http.post("/api/project/main/reconciles/list", json={}).json()
+    return [r["delivery_id"] for r in listed if r["delivery_id"] is not None]
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Running]:
-    with running_server(tmp_path, lambda s, store: FakeController(store)) as running:
-        yield running
+    """The real controller on a config repo: a delivery that passes reaches the engine."""
+    with real_server(tmp_path) as real:
+        yield real.running
 
 
 def test_a_server_with_no_webhook_secret_answers_401_unread(tmp_path: Path) -> None:
-    with running_server(
-        tmp_path, lambda s, store: FakeController(store), webhook_secret=None
-    ) as bare:
+    with real_server(tmp_path, webhook_secret=None) as real:
+        bare = real.running
         push = _push()
         signed = _github_headers(_sign(push, WEBHOOK_SECRET))
         answer = httpx.post(f"{bare.url}/api/webhooks/github", content=push, headers=signed)
@@ -106,7 +113,7 @@ def test_a_server_with_no_webhook_secret_answers_401_unread(tmp_path: Path) -> N
         assert _answer_without_body(bare.url, "/api/webhooks/gitlab", 10 * MIB, gitlab) == 401
         assert _answer_without_body(bare.url, "/api/webhooks/github", 10 * MIB, signed) == 401
         assert _deliveries(bare) == []
-        assert isinstance(bare.controller, FakeController) and bare.controller.reconciles == []
+        assert _webhook_reconciles(bare) == []
 
 
 def test_bad_headers_are_answered_before_the_body_is_read(server: Running) -> None:
@@ -147,6 +154,7 @@ def test_unverified_bodies_share_a_budget_and_the_rest_are_503_unread(server: Ru
         return httpx.post(f"{url}{path}", content=push, headers=headers).status_code == 202
 
     wait_until(queued, what="a genuine delivery queued once the holders left")
+    assert len(_webhook_reconciles(server)) == 1  # the engine was asked, once
 
 
 def test_a_connection_that_promises_a_body_and_stalls_cannot_hold_the_room(
