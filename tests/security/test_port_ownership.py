@@ -35,6 +35,9 @@ from sqlalchemy import select
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from agent.client import AgentClient
+from agent.local import ensure_client_key, ensure_local_agent, stop_local_agent
+from agent.protocol import JobSpec, PortRequest
 from agent.server.listeners import listening_sockets, netlink_listeners, proc_listeners
 from agent.server.portholders import NOT_THE_JOBS, PortHolders
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
@@ -57,7 +60,7 @@ from tests.e2e.runs_harness import (
     start_agent_env,
     stop_agent_env,
 )
-from tests.security.local_users import SYSTEM_PYTHON, probe_uid
+from tests.security.local_users import SYSTEM_PYTHON, need_root, probe_uid
 from tests.services.docker import DockerEngine
 from tests.services.sshd import SSHHost, sshd_hosts  # noqa: F401 - the fixture
 
@@ -481,3 +484,32 @@ async def test_through_a_hosts_sshd_the_agent_is_asked_first(
     assert response.status_code == 502 and NOT_THE_JOBS in response.text, response.text
     assert any(NOT_THE_JOBS in message for message in _job_events(h, run))
     await _stop(h, run)
+
+
+async def test_a_sandboxed_process_job_holds_its_port(tmp_path: Path) -> None:
+    """On a root agent a process job runs in its bubblewrap sandbox with a uid of its own
+    (its own PID namespace): its server still carries the job's marker, so it is the
+    job's, and the agent's `GET /ports/{port}/holder` says so."""
+    need_root()
+    data_dir = tmp_path / "data"
+    pool = TunnelPool()
+    key = ensure_client_key(data_dir / "ssh" / "id_ed25519")
+    local = await ensure_local_agent(data_dir, key, pool)  # job user `auto`: sandboxed
+    port = _free_port()
+    job_id = f"sandboxed-{uuid.uuid4().hex[:8]}"
+    spec = JobSpec(
+        id=job_id,
+        run_name="web",
+        commands=[f"python3 -m http.server {port} --bind 127.0.0.1"],
+        ports=[PortRequest(container_port=port)],
+    )
+    try:
+        async with AgentClient.over_tunnel(pool, local.target, local.agent_port) as client:
+            await client.submit(spec)
+            await _listening(port, within=60.0)
+            assert await asyncio.to_thread(PortHolders().problem, port, job_id) is None
+            assert await client.port_problem(port) is None
+            await client.stop(job_id, force=True)
+    finally:
+        await pool.close()
+        stop_local_agent(data_dir)
