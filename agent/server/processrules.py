@@ -36,8 +36,9 @@ def process_job_problem(
     if spec.volumes and not mounts_volumes:
         paths = ", ".join(volume.host_path for volume in spec.volumes)
         return (
-            f"volumes ({paths}): this host runs process jobs without a sandbox, which "
-            "cannot mount volumes; set an `image:` on a host with Docker, or drop `volumes`"
+            f"volumes ({paths}): a process job here gets no host directory mounted (no "
+            "sandbox of this host mounts volumes); set an `image:` on a host with Docker, "
+            "or drop `volumes`"
         )
     for volume in spec.volumes:
         problem = volume_problem(volume.host_path, allowed_roots, protected, volume_dirs)
