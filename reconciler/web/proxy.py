@@ -11,12 +11,9 @@ skipped and the next one tried, and while a service has no ready replica request
 (up to `wait_ready`), so a rolling update delays requests but does not fail them.
 
 A connection reaches a replica's port only while the job itself holds it
-(`agent.server.portholders`): through the local agent's SSH server the agent checks the
-channel and refuses it with the reason; through a host's own sshd (SSH fleets) the proxy
-asks the host's agent first (`Upstream.agent_port`, `GET /ports/{port}/holder`); on the
-loopback path the proxy asks `port_check` itself. Either
-refusal counts as the replica refusing (the answer is `502` with the reason once no
-replica answered) and the job gets an event (`notes`, `reconciler.web.jobnotes`).
+(`reconciler.web.portguard`, `agent.server.portholders`): a refusal counts as the replica
+refusing (the answer is `502` with the reason once no replica answered) and the job gets
+an event (`notes`, `reconciler.web.jobnotes`).
 """
 
 from __future__ import annotations
@@ -33,11 +30,11 @@ from urllib.parse import quote
 
 import asyncssh
 
-from agent.client import AgentClient, AgentError
-from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
+from agent.tunnel import AgentUnreachable, TunnelPool
 from reconciler.engine.service_routes import RouteSource, ServiceRoute, Upstream
 from reconciler.engine.service_stats import RequestStats
-from reconciler.web.jobnotes import JobNotes, is_port_refusal
+from reconciler.web.jobnotes import JobNotes
+from reconciler.web.portguard import PortCheck, PortGuard
 from reconciler.web.proxy_bridge import bridge_websocket
 from reconciler.web.upstream import (
     UpstreamFailedError,
@@ -75,15 +72,6 @@ TokenCheck = Callable[[str], Awaitable[bool]]
 """`is_dockyard_token(bearer_token)`: whether it is any user's Dockyard token."""
 
 
-PortCheck = Callable[[int, str], str | None]
-"""`check(port, job_id)`: why a loopback connection to `port` would not reach the job, or
-None (`agent.server.portholders.PortHolders.problem`); blocking, run in a thread."""
-
-
-class PortNotTheJobsError(ConnectionRefusedError):
-    """The loopback port of a replica is held by another process than its job."""
-
-
 async def _every_bearer(token: str) -> bool:
     return True  # without a way to tell, no bearer token reaches a service
 
@@ -106,9 +94,7 @@ class ServiceProxy:
         notes: JobNotes | None = None,
     ) -> None:
         self._routes = routes
-        self._port_check = port_check  # None: loopback replicas are dialled unchecked
-        self._notes = notes
-        self._agents: dict[tuple[SSHTarget, int], AgentClient] = {}  # hosts reached via sshd
+        self._guard = PortGuard(pool, port_check, notes)  # only the job's own port
         self._pool = pool
         self._authorize = authorize
         self._is_dockyard_token = is_dockyard_token
@@ -123,51 +109,20 @@ class ServiceProxy:
 
     async def aclose(self) -> None:
         self._upstreams.close()
-        for client in self._agents.values():
-            await client.aclose()
-        self._agents.clear()
+        await self._guard.aclose()
 
     async def _open(self, upstream: Upstream) -> tuple[Any, Any]:
         """A byte stream to the replica's port: loopback TCP or an SSH channel; refused
-        (and the job told) when the port is not the job's."""
+        (and the job told) when the port is not the job's (`PortGuard`)."""
+        await self._guard.before_open(upstream)
         if upstream.direct:
-            if self._port_check is not None:
-                check = partial(self._port_check, upstream.port, upstream.job_id)
-                problem = await asyncio.to_thread(check)
-                if problem is not None:
-                    await self._note(upstream.job_id, problem)
-                    raise PortNotTheJobsError(problem)
             return await asyncio.open_connection("127.0.0.1", upstream.port)
-        if upstream.agent_port is not None:  # through the host's sshd: ask its agent first
-            problem = await self._agent_problem(upstream, upstream.agent_port)
-            if problem is not None:
-                await self._note(upstream.job_id, problem)
-                raise PortNotTheJobsError(problem)
         try:
             stream = await self._pool.open_channel(upstream.target, "127.0.0.1", upstream.port)
         except AgentUnreachable as exc:
-            if is_port_refusal(exc.detail):
-                await self._note(upstream.job_id, exc.detail)
+            await self._guard.refused(upstream, exc)
             raise
         return stream, stream
-
-    async def _agent_problem(self, upstream: Upstream, agent_port: int) -> str | None:
-        """The host's agent's word on who holds the replica's port (fails closed)."""
-        key = (upstream.target, agent_port)
-        client = self._agents.get(key)
-        if client is None:
-            client = self._agents[key] = AgentClient.over_tunnel(
-                self._pool, upstream.target, agent_port
-            )
-        try:
-            return await client.port_problem(upstream.port)
-        except AgentError as exc:  # an agent too old to tell: not the job's, as far as known
-            where = f"port {upstream.port} of job {upstream.job_id}"
-            return f"{where}: the host's agent cannot tell who holds it ({exc})"
-
-    async def _note(self, job_id: str, problem: str) -> None:
-        if self._notes is not None:
-            await self._notes.job(job_id, f"a connection to the service was refused: {problem}")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
