@@ -39,7 +39,8 @@ fi
 # anew: nothing stays from an older install.
 lock=requirements/runtime.txt
 [ "$dev" = 1 ] && lock=requirements/dev.txt
-digest() { cat requirements/build.txt "$1" pyproject.toml | sha256sum | cut -d' ' -f1; }
+# what the venv was made from: the locks (pyproject's ranges are not read: --no-deps)
+digest() { cat requirements/build.txt "$1" | sha256sum | cut -d' ' -f1; }
 stamp=.venv/.dockyard-lock
 have=$(cat "$stamp" 2>/dev/null || true)
 want="$(basename "$lock"):$(digest "$lock")"

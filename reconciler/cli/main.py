@@ -34,8 +34,14 @@ def build_app() -> typer.Typer:
 
 def _print_error(exc: DockyardError) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+    from reconciler.core.escaping import printable
+
+    # the message may quote a name or a file's bytes: shown as text, line by line (its own
+    # line breaks, e.g. a caret excerpt, stay), never as rich markup or terminal escapes
+    text = "\n".join(printable(line) for line in str(exc).split("\n"))
+    Console(stderr=True).print(f"[red]error:[/red] {escape(text)}", highlight=False)
 
 
 def run() -> None:

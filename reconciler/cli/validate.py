@@ -23,6 +23,7 @@ from typing import Annotated
 
 import typer
 
+from reconciler.core.escaping import printable
 from schemas import ConfigError, Problem, is_config_path, parse_config, peek_kind
 from schemas.caveats import config_warnings
 from schemas.limits import ConfigLimits, size_problem
@@ -175,7 +176,8 @@ def render_reports(reports: list[FileReport]) -> str:
     summary = f"{summary} ({count} problem(s))" if invalid else summary
     warned = sum(len(r.warnings) for r in reports)
     out.append(f"{summary}, {warned} warning(s)" if warned else summary)
-    return "\n".join(out) + "\n"
+    # a file name or a quoted line may hold terminal escapes: shown as text
+    return "\n".join(printable(line) for line in "\n".join(out).split("\n")) + "\n"
 
 
 def _described(problem: Problem, lines: list[str], label: str) -> list[str]:
