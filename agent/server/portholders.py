@@ -12,8 +12,9 @@ the server's behalf, `PortHolders.problem` asks the kernel who holds the listeni
 2. `/proc/<pid>/fd`: a process holding `socket:[inode]` (processes of the socket's uid
    are looked at first, and the scan stops at the first holder);
 3. `/proc/<pid>/environ`: that process carries the job's marker `DOCKYARD_JOB_ID=<id>`
-   (`executors.proctable`; a Docker job's container processes carry it too, so a
-   container on the host's network is recognised the same way).
+   (`executors.proctable`; a Docker job's container processes carry it too), or, for a
+   Docker job, `/proc/<pid>/cgroup` names the job's container (a container on the host's
+   network whose init cleared its environment is still recognised).
 
 Every listening socket that would take the connection must be the job's, else the answer
 says which port of which job is held by another process. The verdict of a socket is kept
@@ -49,10 +50,11 @@ DEFAULT_TTL = 2.0
 
 def port_job(
     states: Iterable[JobState], spec_of: Callable[[str], JobSpec], port: int
-) -> tuple[str, bool] | None:
-    """Pure: the running job with host port `port` and whether its holder is to be checked
-    (not for a container on a bridge network: the engine publishes and holds its port);
-    None when no running job has it (the agent's own port, or nobody's)."""
+) -> tuple[str, bool, str | None] | None:
+    """Pure: the running job with host port `port`, whether its holder is to be checked
+    (not for a container on a bridge network: the engine publishes and holds its port) and
+    its container's id (None: a process job); None when no running job has it (the
+    agent's own port, or nobody's)."""
     for state in states:
         if state.status != JobStatus.RUNNING or not any(
             mapping.host_port == port for mapping in state.ports
@@ -60,7 +62,8 @@ def port_job(
             continue
         spec = spec_of(state.id)
         in_container = (state.executor or spec.executor) == ExecutorKind.DOCKER
-        return state.id, not (in_container and spec.network_mode == NetworkMode.BRIDGE)
+        checked = not (in_container and spec.network_mode == NetworkMode.BRIDGE)
+        return state.id, checked, state.container_id if in_container else None
     return None
 
 
@@ -110,9 +113,30 @@ def job_marker(pid: int, proc: Path = Path("/proc")) -> str | None:
     return None
 
 
-def _holder_job(inode: int, uid: int, proc: Path) -> str | None:
+@dataclass(frozen=True)
+class Holder:
+    """The process holding a listening socket: its job marker and its cgroups' text."""
+
+    job: str | None
+    cgroup: str = ""
+
+    def is_job(self, job_id: str, container_id: str | None) -> bool:
+        """A process of the job: it carries the marker, or it is in the job's container
+        (its cgroup path names the container: `docker-<id>.scope` or `/docker/<id>`)."""
+        in_container = container_id is not None and len(container_id) >= 12
+        return self.job == job_id or (in_container and str(container_id) in self.cgroup)
+
+
+def socket_holder_of(inode: int, uid: int, proc: Path) -> Holder | None:
+    """The `Holder` of socket `inode`, or None when no process we can see holds it."""
     pid = socket_holder(inode, uid, proc)
-    return None if pid is None else job_marker(pid, proc)
+    if pid is None:
+        return None
+    try:
+        cgroup = _read(f"{proc}/{pid}/cgroup").decode(errors="replace")
+    except OSError:
+        cgroup = ""
+    return Holder(job_marker(pid, proc), cgroup)
 
 
 @dataclass
@@ -123,12 +147,13 @@ class PortHolders:
     listening: Callable[[int], list[Listener]] = listeners
     proc: Path = Path("/proc")
     clock: Callable[[], float] = time.monotonic
-    holder_job: Callable[[int, int, Path], str | None] = _holder_job
+    holder_of: Callable[[int, int, Path], Holder | None] = socket_holder_of
     scans: int = 0  # sockets looked up in /proc (cache misses), for the docs' cost figures
-    _cache: dict[tuple[int, int], tuple[float, str | None]] = field(default_factory=dict)
+    _cache: dict[tuple[int, int], tuple[float, Holder | None]] = field(default_factory=dict)
 
-    def problem(self, port: int, job_id: str) -> str | None:
-        """Why a connection to `port` would not reach job `job_id`, or None when it would."""
+    def problem(self, port: int, job_id: str, container_id: str | None = None) -> str | None:
+        """Why a connection to `port` would not reach job `job_id` (or its container
+        `container_id`), or None when it would."""
         try:
             sockets = self.listening(port)
         except OSError as error:
@@ -141,9 +166,10 @@ class PortHolders:
             cached = self._cache.get((port, inode))
             if cached is None:
                 self.scans += 1
-                cached = (now + self.ttl, self.holder_job(inode, uid, self.proc))
+                cached = (now + self.ttl, self.holder_of(inode, uid, self.proc))
                 self._cache[(port, inode)] = cached
-            if cached[1] != job_id:
+            holder = cached[1]
+            if holder is None or not holder.is_job(job_id, container_id):
                 return (
                     f"port {port} of job {job_id} is {NOT_THE_JOBS} "
                     f"(a socket of uid {uid}): the proxy and forwards reach only the job's own"
@@ -156,4 +182,6 @@ class PortHolders:
         """`problem` for the running job with host port `port` (`port_job`); None when
         no running job has it or its engine holds it."""
         found = port_job(states, spec_of, port)
-        return None if found is None or not found[1] else self.problem(port, found[0])
+        if found is None or not found[1]:
+            return None
+        return self.problem(port, found[0], found[2])

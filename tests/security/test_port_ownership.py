@@ -223,25 +223,37 @@ def test_a_port_held_by_the_job_passes_and_the_verdict_is_cached() -> None:
 
 def test_a_host_network_container_of_the_job_holds_its_port(docker_engine: DockerEngine) -> None:
     """A Docker job on the host's network: its container's processes carry the marker
-    (`containers.to_container_kwargs`), so the job's own listener passes, another's not."""
-    port = _free_port()
+    (`containers.to_container_kwargs`), and a process whose environment lost it is still
+    the job's when its cgroup is the job's container; another job's or container's: not."""
+    port, bare_port = _free_port(), _free_port()
     client = docker_engine.client()
-    container = client.containers.run(
+    marked = client.containers.run(
         docker_engine.image,
         ["httpd", "-f", "-p", f"127.0.0.1:{port}"],
         environment={"DOCKYARD_JOB_ID": "job-c"},
         network_mode="host",
         detach=True,
-        labels={"dockyard.test": "port-ownership"},
+    )
+    bare = client.containers.run(  # no marker: as an image whose init clears the environment
+        docker_engine.image,
+        ["httpd", "-f", "-p", f"127.0.0.1:{bare_port}"],
+        network_mode="host",
+        detach=True,
     )
     try:
         _wait_listening(port)
+        _wait_listening(bare_port)
         holders = PortHolders()
         assert holders.problem(port, "job-c") is None
         other = holders.problem(port, "job-d")
         assert other is not None and NOT_THE_JOBS in other
+        assert holders.problem(bare_port, "job-e", str(bare.id)) is None
+        for container_id in (None, str(marked.id)):
+            refused = holders.problem(bare_port, "job-e", container_id)
+            assert refused is not None and NOT_THE_JOBS in refused, container_id
     finally:
-        container.remove(force=True)
+        marked.remove(force=True)
+        bare.remove(force=True)
         client.close()
 
 
