@@ -118,8 +118,13 @@ def working_dir_problem(spec: JobSpec, exists: Callable[[str], bool]) -> str | N
     if not spec.working_dir:
         return None
     path = posixpath.normpath(spec.working_dir)
-    if not path.startswith("/") or path == "/":
-        return f"working_dir {spec.working_dir!r}: a process job's working_dir is absolute"
+    if not path.startswith("/"):
+        return (
+            f"working_dir {spec.working_dir!r}: a sandboxed process job's working_dir is an "
+            "absolute path (its home is its own working dir): give one, or none"
+        )
+    if path == "/":
+        return "working_dir /: a process job's working dir cannot be the root of its view"
     parts = path.strip("/").split("/")
     if parts[0] in HIDDEN_ROOT_ENTRIES[:2]:
         return f"working_dir {path}: not inside /{parts[0]}"

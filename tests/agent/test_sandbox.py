@@ -61,6 +61,9 @@ def test_a_working_dir_needs_a_place_the_sandbox_can_mount() -> None:
     refused = working_dir_problem(spec(working_dir="/home/me/new"), exists)
     assert refused is not None and "/home/me is the host's" in refused
     assert working_dir_problem(spec(working_dir="/proc/x"), exists) is not None
+    home = working_dir_problem(spec(working_dir="~/project"), exists)
+    assert home is not None and "absolute path" in home
+    assert working_dir_problem(spec(working_dir="/"), exists) is not None
 
 
 def test_bubblewrap_gets_a_read_only_host_and_only_the_work_dir_writable(tmp_path: Path) -> None:
