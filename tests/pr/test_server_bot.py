@@ -1,10 +1,11 @@
 """The server posting by itself: PR webhooks → comment + `dockyard/plan`; pushes and
-reconciles → `dockyard/apply`. A real server on loopback, the recording fake GitHub.
+reconciles → `dockyard/apply`. A real server on loopback with the real controller (its
+previews: the local engine, and Pulumi without its CLI, as on this host), the recording
+fake GitHub; for pushes, a config repo the engine reconciles and reports on itself.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -16,16 +17,20 @@ from typing import Any
 import httpx
 import pytest
 
-from reconciler.core.reconcile_status import ReconcileStatus
+from reconciler.adapters.db import Store
 from reconciler.domain.observed import observe_applied
-from reconciler.engine.reconciling import Report
-from reconciler.pr.bot import PullRequestBot, github_repo_of
+from reconciler.engine.controller import build_controller
+from reconciler.ports import Controller
+from reconciler.pr.bot import github_repo_of
 from reconciler.pr.reviewing import load_files
 from reconciler.settings import Settings
 from schemas import parse_config
+from stacks.engines import UnavailableEngine
+from stacks.local import LocalEngine, LocalSettings
+from stacks.protocol import PULUMI_NOT_FOUND, Engine, EngineName
 from tests.pr.fakehost import TOKEN, FakeHost, fake_host
-from tests.pr.samples import BASE_FILES, BASE_SHA, HEAD_FILES, representative_json
-from tests.web.fakes import FakeController
+from tests.pr.samples import BASE_FILES, BASE_SHA, HEAD_FILES
+from tests.web.realserver import RealServer, real_server
 from tests.web.serving import WEBHOOK_SECRET, Running, running_server, wait_until
 
 PR_HEAD = "e" * 40
@@ -38,10 +43,19 @@ def github() -> Iterator[FakeHost]:
         yield host
 
 
+def _controller(settings: Settings, store: Store) -> Controller:
+    """The real runtime, its engines named: the same previews on any host."""
+    engines: dict[EngineName, Engine] = {
+        "local": LocalEngine(LocalSettings(data_dir=settings.data_dir / "engines", user="root")),
+        "pulumi": UnavailableEngine("pulumi", PULUMI_NOT_FOUND),
+    }
+    return build_controller(settings, store, engines=engines)
+
+
 @pytest.fixture
 def server(tmp_path: Path, github: FakeHost) -> Iterator[Running]:
     overrides = {"github_token": TOKEN, "github_api_url": github.url, "github_repo": "acme/cfg"}
-    with running_server(tmp_path, lambda s, store: FakeController(store), **overrides) as running:
+    with running_server(tmp_path, _controller, **overrides) as running:
         base = load_files(BASE_FILES, commit=BASE_SHA, parse=parse_config)
         for r in base.desired.resources:
             live = observe_applied(r, commit=BASE_SHA)
@@ -81,7 +95,10 @@ def test_a_pull_request_is_planned_and_posted_then_updated(
     wait_until(lambda: len(github.state.statuses) == 1, what="the plan status")
     (body,) = github.state.bodies()
     assert body.startswith("<!-- dockyard:plan -->")
-    assert "**Cost: +$1.006/h**" in body and "notebook.dstack.yml:5:8" in body
+    assert "notebook.dstack.yml:5:8" in body
+    # the runtime previews the cloud fleet: no Pulumi CLI, so it is blocked and costs nothing
+    assert "**Cost: +$0/h**" in body and "<b>blocked</b> fleet <code>gpu</code>" in body
+    assert PULUMI_NOT_FOUND in body
     sha, status = github.state.statuses[0]
     assert (sha, status["state"], status["context"]) == (PR_HEAD, "failure", "dockyard/plan")
 
@@ -99,41 +116,50 @@ def test_a_pull_request_is_planned_and_posted_then_updated(
     assert closed.json()["outcome"] == "ignored"
 
 
+@pytest.fixture
+def watching(tmp_path: Path, github: FakeHost) -> Iterator[RealServer]:
+    """A server watching a config repo (the real reconcile of each push)."""
+    overrides = {"github_token": TOKEN, "github_api_url": github.url, "github_repo": "acme/cfg"}
+    with real_server(tmp_path, **overrides) as real:
+        yield real
+
+
 def test_a_push_sets_apply_pending_and_the_reconcile_sets_the_outcome(
-    server: Running, github: FakeHost
+    watching: RealServer, github: FakeHost
 ) -> None:
-    push = {"ref": "refs/heads/main", "after": "a" * 40, "before": "b" * 40}
-    answer = deliver(server, "push", push, "p-1")
+    server, repo = watching.running, watching.repo
+
+    def statuses(sha: str) -> list[dict[str, Any]]:
+        return [status for commit, status in github.state.statuses if commit == sha]
+
+    def push(sha: str, delivery: str) -> httpx.Response:
+        return deliver(server, "push", {"ref": "refs/heads/main", "after": sha}, delivery)
+
+    good = repo.commit({"train.dstack.yml": "type: task\nname: train\ncommands: [echo hi]\n"})
+    answer = push(good, "p-1")
     assert answer.json()["outcome"] == "queued"
-    wait_until(lambda: len(github.state.statuses) == 1, what="the pending status")
-    sha, pending = github.state.statuses[0]
-    assert sha == "a" * 40
+    wait_until(lambda: statuses(good)[-1:][0]["state"] == "success" if statuses(good) else False,
+               60, "the engine's outcome of the push")  # fmt: skip
+    pending, done = statuses(good)  # one of each: the outcome is posted once
     assert (pending["state"], pending["context"]) == ("pending", "dockyard/apply")
     page = httpx.get(pending["target_url"])
-    assert page.status_code == 200 and "a" * 40 in page.text  # the commit's reconcile page
-
-    bot = server.server.app.state.pull_requests
-    assert isinstance(bot, PullRequestBot)
+    assert page.status_code == 200 and good in page.text  # the commit's reconcile page
+    assert (done["context"], done["description"]) == (
+        "dockyard/apply",
+        "applied: 2 create",
+    )  # the implicit fleet, the task
     reconcile_id = answer.json()["reconcile_id"]
-    done = Report(
-        reconcile_id, "main", "a" * 40, ReconcileStatus.SUCCEEDED, None, representative_json()
-    )
-    asyncio.run(bot.report(done))
-    asyncio.run(bot.report(done))  # the same outcome is not posted twice
-    failed = Report(
-        reconcile_id, "main", "a" * 40, ReconcileStatus.FAILED, "main/task/train: boom", None
-    )
-    asyncio.run(bot.report(failed))
-    states = [(s["state"], s["description"]) for _, s in github.state.statuses[1:]]
-    assert states == [
-        ("success", "applied: 1 create, 1 update, 1 replace, 1 retain"),
-        ("failure", "failed: main/task/train: boom"),
-    ]
-    url = github.state.statuses[1][1]["target_url"]
+    url = done["target_url"]
     assert url.startswith(f"{server.url}/pages/reconciles/{reconcile_id}?sig=")
     assert httpx.get(url).status_code == 200
     assert httpx.get(url.split("?")[0]).status_code == 403  # unsigned
     assert httpx.get(url[:-2] + "00").status_code == 403  # forged
+
+    bad = repo.commit({"typo.dstack.yml": "type: task\nname: typo\ncomands: [x]\n"})
+    assert push(bad, "p-2").json()["outcome"] == "queued"
+    wait_until(lambda: len(statuses(bad)) == 2, 60, "the engine's outcome of the bad push")
+    failed = statuses(bad)[1]
+    assert failed["state"] == "failure" and "typo.dstack.yml:3:1" in failed["description"]
 
 
 def test_a_host_failure_is_logged_in_one_line_without_the_token(

@@ -2,10 +2,11 @@
 exercise the server end to end (the reconcile's outcome is the engine's, not a stand-in's).
 
 `real_server(tmp_path, files)` commits `files` to a fresh git repo, builds the server
-through the composition root with `reconciler.engine`'s controller watching that repo
-(fetch interval 1 h: the tests trigger reconciles), waits for the startup reconcile to
-finish, and on exit stops the local agent the controller started and its jobs. Tests whose
-subject is the layer above the controller keep `tests/web/fakes.py`.
+through the composition root with the controller `dockyard server` builds (the engine's,
+its reporter the PR bot) watching that repo (fetch interval 1 h: the tests trigger
+reconciles), waits for the startup reconcile to finish, and on exit stops the local agent
+the controller started and its jobs. Tests whose subject is the layer above the controller
+keep `tests/web/fakes.py`.
 """
 
 from __future__ import annotations
@@ -16,17 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.local import stop_local_agent
-from reconciler.adapters.db import Store
-from reconciler.ports import Controller
-from reconciler.settings import Settings
 from tests.engine.fixtures import ConfigRepo
 from tests.web.serving import Running, running_server, wait_until
-
-
-def real_controller(settings: Settings, store: Store) -> Controller:
-    from reconciler.engine.controller import build_controller
-
-    return build_controller(settings, store)
 
 
 @dataclass
@@ -55,7 +47,7 @@ def real_server(
     repo.commit(files or {"README.md": "configs\n"}, "first")
     try:
         with running_server(
-            tmp_path, real_controller, repo=str(repo.path), fetch_interval=3600, **overrides
+            tmp_path, None, repo=str(repo.path), fetch_interval=3600, **overrides
         ) as running:
             real = RealServer(running, repo)
             wait_until(

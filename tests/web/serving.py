@@ -86,9 +86,11 @@ def kill_local_jobs(server_data_dir: Path) -> None:
 @contextmanager
 def running_server(
     tmp_path: Path,
-    factory: Callable[[Settings, Store], Controller],
+    factory: Callable[[Settings, Store], Controller] | None,
     **overrides: object,
 ) -> Iterator[Running]:
+    """`factory` None: the composition root's own controller (`reconciler.engine`, wired to
+    the PR bot and the request stats as `dockyard server` wires it)."""
     host = str(overrides.get("host", "127.0.0.1"))  # an IPv4 address to listen on
     sock = _free_socket(host)
     port = sock.getsockname()[1]
@@ -104,10 +106,11 @@ def running_server(
     created: list[Controller] = []
 
     def make(s: Settings, store: Store) -> Controller:
+        assert factory is not None
         created.append(factory(s, store))
         return created[-1]
 
-    server = build_server(settings, controller_factory=make)
+    server = build_server(settings, controller_factory=make if factory is not None else None)
     config = uvicorn.Config(server.app, log_level="warning", lifespan="on")
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -116,7 +119,9 @@ def running_server(
     try:
         wait_until(lambda: _healthy(url), what="the server to answer /healthcheck")
         token = settings.admin_token_path.read_text().strip()
-        yield Running(server, url, token, created[0])
+        yield Running(
+            server, url, token, created[0] if created else server.app.state.context.controller
+        )
     finally:
         uv.should_exit = True
         thread.join(timeout=15)
