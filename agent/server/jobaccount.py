@@ -133,7 +133,8 @@ class JobAccount:
         """Why this host does not run `spec` (None: it does; pure but for account
         look-ups): no sandbox where one is needed, a `user` the operator did not list (root
         needs `--allow-root-jobs`), an env name no shell takes, or what the sandbox cannot
-        give (volumes, a `working_dir` or `files:` outside what the job may write)."""
+        give (a `working_dir` or `files:` outside what the job may write; volumes and
+        `privileged` are `processrules`')."""
         if self.unsandboxed_refusal is not None:
             return self.unsandboxed_refusal
         bad = [name for name in spec.env if not _ENV_NAME.fullmatch(name)]
@@ -145,11 +146,6 @@ class JobAccount:
         problem = self._user_problem(spec)
         if problem is not None or self.sandbox is None:
             return problem
-        if spec.volumes:
-            return (
-                "volumes: this host's process jobs run in a sandbox that mounts no host "
-                "directory yet; run the job in a container (`image:`) or drop `volumes`"
-            )
         problem = working_dir_problem(spec, os.path.lexists)
         if problem is not None:
             return problem

@@ -64,6 +64,7 @@ from agent.server.executors.processstart import (
 )
 from agent.server.executors.procscans import SharedScans
 from agent.server.jobaccount import JobAccount
+from agent.server.processrules import process_job_problem
 from agent.server.sandbox import IdentityError
 from agent.server.store import JobFiles, write_atomically
 
@@ -106,7 +107,8 @@ class ProcessExecutor:
         moved = [port for port in spec.ports if port.host_port not in (None, port.container_port)]
         if moved:
             return "a process job listens on the host: host_port must equal container_port"
-        return self.account.refusal(spec)
+        # what only a container gives (`privileged`, volumes: no sandbox here mounts any)
+        return process_job_problem(spec, (), ()) or self.account.refusal(spec)
 
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
         if not spec.archives:
