@@ -37,7 +37,8 @@ HEADER_BYTES = 60 * 1000 * 1000
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Server, str]]:
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Server, str]]:
+    """The server as `dockyard server` serves it; `indirect` "h11": with uvicorn's h11."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -51,6 +52,8 @@ def server(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     built = build_server(settings, controller_factory=lambda s, store: FakeController(store))
     config = uvicorn_config(built)
     config.log_level = "warning"
+    if getattr(request, "param", None) == "h11":
+        config.http = "h11"
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -166,3 +169,16 @@ def test_a_100k_deep_json_body_to_the_api_is_400(server: tuple[Server, str]) -> 
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
     assert answer.status_code == 400  # FastAPI's own "error parsing the body", not a 500
+
+
+@pytest.mark.parametrize("server", ["h11"], indirect=True)
+def test_h11_gets_the_same_limit(server: tuple[Server, str]) -> None:
+    """uvicorn's h11 protocol (where httptools is missing) is bounded by the same setting:
+    its answer to an oversized head is its own 400, after as few bytes."""
+    built, url = server
+    assert uvicorn_config(built).h11_max_incomplete_event_size == DEFAULT_MAX_HEADER_BYTES
+    sent, answer = _send_huge_header(int(url.rsplit(":", 1)[1]))
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert sent < 16 * 2**20  # closed long before 60 MB
+    fits = httpx.get(f"{url}/healthcheck", headers={"X-A": "b" * 32_000})
+    assert fits.status_code == 200
