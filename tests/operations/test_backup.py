@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -68,6 +69,7 @@ def test_backup_of_a_live_server_restores_to_the_same_state(tmp_path: Path) -> N
     repo = ConfigRepo(tmp_path / "config-repo")
     repo.commit({"once.dstack.yml": task_yaml("once", "echo ran-once")})
     backup_dir = tmp_path / "backup"
+    backup_dir.mkdir(mode=0o755)  # an empty folder made beforehand, readable by all
     with _server(tmp_path / "a", repo) as first:
         store = first.server.store
         wait_until(lambda: [s for _, s, _ in _runs(store, "once")] == ["done"], timeout=120,
@@ -96,6 +98,7 @@ def test_backup_of_a_live_server_restores_to_the_same_state(tmp_path: Path) -> N
         assert result.returncode == 0, result.stdout + result.stderr
         assert "secrets.key" in result.stdout and "admin-token" in result.stdout
         token = first.admin_token
+    assert stat.S_IMODE(backup_dir.stat().st_mode) == 0o700  # it holds secrets (operations.md)
     copy = sqlite3.connect(backup_dir / "dockyard.db")
     assert copy.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     events = copy.execute("SELECT count(*) FROM events WHERE target_name = 'load'").fetchone()[0]
