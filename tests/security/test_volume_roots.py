@@ -111,6 +111,32 @@ def test_a_process_job_refuses_what_only_a_container_gives(data_root: Path) -> N
     assert process_job_problem(_process_job(), roots, ()) is None
 
 
+async def test_a_process_job_is_refused_what_it_would_silently_lose(
+    tmp_path: Path, data_root: Path
+) -> None:
+    """Through the agent's API: a process job (no Docker here) with `privileged: true`
+    (what `docker: true` renders to) or volumes is refused at submit, never run without."""
+    config = AgentConfig(
+        data_dir=tmp_path / "agent",
+        http_port=0,
+        docker=False,
+        tool_runner=recorded_tools(False),
+        volume_roots=(data_root,),
+    )
+    volume = {"host_path": str(data_root / "ok"), "container_path": "/x"}
+    async with start_agent(config) as context:
+        base = f"http://127.0.0.1:{context.http_port}{API_PREFIX}"
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            for name, fields, says in [
+                ("priv", {"privileged": True}, "docker: true"),
+                ("vol", {"volumes": [volume]}, "no host directory mounted"),
+            ]:
+                job = {"id": name, "run_name": name, "commands": ["true"], **fields}
+                refused = await http.post("/jobs", json=job)
+                assert refused.status_code == 422, (name, refused.text)
+                assert says in refused.json()["message"], refused.text
+
+
 def test_the_roots_come_from_the_flags_the_environment_or_the_default() -> None:
     assert _volume_roots(None, {}) == DEFAULT_VOLUME_ROOTS
     assert _volume_roots(None, {"DOCKYARD_AGENT_VOLUME_ROOTS": "/a:/b"}) == (Path("/a"), Path("/b"))
