@@ -28,6 +28,7 @@ _IMAGE = re.compile(
     r"(?:@sha256:[a-f0-9]{64})?"  # @digest
 )
 _JOB_USER = re.compile(r"auto|self|[a-z_][a-z0-9_-]{0,31}")
+_VOLUME_ROOT = re.compile(r"/[A-Za-z0-9._/-]{0,255}")  # lands in a remote shell command
 
 
 def check_image_name(value: str) -> str:
@@ -40,6 +41,17 @@ def check_image_name(value: str) -> str:
             f"{value[:80]!r} is not an image name (name, name:tag, registry/name:tag or "
             "name@sha256:digest; lowercase letters, digits, '.', '_', '-', '/')"
         )
+    return value
+
+
+def check_volume_roots(value: str) -> str:
+    """`value` when it is ':'-separated absolute paths of plain characters, else ValueError."""
+    for root in value.split(":"):
+        if not _VOLUME_ROOT.fullmatch(root):
+            raise ValueError(
+                f"{root[:80]!r} is not a volume root: an absolute path of letters, digits, "
+                "'.', '_', '-' and '/' (roots are ':'-separated)"
+            )
     return value
 
 
@@ -66,6 +78,7 @@ class AgentOptions:
     job_user: str = "auto"
     allow_root_jobs: bool = False
     min_free_disk: int | None = None  # None: the agent's default (1 GiB)
+    volume_roots: str | None = None  # ':'-separated; None: the agent's (/mnt /data /srv /scratch)
 
     def __post_init__(self) -> None:
         if self.job_isolation not in ISOLATIONS:
@@ -75,6 +88,8 @@ class AgentOptions:
         check_job_user(self.job_user)
         if self.min_free_disk is not None and self.min_free_disk < 0:
             raise ValueError("min free disk is a number of bytes, 0 or more")
+        if self.volume_roots is not None:
+            check_volume_roots(self.volume_roots)
 
     def args(self) -> tuple[str, ...]:
         """The agent's command-line flags (always explicit: the host's environment cannot
@@ -86,6 +101,8 @@ class AgentOptions:
             args.append("--allow-root-jobs")
         if self.min_free_disk is not None:
             args += ["--min-free-disk", str(int(self.min_free_disk))]
+        for root in self.volume_roots.split(":") if self.volume_roots else ():
+            args += ["--volume-root", root]
         return tuple(args)
 
     def digest(self) -> str:
@@ -101,6 +118,9 @@ class AgentOptions:
             flag = rest.pop(0)
             if flag == "--allow-root-jobs":
                 values["allow_root_jobs"] = True
+            elif flag == "--volume-root" and rest:
+                roots = [values["volume_roots"]] if "volume_roots" in values else []
+                values["volume_roots"] = ":".join([*roots, rest.pop(0)])
             elif flag in _FLAG_FIELDS and rest:
                 values[_FLAG_FIELDS[flag]] = rest.pop(0)
             else:

@@ -25,6 +25,7 @@ from pydantic import (
 
 from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from agent.remote_scripts import check_image_name, check_job_user
+from agent.remote_scripts import check_volume_roots as check_remote_volume_roots
 from agent.server.mounts import parse_roots
 from reconciler.errors import UsageError
 from reconciler.quantities import parse_duration, parse_size
@@ -59,6 +60,8 @@ def check_volume_roots(value: str) -> str:
 
 
 VolumeRoots = Annotated[str, AfterValidator(check_volume_roots)]
+# `ssh_volume_roots`: the same, of plain characters only (it lands in a remote shell command)
+SSHVolumeRoots = Annotated[str, AfterValidator(check_remote_volume_roots)]
 
 
 def check_job_users(value: str) -> str:
@@ -163,6 +166,7 @@ SSH_AGENT_FIELDS: tuple[str, ...] = (
     "ssh_job_user",
     "ssh_allow_root_jobs",
     "ssh_min_free_disk",
+    "ssh_volume_roots",
     "ssh_agent_dir",
     "ssh_agent_port",
 )
@@ -281,6 +285,11 @@ class Settings(BaseModel):
     )
     ssh_min_free_disk: Size = Field(
         default=2**30, ge=0, description="below this free space on an SSH host, new jobs wait"
+    )
+    ssh_volume_roots: SSHVolumeRoots | None = Field(
+        default=None,
+        description="the host dirs (':'-separated) below which SSH hosts' instance volumes "
+        "must lie",
     )
     ssh_agent_dir: str = Field(
         default=".dockyard/agent",

@@ -72,6 +72,8 @@ def _ssh_agent_option(name: str) -> inspect.Parameter:
         kind = int | None
     shown = "dstack's" if default is None else str(default)
     shown = shown.lower() if isinstance(default, bool) else shown
+    if name == "ssh_volume_roots":
+        shown = "/mnt:/data:/srv:/scratch"
     help_text = f"{field.description} ({shown}). [DOCKYARD_{name.upper()}]"
     option = typer.Option(help=help_text, show_default=False, rich_help_panel=_SSH_AGENTS_PANEL)
     return inspect.Parameter(

@@ -130,4 +130,5 @@ def ssh_agent_options(settings: Settings) -> AgentOptions:
         job_user=settings.ssh_job_user,
         allow_root_jobs=settings.ssh_allow_root_jobs,
         min_free_disk=settings.ssh_min_free_disk,
+        volume_roots=settings.ssh_volume_roots,
     )

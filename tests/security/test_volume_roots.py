@@ -26,12 +26,14 @@ import pytest
 
 from agent.__main__ import _volume_roots
 from agent.protocol import API_PREFIX, JobReason, JobSpec, JobStatus
+from agent.remote_scripts import AgentOptions
 from agent.server.executors.base import ExecutorError
 from agent.server.executors.docker import DockerExecutor
 from agent.server.mounts import DEFAULT_VOLUME_ROOTS, DOCKER_SOCKETS, volume_problem
 from agent.server.processrules import process_job_problem
 from agent.server.serving import AgentConfig, start_agent
 from agent.server.store import JobFiles
+from reconciler.engine.agentsetup import ssh_agent_options
 from reconciler.errors import UsageError
 from reconciler.settings import Settings
 from tests.agent.conftest import AgentApi, recorded_tools
@@ -127,11 +129,13 @@ async def test_a_process_job_is_refused_what_it_would_silently_lose(
     async with start_agent(config) as context:
         base = f"http://127.0.0.1:{context.http_port}{API_PREFIX}"
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-            for name, fields, says in [
+            cases: list[tuple[str, dict[str, object], str]] = [
                 ("priv", {"privileged": True}, "docker: true"),
                 ("vol", {"volumes": [volume]}, "no host directory mounted"),
-            ]:
-                job = {"id": name, "run_name": name, "commands": ["true"], **fields}
+            ]
+            for name, fields, says in cases:
+                job: dict[str, object] = {"id": name, "run_name": name, "commands": ["true"]}
+                job |= fields
                 refused = await http.post("/jobs", json=job)
                 assert refused.status_code == 422, (name, refused.text)
                 assert says in refused.json()["message"], refused.text
@@ -159,6 +163,25 @@ def test_the_agent_refuses_a_relative_root_at_start(
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "--volume-root" in done.stderr and "absolute" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("hostile", ["/mnt;touch /tmp/x", "/data $(id)", "data", "/a:'b"])
+def test_ssh_hosts_roots_are_plain_paths_since_they_land_in_a_shell_command(
+    hostile: str,
+) -> None:
+    with pytest.raises(UsageError, match="ssh_volume_roots"):
+        Settings.from_env({"DOCKYARD_SSH_VOLUME_ROOTS": hostile})
+    with pytest.raises(ValueError, match="volume root"):
+        AgentOptions(volume_roots=hostile)  # and by the deployer itself
+
+
+def test_ssh_hosts_agents_get_the_roots_on_their_command_line() -> None:
+    settings = Settings.from_env({"DOCKYARD_SSH_VOLUME_ROOTS": "/mnt/disk-1:/data"})
+    options = ssh_agent_options(settings)
+    args = options.args()
+    assert args[-4:] == ("--volume-root", "/mnt/disk-1", "--volume-root", "/data")
+    assert AgentOptions.from_args(args) == options  # read back from a host: the same
+    assert "--volume-root" not in AgentOptions().args()  # unset: the agent's default
 
 
 def test_the_servers_local_setting_takes_absolute_roots_only() -> None:
