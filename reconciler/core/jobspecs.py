@@ -287,6 +287,7 @@ def render_agent_job(
         "env": env,
         "working_dir": workdir or None,
         "ports": [{"container_port": p} for p in container_ports(spec)],
+        "volumes": agent_volumes(spec),
         "gpus": list(gpus),
         "shm_size_mib": _shm_mib(spec),
         "user": spec.get("user"),
@@ -300,6 +301,31 @@ def render_agent_job(
         # existed still takes every NVIDIA or CPU job.
         **({"gpu_vendor": gpu_vendor} if gpu_vendor != "nvidia" else {}),
     }
+
+
+def agent_volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The spec's instance volumes as the agent's `VolumeMount`s (host dir -> path).
+
+    dstack's grammar has no read-only form (`/host:/path`, or `instance_path`/`path`), so
+    none is read-only. A network volume (`name:/path`) is refused, naming it: no agent
+    mounts one yet, and a job must never run without a volume it asked for.
+    """
+    mounts: list[dict[str, Any]] = []
+    for volume in spec.get("volumes") or ():
+        if not isinstance(volume, Mapping):
+            continue
+        if volume.get("instance_path"):
+            host, path = str(volume["instance_path"]), str(volume.get("path") or "")
+            mounts.append({"host_path": host, "container_path": path, "read_only": False})
+            continue
+        name = volume.get("name")
+        shown = name if isinstance(name, str) else ", ".join(str(n) for n in name or ())
+        raise PermanentError(
+            f"volumes: network volume {shown!r} (at {volume.get('path')}) cannot be mounted "
+            "by this host's agent: use an instance volume (`/host/dir:/path`) below a "
+            "root the agent allows, or run on a backend with network volumes"
+        )
+    return mounts
 
 
 def _shell(spec: Mapping[str, Any]) -> str:

@@ -159,3 +159,55 @@ def test_a_relative_working_dir_resolves_under_workflow_like_dstack() -> None:
     )
     assert body["working_dir"] == "/workflow/src"
     assert body["path_env"]["DSTACK_WORKING_DIR"] == "/workflow/src"
+
+
+def _volumes_body(volumes: str) -> dict[str, object]:
+    from schemas import parse_config
+
+    text = f"type: task\nname: vols\ncommands: [ls]\nvolumes: {volumes}\n"
+    spec = parse_config(text, "vols.dstack.yml").normalized()
+    return render_agent_job(
+        job_id="j1",
+        run_name="vols",
+        slot=JobSlot(0, 0, None, 1, spec),
+        gpus=[],
+        cluster=ClusterInfo((), 0),
+        secrets={},
+        executor="process",
+        working_dir=None,
+        labels={},
+    )
+
+
+def test_instance_volumes_reach_the_agents_job_in_both_forms() -> None:
+    body = _volumes_body("[/data/in:/data, {instance_path: /mnt/x, path: /x}]")
+    assert body["volumes"] == [
+        {"host_path": "/data/in", "container_path": "/data", "read_only": False},
+        {"host_path": "/mnt/x", "container_path": "/x", "read_only": False},
+    ]
+    spec = JobSpec.model_validate(body)  # what the agent accepts
+    assert [(v.host_path, v.container_path) for v in spec.volumes] == [
+        ("/data/in", "/data"),
+        ("/mnt/x", "/x"),
+    ]
+
+
+def test_a_network_volume_fails_the_job_naming_it_never_dropped() -> None:
+    with pytest.raises(PermanentError, match=r"network volume 'my-vol' \(at /v\)"):
+        _volumes_body("[/data/in:/data, my-vol:/v]")
+
+
+def test_no_volumes_render_an_empty_list() -> None:
+    slot = JobSlot(0, 0, None, 1, {"type": "task", "commands": ["a"]})
+    body = render_agent_job(
+        job_id="j1",
+        run_name="t",
+        slot=slot,
+        gpus=[],
+        cluster=ClusterInfo((), 0),
+        secrets={},
+        executor="process",
+        working_dir=None,
+        labels={},
+    )
+    assert body["volumes"] == []
