@@ -15,7 +15,9 @@ switch (`agent.server.executors.process`).
   filesystem read-only (each entry of `/` bound read-only on bubblewrap's own root, so a
   `working_dir` the host lacks can still be made), `/dev` with only the job's GPUs' device
   nodes bound in, its own `/proc`, a private `/tmp`, and only the job's working directory
-  writable; the agent's data dirs are covered by an empty tmpfs.
+  writable, with the job's instance volumes bound in (read-write, or read-only when
+  asked) once `processrules` has checked them against the operator's roots; the agent's
+  data dirs are covered by an empty tmpfs.
 - bubblewrap's outer process ignores HUP, INT and TERM (set before it is exec'd, reset to
   the default for the job by `env --default-signal`): the agent's SIGTERM to the job's
   process group reaches the job, not the process whose exit tells the agent the job ended
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.protocol import GpuVendor, JobSpec
+from agent.server.mounts import resolved_volume
 
 PACKAGE = "bubblewrap"  # the Debian package of `bwrap`
 UNSANDBOXED_FLAG = "--unsandboxed-process-jobs"
@@ -137,6 +140,25 @@ def working_dir_problem(spec: JobSpec, exists: Callable[[str], bool]) -> str | N
     )
 
 
+def volume_target_problem(path: str, exists: Callable[[str], bool]) -> str | None:
+    """Why the sandbox cannot mount an instance volume at `path` (its container path): as
+    for the working dir, a mount point on the read-only host view can be made only at a
+    new top-level directory, under /tmp, or over an existing directory."""
+    target = posixpath.normpath(path)
+    if not path.startswith("/") or target == "/":
+        return f"volumes: {path!r}: the path a volume is mounted at is absolute, not /"
+    top = target.strip("/").split("/")[0]
+    if top in HIDDEN_ROOT_ENTRIES[:2]:
+        return f"volumes: {target}: a volume cannot be mounted inside /{top}"
+    if top == "tmp" or exists(target) or not exists("/" + top):
+        return None
+    return (
+        f"volumes: {target}: a process job's sandbox can mount a volume at a new top-level "
+        "directory (e.g. /data), under /tmp, or over an existing directory; "
+        f"{posixpath.dirname(target)} is the host's, read-only"
+    )
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """How this agent sandboxes process jobs (made only for a root agent with bwrap)."""
@@ -182,6 +204,9 @@ class Sandbox:
         argv += ["--bind", work, work]
         if view != work:
             argv += ["--bind", work, view]
+        for volume in spec.volumes:  # checked (`processrules`): below the allowed roots
+            bind = "--ro-bind" if volume.read_only else "--bind"
+            argv += [bind, resolved_volume(volume.host_path), volume.container_path]
         argv += ["--remount-ro", "/", "--chdir", view, "--"]
         argv += ["env", DEFAULT_SIGNALS]
         return argv + switch_argv(self.setpriv, owner, groups, no_new_privs=True)

@@ -104,7 +104,14 @@ AgentService = Callable[[AgentContext], AbstractAsyncContextManager[None]]
 
 def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
     tag = agent_tag(config.data_dir)
-    process = ProcessExecutor(config.job_account, agent_tag=tag)
+    protected = (config.data_dir, *config.protected_dirs, *DOCKER_SOCKETS)
+    process = ProcessExecutor(
+        config.job_account,
+        agent_tag=tag,
+        volume_roots=config.volume_roots,
+        protected=protected,
+        volume_dirs=config.volume_dirs,
+    )
     executors: dict[ExecutorKind, Executor] = {ExecutorKind.PROCESS: process}
     if config.docker:
         # jobs isolated under a job account get no privileged containers unless allowed
@@ -113,7 +120,7 @@ def build_executors(config: AgentConfig) -> dict[ExecutorKind, Executor]:
         executors[ExecutorKind.DOCKER] = DockerExecutor(
             base_url=config.docker_url,
             allow_privileged=privileged,
-            protected=(config.data_dir, *config.protected_dirs, *DOCKER_SOCKETS),
+            protected=protected,
             volume_dirs=config.volume_dirs,
             volume_roots=config.volume_roots,
             agent_tag=tag,

@@ -47,7 +47,8 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 
 from agent.protocol import ExecutorKind, JobReason, JobSpec, PortMapping
 from agent.server.archives import write_files_tar
@@ -65,7 +66,7 @@ from agent.server.executors.processstart import (
 from agent.server.executors.procscans import SharedScans
 from agent.server.jobaccount import JobAccount
 from agent.server.processrules import process_job_problem
-from agent.server.sandbox import IdentityError
+from agent.server.sandbox import IdentityError, volume_target_problem
 from agent.server.store import JobFiles, write_atomically
 
 __all__ = [
@@ -90,10 +91,22 @@ class ProcessExecutor:
     kind = ExecutorKind.PROCESS
 
     def __init__(
-        self, account: JobAccount | None = None, *, agent_tag: str = "", kill: Killer = os.kill
+        self,
+        account: JobAccount | None = None,
+        *,
+        agent_tag: str = "",
+        kill: Killer = os.kill,
+        volume_roots: Sequence[Path] = (),
+        protected: Sequence[Path] = (),
+        volume_dirs: Sequence[Path] = (),
     ) -> None:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self.account = account or JobAccount()  # who jobs without a `user` run as
+        # a sandboxed job's instance volumes: only below these roots (or in `volume_dirs`),
+        # never in `protected` (the agent's data, the Docker socket): the Docker rule
+        self._volume_roots = tuple(volume_roots)
+        self._protected = tuple(protected)
+        self._volume_dirs = tuple(volume_dirs)
         self.agent_tag = agent_tag  # DOCKYARD_JOB_AGENT of our jobs ("": none, no sweep)
         self._kill = kill
         self.scans = SharedScans()  # kills and sweeps of all jobs share each /proc read
@@ -107,8 +120,21 @@ class ProcessExecutor:
         moved = [port for port in spec.ports if port.host_port not in (None, port.container_port)]
         if moved:
             return "a process job listens on the host: host_port must equal container_port"
-        # what only a container gives (`privileged`, volumes: no sandbox here mounts any)
-        return process_job_problem(spec, (), ()) or self.account.refusal(spec)
+        # what only a container gives (`privileged`; volumes unless a sandbox mounts them)
+        return self._volume_problem(spec) or self.account.refusal(spec)
+
+    def _volume_problem(self, spec: JobSpec) -> str | None:
+        sandboxed = self.account.sandbox is not None
+        problem = process_job_problem(
+            spec, self._volume_roots, self._protected, self._volume_dirs, mounts_volumes=sandboxed
+        )
+        if problem is not None or not sandboxed:
+            return problem
+        for volume in spec.volumes:
+            problem = volume_target_problem(volume.container_path, os.path.lexists)
+            if problem is not None:
+                return problem
+        return None
 
     async def prepare(self, spec: JobSpec, files: JobFiles, progress: ProgressCallback) -> None:
         if not spec.archives:
@@ -123,6 +149,10 @@ class ProcessExecutor:
             raise ExecutorError(JobReason.EXECUTOR_ERROR, message) from error
 
     async def launch(self, spec: JobSpec, files: JobFiles) -> Launched:
+        # again now: a link below an allowed root may have been re-pointed since the submit
+        problem = self._volume_problem(spec) if spec.volumes else None
+        if problem is not None:
+            raise ExecutorError(JobReason.EXECUTOR_ERROR, problem)
         try:
             child = spawn(spec, files, self.account, self.agent_tag)
         except KeyError as error:
