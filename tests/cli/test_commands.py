@@ -188,7 +188,7 @@ def test_apply_from_stdin_and_a_typed_config(cli: Cli) -> None:
     config = parse_config(SERVICE, "s.dstack.yml")  # the Python API takes schemas models too
     with Client(cli.server.url, cli.server.admin_token) as client:
         plan = client.get_plan(config, "s.dstack.yml")
-        assert plan["actions"][0]["name"] == "llm"
+        assert (plan["action"], plan["kind"], plan["name"]) == ("create", "service", "llm")
         client.apply(config, "s.dstack.yml")
         assert client.get_run("llm").run_spec["configuration"]["port"]["container_port"] == 8000
     names = sorted(

@@ -10,7 +10,7 @@ succeeded, which the real controller might fail).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +18,9 @@ from sqlalchemy import select
 
 from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Resource, Run
+from reconciler.core.rendering_json import action_to_dict
 from reconciler.domain.metrics import JobSample
+from reconciler.engine import unmanaged
 from reconciler.ports import Trigger, WorkKind
 from schemas import parse_config
 
@@ -64,14 +66,22 @@ class FakeController:
         return row.id
 
     async def plan_unmanaged(
-        self, project: str, *, text: str, path: str, user: str, **_: Any
+        self,
+        project: str,
+        *,
+        text: str,
+        path: str,
+        user: str,
+        file_archives: Sequence[Mapping[str, str]] = (),
+        **_: Any,
     ) -> dict[str, Any]:
-        config = parse_config(text, path)
-        return {
-            "project": project,
-            "actions": [{"action": "create", "kind": config.type, "name": config.name}],
-            "offers": [],
-        }
+        """The real controller's planning (`reconciler.engine.unmanaged`), without its
+        runtime's policy rules, limits and catalog (the defaults)."""
+        action = unmanaged.plan_one(
+            self.store, project, text=text, path=path, user=user, file_archives=file_archives
+        )
+        offers = unmanaged.offers_for(self.store, project, action)
+        return {**action_to_dict(action), "offers": offers}
 
     async def apply_unmanaged(
         self, project: str, *, text: str, path: str, user: str, force: bool, **_: Any
