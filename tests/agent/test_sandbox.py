@@ -14,6 +14,7 @@ from agent.server.sandbox import (
     clean_environment,
     file_target_problem,
     gpu_devices,
+    volume_target_problem,
     working_dir_problem,
 )
 
@@ -123,3 +124,33 @@ def test_each_job_leases_its_own_uid_and_keeps_it(tmp_path: Path) -> None:
     fresh = tmp_path / "job4"
     fresh.mkdir()
     assert identities.lease("job4", fresh) == uids[1]  # the only free slot
+
+
+def test_a_volume_needs_a_place_the_sandbox_can_mount() -> None:
+    host = {"/home", "/home/me", "/usr"}
+    exists = host.__contains__
+    assert volume_target_problem("/data", exists) is None  # a new top-level dir
+    assert volume_target_problem("/home/me", exists) is None  # over an existing dir
+    assert volume_target_problem("/tmp/in", exists) is None
+    refused = volume_target_problem("/home/me/new", exists)
+    assert refused is not None and "/home/me is the host's" in refused
+    for path in ("/proc/self", "/dev/x", "/", "data"):
+        assert volume_target_problem(path, exists) is not None, path
+
+
+def test_volumes_are_bound_where_their_links_point_read_only_when_asked(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    sandbox = Sandbox("/usr/bin/bwrap", "/usr/bin/setpriv", root_entries=lambda: [])
+    volumes = [
+        {"host_path": str(tmp_path / "link"), "container_path": "/data"},
+        {"host_path": str(real), "container_path": "/ro", "read_only": True},
+    ]
+    argv = sandbox.argv(
+        spec(volumes=volumes), owner=(1, 1), groups=(), host_work_dir=Path(WORK), devices=[]
+    )
+    joined = " ".join(argv)
+    assert f"--bind {WORK} {WORK} --bind {real} /data --ro-bind {real} /ro --remount-ro /" in (
+        joined
+    )

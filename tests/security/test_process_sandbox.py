@@ -485,3 +485,18 @@ def test_the_operator_opts_out_of_the_sandbox_by_flag_or_env(
     assert not build_parser().parse_args(argv).unsandboxed_process_jobs
     monkeypatch.setenv("DOCKYARD_AGENT_UNSANDBOXED_PROCESS_JOBS", "1")
     assert build_parser().parse_args(argv).unsandboxed_process_jobs
+
+
+@pytest.mark.parametrize("host_path", ["/etc", "/root", "/", "/var/run/docker.sock"])
+async def test_a_sandboxed_job_mounts_no_system_path(fleet: Fleet, host_path: str) -> None:
+    spec = JobSpec(
+        id="vol-system",
+        run_name="vol-system",
+        commands=["ls /x"],
+        volumes=[{"host_path": host_path, "container_path": "/x"}],
+    )
+    with pytest.raises(AgentError) as refused:
+        await fleet.client.submit(spec)
+    assert refused.value.code == "invalid_request"
+    assert host_path in refused.value.message
+    assert "DOCKYARD_LOCAL_VOLUME_ROOTS" in refused.value.message
