@@ -254,10 +254,13 @@ def render_agent_job(
     labels: Mapping[str, str],
     archives: Sequence[Mapping[str, str]] = (),
     gpu_vendor: str = "nvidia",
+    local_volumes: Mapping[str, str] = {},
 ) -> dict[str, Any]:
     """The body of the agent's `POST /jobs` for one job (see `agent.protocol.JobSpec`).
 
-    `archives` (`{path, data}`) are the job's `repos`/`files`; `gpu_vendor` (the host's,
+    `archives` (`{path, data}`) are the job's `repos`/`files`; `local_volumes` maps the
+    names of the network volumes that are directories on this host to them (`agent_volumes`);
+    `gpu_vendor` (the host's,
     `nvidia` or `amd`) says how the agent hands the `gpus` to the job. The paths in `DSTACK_*`
     go to `path_env`, which the agent resolves against the job's actual working dir (the
     image's, or the job's own directory, when the spec has none).
@@ -287,7 +290,7 @@ def render_agent_job(
         "env": env,
         "working_dir": workdir or None,
         "ports": [{"container_port": p} for p in container_ports(spec)],
-        "volumes": agent_volumes(spec),
+        "volumes": agent_volumes(spec, slot.job_num, local_volumes),
         "gpus": list(gpus),
         "shm_size_mib": _shm_mib(spec),
         "user": spec.get("user"),
@@ -303,27 +306,48 @@ def render_agent_job(
     }
 
 
-def agent_volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The spec's instance volumes as the agent's `VolumeMount`s (host dir -> path).
+def volume_names(spec: Mapping[str, Any], job_num: int) -> list[str]:
+    """The network volumes job `job_num` mounts (a list of names: one per node)."""
+    names = []
+    for volume in spec.get("volumes") or ():
+        if isinstance(volume, Mapping) and volume.get("name"):
+            name = volume["name"]
+            listed = [name] if isinstance(name, str) else [str(n) for n in name]
+            names.append(listed[job_num] if job_num < len(listed) else listed[-1])
+    return names
 
-    dstack's grammar has no read-only form (`/host:/path`, or `instance_path`/`path`), so
-    none is read-only. A network volume (`name:/path`) is refused, naming it: no agent
-    mounts one yet, and a job must never run without a volume it asked for.
+
+def agent_volumes(
+    spec: Mapping[str, Any], job_num: int = 0, local_volumes: Mapping[str, str] = {}
+) -> list[dict[str, Any]]:
+    """The spec's volumes as the agent's `VolumeMount`s (host dir -> path).
+
+    Instance volumes as written: dstack's grammar has no read-only form (`/host:/path`, or
+    `instance_path`/`path`), so none is read-only. A network volume (`name:/path`) is
+    mounted when `local_volumes` has its directory on this host (a volume of the local
+    engine, on the local fleet); else the job fails naming it: a job never runs without a
+    volume it asked for.
     """
     mounts: list[dict[str, Any]] = []
+    names = iter(volume_names(spec, job_num))
     for volume in spec.get("volumes") or ():
         if not isinstance(volume, Mapping):
             continue
+        path = str(volume.get("path") or "")
         if volume.get("instance_path"):
-            host, path = str(volume["instance_path"]), str(volume.get("path") or "")
+            host = str(volume["instance_path"])
             mounts.append({"host_path": host, "container_path": path, "read_only": False})
             continue
-        name = volume.get("name")
-        shown = name if isinstance(name, str) else ", ".join(str(n) for n in name or ())
-        raise PermanentError(
-            f"volumes: network volume {shown!r} (at {volume.get('path')}) cannot be mounted "
-            "by this host's agent: use an instance volume (`/host/dir:/path`) below a "
-            "root the agent allows, or run on a backend with network volumes"
+        name = next(names)
+        if name not in local_volumes:
+            raise PermanentError(
+                f"volumes: network volume {name!r} (at {path}) cannot be mounted on this "
+                "host: only an active volume of the local engine mounts, on the local "
+                "fleet; apply the volume first, or use an instance volume "
+                "(`/host/dir:/path`) below a root the agent allows"
+            )
+        mounts.append(
+            {"host_path": local_volumes[name], "container_path": path, "read_only": False}
         )
     return mounts
 

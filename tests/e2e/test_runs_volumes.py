@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from agent.local import ensure_client_key, ensure_local_agent
 from agent.tunnel import TunnelPool
-from reconciler.adapters.db.models import Run
+from reconciler.adapters.db.models import Run, Volume
 from reconciler.settings import Settings
 from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness, stop_agent_env
 from tests.security.local_users import need_root
@@ -107,9 +107,34 @@ async def test_a_system_directory_fails_the_run_naming_the_volume_and_setting(
     assert "from the host" not in h.log_text(run)
 
 
-async def test_a_network_volume_fails_the_run_naming_it(h: Harness) -> None:
+async def test_an_unknown_network_volume_fails_the_run_naming_it(h: Harness) -> None:
     run = h.submit(TASK.format(name="vol-net", volume="my-vol:/data"))
     await h.until(lambda: _status(h, run) in ("done", "failed"), within=60)
     assert _status(h, run) == "failed", h.describe()
     [job] = h.jobs_of(run.id)
     assert "network volume 'my-vol'" in str(job.status_message), h.describe()
+
+
+async def test_a_local_volume_is_mounted_by_name(h: Harness, agent_env: AgentEnv) -> None:
+    # where the local engine keeps the server's volumes: the agent's --volume-dir
+    data = agent_env.root / "volumes" / "main" / "shared"
+    data.mkdir(parents=True)
+    data.chmod(0o777)
+    (data / "input.txt").write_text("from the local volume\n")
+    outputs = {"volume_id": str(data), "path": str(data), "backend": "local", "size": None}
+    h.store.add(
+        Volume(
+            project_id=h.project.id,
+            name="shared",
+            spec={"type": "volume", "name": "shared"},
+            status="active",
+            created_at=h.store.now(),
+            outputs=outputs,
+        )
+    )
+    run = h.submit(TASK.format(name="vol-named", volume="shared:/data"))
+    await h.until(lambda: _status(h, run) in ("done", "failed"), within=60)
+    text = h.log_text(run)
+    assert _status(h, run) == "done", text + h.describe()
+    assert "from the local volume" in text
+    assert (data / "output.txt").read_text() == "written by the job\n"

@@ -211,3 +211,16 @@ def test_no_volumes_render_an_empty_list() -> None:
         labels={},
     )
     assert body["volumes"] == []
+
+
+def test_a_local_volume_mounts_its_directory_one_name_per_node() -> None:
+    from reconciler.core.jobspecs import agent_volumes
+
+    spec = {"volumes": [{"name": ["v0", "v1"], "path": "/data"}, {"name": "w", "path": "/w"}]}
+    dirs = {"v1": "/srv/dy/volumes/main/v1", "w": "/srv/dy/volumes/main/w"}
+    assert agent_volumes(spec, 1, dirs) == [
+        {"host_path": "/srv/dy/volumes/main/v1", "container_path": "/data", "read_only": False},
+        {"host_path": "/srv/dy/volumes/main/w", "container_path": "/w", "read_only": False},
+    ]
+    with pytest.raises(PermanentError, match="network volume 'v0'"):
+        agent_volumes(spec, 0, dirs)  # node 0's volume is not a directory here

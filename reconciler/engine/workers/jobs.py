@@ -30,7 +30,7 @@ from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_
 from reconciler.adapters.db.stepevents import RunFollowing
 from reconciler.adapters.db.steploads import JobRows
 from reconciler.adapters.db.store import Store
-from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job
+from reconciler.core.jobspecs import ClusterInfo, JobSlot, render_agent_job, volume_names
 from reconciler.core.runfollow import follow_run, follows_its_job
 from reconciler.core.transitions import moves_run
 from reconciler.domain.inventory import InstanceRecord
@@ -334,12 +334,28 @@ class JobsProcessor:
                 "dockyard.job": ctx.job.id,
             },
             archives=uploads.archives,
+            local_volumes=self._local_volumes(ctx, instance),
         )
         # A whole instance gives containers the host network; a shared one (blocks) maps
         # container ports to free host ports so neighbours never collide.
         shared = executor == ExecutorKind.DOCKER.value and instance.total_blocks > 1
         body["network_mode"] = "bridge" if shared else "host"
         return body, uploads.note
+
+    def _local_volumes(self, ctx: JobContext, instance: InstanceRecord) -> dict[str, str]:
+        """The job's network volumes that are directories on its host: active volumes of
+        the local engine, when the host is the local fleet's (the server's own host)."""
+        if instance.backend != "local":
+            return {}
+        found = {}
+        for name in volume_names(ctx.slot.spec, ctx.job.job_num):
+            volume = self.store.get_volume_by_name(ctx.project.id, name)
+            if volume is None or volume.status != "active":
+                continue
+            outputs = volume.outputs
+            if isinstance(outputs, Mapping) and outputs.get("backend") == "local":
+                found[name] = str(outputs.get("path") or "")
+        return found
 
     def _cluster_ips(self, ctx: JobContext, slot: JobSlot) -> tuple[str, ...]:
         if slot.nodes <= 1:
