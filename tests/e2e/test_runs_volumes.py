@@ -138,3 +138,14 @@ async def test_a_local_volume_is_mounted_by_name(h: Harness, agent_env: AgentEnv
     assert _status(h, run) == "done", text + h.describe()
     assert "from the local volume" in text
     assert (data / "output.txt").read_text() == "written by the job\n"
+
+
+async def test_a_missing_host_directory_fails_the_run_saying_so(
+    h: Harness, volume_root: Path
+) -> None:
+    missing = volume_root / "never-made"
+    run = h.submit(TASK.format(name="vol-missing", volume=f"{missing}:/data"))
+    await h.until(lambda: _status(h, run) in ("done", "failed"), within=60)
+    assert _status(h, run) == "failed", h.describe()
+    [job] = h.jobs_of(run.id)
+    assert f"{missing} does not exist" in str(job.status_message), h.describe()

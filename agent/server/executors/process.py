@@ -131,6 +131,8 @@ class ProcessExecutor:
         if problem is not None or not sandboxed:
             return problem
         for volume in spec.volumes:
+            if not os.path.exists(volume.host_path):  # bubblewrap makes no missing source
+                return f"volumes: {volume.host_path} does not exist on this host: create it"
             problem = volume_target_problem(volume.container_path, os.path.lexists)
             if problem is not None:
                 return problem
