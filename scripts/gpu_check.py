@@ -36,6 +36,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agent.librarywarnings import show_only_our_warnings  # noqa: E402
+
+show_only_our_warnings()  # before the client's imports (asyncssh's DSA notes)
+
 from reconciler.api.client import Client  # noqa: E402
 
 FINISHED = {"done", "failed", "terminated", "aborted"}

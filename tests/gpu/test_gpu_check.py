@@ -23,8 +23,9 @@ FAKE = Path(__file__).with_name("fake_nvidia_smi.sh")
 
 @pytest.fixture
 def fake_gpu_path() -> Iterator[Path]:
-    # World-readable: process jobs may run as an unprivileged account and call it too.
-    folder = Path(tempfile.mkdtemp(prefix="dockyard-fake-gpu."))
+    # World-readable: process jobs run as a uid of their own and call it too; not under /tmp,
+    # which a sandboxed job sees as its own empty tmpfs (a real nvidia-smi is in /usr/bin)
+    folder = Path(tempfile.mkdtemp(prefix="dockyard-fake-gpu.", dir="/var/tmp"))
     folder.chmod(0o755)
     shutil.copy(FAKE, folder / "nvidia-smi")
     (folder / "nvidia-smi").chmod(0o755)
