@@ -95,3 +95,20 @@ class Sweeping(Protocol):
     ) -> dict[str, int]:
         """Kill the processes of this agent's jobs not in ``known()`` (``only``: of that
         job id alone); {job id: processes found}."""
+
+
+WAIT_FOR_CHILD = """child=$!
+while :; do
+  wait "$child"; status=$?
+  [ "$status" -le 128 ] && break
+  kill -0 "$child" 2>/dev/null && continue
+  wait "$child"; again=$?
+  [ "$again" -ne 127 ] && status=$again
+  break
+done
+"""
+"""The shell lines both job inits (the process wrapper, a container's PID 1) run after
+starting the job's shell in the background: wait for it, leaving `$status` its exit
+status. `wait` returns above 128 both when the child died of a signal and when a trap of
+the init interrupted it; then, if the child is gone, a second `wait` returns the status
+it ended with meanwhile (127: none left to report, the first answer was the real one)."""

@@ -27,6 +27,7 @@ from typing import Any
 from docker.types import DeviceRequest, LogConfig
 
 from agent.protocol import GpuVendor, JobSpec, NetworkMode, PortMapping
+from agent.server.executors.base import WAIT_FOR_CHILD
 from agent.server.executors.proctable import MARKER_ENV
 
 LABEL_JOB_ID = "dockyard.job-id"
@@ -38,20 +39,14 @@ CONTAINER_LOG = "/.dockyard/output.log"
 # deliver to a PID 1 without a handler) passed on to every process of the job; the
 # job's exit status as the container's (the wait loop is the process wrapper's, see
 # ``process.WRAPPER``). ``$0`` is the job's shell, ``$1`` its commands.
-CONTAINER_INIT = f"""exec >>{CONTAINER_LOG} 2>&1
+CONTAINER_INIT = (
+    f"""exec >>{CONTAINER_LOG} 2>&1
 trap 'trap "" HUP INT TERM; kill -TERM 0 2>/dev/null' HUP INT TERM
 "$0" -c "$1" </dev/null &
-child=$!
-while :; do
-  wait "$child"; status=$?
-  [ "$status" -le 128 ] && break
-  kill -0 "$child" 2>/dev/null && continue
-  wait "$child"; again=$?
-  [ "$again" -ne 127 ] && status=$again
-  break
-done
-exit "$status"
 """
+    + WAIT_FOR_CHILD
+    + 'exit "$status"\n'
+)
 # ``local`` keeps bytes as written; the engine keeps up to 400 MB while the agent is away
 AMD_DEVICES = ("/dev/kfd", "/dev/dri")  # ROCm's compute and render devices
 LOG_OPTIONS = {"max-size": "100m", "max-file": "4"}

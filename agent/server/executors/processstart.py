@@ -20,12 +20,14 @@ from typing import Any
 from agent.protocol import GpuVendor, JobSpec
 from agent.server.archives import resolve_path_env
 from agent.server.executors import proctable
+from agent.server.executors.base import WAIT_FOR_CHILD
 from agent.server.executors.containers import amd_device_groups
 from agent.server.jobaccount import JobAccount
 from agent.server.sandbox import clean_environment, gpu_devices
 from agent.server.store import JobFiles
 
-WRAPPER = """trap : HUP INT TERM
+WRAPPER = (
+    """trap : HUP INT TERM
 (
   if [ -n "$3" ]; then mkdir -p -- "$3" && cd -- "$3" || exit 126; fi
   if [ -n "$5" ] && ! tar -x -f "/dev/fd/$5" -C / --no-same-owner; then
@@ -34,22 +36,13 @@ WRAPPER = """trap : HUP INT TERM
   . "/dev/fd/$4" || exit 126
   exec "$1" -c "$2"
 ) </dev/null &
-child=$!
-while :; do
-  wait "$child"; status=$?
-  [ "$status" -le 128 ] && break
-  kill -0 "$child" 2>/dev/null && continue
-  wait "$child"; again=$?
-  [ "$again" -ne 127 ] && status=$again
-  break
-done
-printf '%s\\n' "$status" >&0
 """
+    + WAIT_FOR_CHILD
+    + """printf '%s\\n' "$status" >&0
+"""
+)
 
-# ``wait`` returns above 128 both when the child died of a signal and when a trap of the
-# wrapper interrupted it; then, if the child is gone, a second ``wait`` returns the status
-# it ended with meanwhile (127: none left to report, the first answer was the real one).
-# The subshell makes the job's dir and files as the job's user, and only it sources the
+# How the wrapper waits is `base.WAIT_FOR_CHILD`'s docstring. The subshell makes the job's dir and files as the job's user, and only it sources the
 # job's environment: the wrapper itself runs on with the clean one. The two fds are read
 # by path (/dev/fd/N: dash takes no fd number above 9 in a redirection, and the agent's
 # fds are higher), so they stay open in the job: they hold only the job's own data.
