@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,18 +99,16 @@ def server_process(tmp_path: Path) -> Iterator[ServerProcess]:
         stop_local_agent(proc.data)
 
 
-@pytest.fixture
-def job_writable() -> Iterator[Path]:
-    """A temp dir the job's account (dockyard-job when the server is root) may write to:
-    the test's own temp dir is private to root."""
-    path = Path(tempfile.mkdtemp(prefix="dockyard-test-"))
-    path.chmod(0o777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def _job_file(data: Path, name: str) -> Path | None:
+    """A file the job wrote in its working directory: a sandboxed job (the server is root)
+    may write only there, `/var/lib/dockyard-jobs/<agent>/<job id>/`; a job of a server
+    that is not root has its working directory in the server's data dir."""
+    hits = [*Path("/var/lib/dockyard-jobs").glob(f"*/*/{name}"), *data.glob(f"**/{name}")]
+    return hits[0] if hits else None
 
 
 def test_server_first_start_env_and_graceful_shutdown(
-    server_process: ServerProcess, tmp_path: Path, job_writable: Path
+    server_process: ServerProcess, tmp_path: Path
 ) -> None:
     s = server_process
     s.start()
@@ -135,14 +132,16 @@ def test_server_first_start_env_and_graceful_shutdown(
     fleet = tmp_path / "fleet.dstack.yml"
     fleet.write_text("type: fleet\nname: local\nnodes: 1\n")
     assert s.cli("apply", "-f", str(fleet), "-y").returncode == 0
-    ticks = job_writable / "ticks"
+    name = f"ticks-{uuid.uuid4().hex}"  # unique: other tests' jobs share the work root
     task = tmp_path / "tick.dstack.yml"
     task.write_text(
         "type: task\nname: tick\ncommands:\n"
-        f"  - for i in $(seq 1 600); do echo $i >> {ticks}; sleep 0.1; done\n"
+        f"  - for i in $(seq 1 600); do echo $i >> {name}; sleep 0.1; done\n"
     )
     assert s.cli("apply", "-f", str(task), "-y", "-d").returncode == 0
-    wait_until(lambda: ticks.exists(), timeout=90, what="the task to start")
+    wait_until(lambda: _job_file(s.data, name) is not None, timeout=90, what="the task to start")
+    ticks = _job_file(s.data, name)
+    assert ticks is not None
 
     code, out = s.stop()
     assert code == 0, out
