@@ -275,7 +275,9 @@ async def measure_sql(
     }
 
 
-async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
+async def main(
+    commits: int, tasks: int, counted: list[int], job_user: str = "auto"
+) -> dict[str, Any]:
     logging.basicConfig(level=logging.WARNING)
     load_start = load_average()
     with tempfile.TemporaryDirectory(prefix="dockyard-bench-") as tmp:
@@ -292,6 +294,9 @@ async def main(commits: int, tasks: int, counted: list[int]) -> dict[str, Any]:
             fetch_interval=3600,
             cli_config=root / "c",
             local_job_isolation="process",  # as the spawn floor: no container per job
+            # auto: a root server's process jobs run in the bubblewrap sandbox, a uid each;
+            # self: as the server's own user, no switch and no sandbox (the cost's baseline)
+            local_job_user=job_user,
         )
         store = Store.from_url(f"sqlite:///{root / 'dockyard.db'}", migrate=True)
         counter = SQLCounter(store.engine)
@@ -385,8 +390,14 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--counted", default="60,1000", help="queue sizes for sql_per_job")
     parser.add_argument("--proxy-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--job-user",
+        default="auto",
+        help="the local agent's job user: auto (sandboxed when root) or self (no sandbox)",
+    )
     args = parser.parse_args()
     counted = [int(n) for n in args.counted.split(",") if n]
-    result = asyncio.run(main(args.commits, args.tasks, counted))
+    result = asyncio.run(main(args.commits, args.tasks, counted, args.job_user))
+    result["job_user"] = args.job_user
     result["proxy"] = proxy_figures(args.proxy_seconds)
     print(json.dumps(result, indent=2))
