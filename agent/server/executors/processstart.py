@@ -42,8 +42,9 @@ WRAPPER = (
 """
 )
 
-# How the wrapper waits is `base.WAIT_FOR_CHILD`'s docstring. The subshell makes the job's dir and files as the job's user, and only it sources the
-# job's environment: the wrapper itself runs on with the clean one. The two fds are read
+# How the wrapper waits is `base.WAIT_FOR_CHILD`'s docstring. The subshell makes the job's
+# dir and files as the job's user, and only it sources the job's environment: the wrapper
+# itself runs on with the clean one. The two fds are read
 # by path (/dev/fd/N: dash takes no fd number above 9 in a redirection, and the agent's
 # fds are higher), so they stay open in the job: they hold only the job's own data.
 
