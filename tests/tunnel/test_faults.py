@@ -106,7 +106,9 @@ async def test_tunnel_cut_for_30s_while_a_job_prints(agent_over_ssh: AgentOverSS
 
 async def test_keepalives_notice_a_silently_dead_route(agent_over_ssh: AgentOverSSH) -> None:
     proxy = await CuttableProxy(agent_over_ssh.ssh_port).start()
-    options = SSHOptions(connect_timeout=1.0, keepalive_interval=0.2, keepalive_count_max=2)
+    # connect_timeout bounds the healthy handshakes too: 1 s failed the first one in CI on a
+    # loaded 2-core machine (asyncssh's key exchange is Python); the blackholed one waits it
+    options = SSHOptions(connect_timeout=5.0, keepalive_interval=0.2, keepalive_count_max=2)
     now = 0.0
     pool = TunnelPool(connect=ssh_connector(options), clock=lambda: now)
     target = agent_over_ssh.target(port=proxy.port)
