@@ -8,7 +8,8 @@ inside the same transaction that writes it, so nothing changes when it refuses:
   the admin role, nor change or remove an admin (dstack: "changing project admins");
 - a project **admin** (or a global admin) may do anything else;
 - **no call** leaves a project that has an admin without one (removing or demoting the
-  last admin is refused, whoever asks).
+  last admin is refused, whoever asks; `users/delete` asks it for each project of the
+  user, in `readmodels.accounts.delete_user`).
 """
 
 from __future__ import annotations

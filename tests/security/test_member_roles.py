@@ -137,3 +137,22 @@ def test_no_call_leaves_a_project_without_an_admin(server: Running, team: dict[s
         answer = admin.post("/api/projects/team/remove_members", json={"usernames": ["mia"]})
         _refused(answer, 400, "would leave the project without an admin")
         assert _members(admin) == {"owner": "user", "mia": "admin", "uma": "user"}
+
+
+def test_deleting_the_last_admin_of_a_project_is_refused(
+    server: Running, team: dict[str, str]
+) -> None:
+    """users/delete is another way to remove a member: a global admin deleting a project's
+    only admin is refused (400) with the project named, and nothing is deleted."""
+    with server.client(server.admin_token) as admin:
+        answer = admin.post("/api/users/delete", json={"username": "owner"})
+        _refused(answer, 400, "in project team, this would leave the project without an admin")
+        assert _members(admin) == START
+        assert admin.post("/api/users/get_user", json={"username": "owner"}).status_code == 200
+        # deleting a manager is fine; with a second admin, deleting the first is fine too
+        assert admin.post("/api/users/delete", json={"username": "mia"}).status_code == 200
+        promoted = admin.post("/api/projects/team/add_members", json=_setting({"uma": "admin"}))
+        assert promoted.status_code == 200, promoted.text
+        answer = admin.post("/api/users/delete", json={"username": "owner"})
+        assert answer.status_code == 200, answer.text
+        assert _members(admin) == {"uma": "admin"}

@@ -80,9 +80,25 @@ def refresh_token(session: Session, username: str, now: datetime) -> wire.UserWi
 
 
 def delete_user(session: Session, username: str, caller: Principal) -> None:
+    """Delete the user, their tokens and memberships; refused (400, nothing written) when
+    it would leave a project without an admin (dstack's rule, `membership_refusal`)."""
     row = _user_by_name(session, username)
     if row.id == caller.user_id:
         raise InvalidError("you cannot delete yourself")
+    projects = session.execute(
+        select(Project.id, Project.name)
+        .join(Member, Member.project_id == Project.id)
+        .where(Member.user_id == row.id)
+        .order_by(Project.name)
+    ).all()
+    for project_id, project_name in projects:
+        before = _roles(session, project_id)
+        after = {name: role for name, role in before.items() if name != username}
+        refusal = membership_refusal(before, after, caller_may_change_admins=True)
+        if refusal is not None:
+            raise InvalidError(
+                f"user {username} cannot be deleted: in project {project_name}, {refusal.message}"
+            )
     session.execute(delete(Token).where(Token.user_id == row.id))
     session.execute(delete(Member).where(Member.user_id == row.id))
     session.delete(row)
