@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import typer
 from typer import _click as click
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.main import get_group
 
 
@@ -114,6 +114,15 @@ class LazyGroup(TyperGroup):
             return TyperCommand(name=entry.name, short_help=entry.help)
         self.commands.update(load_module_commands(entry.module))
         return self.commands.get(cmd_name)
+
+    def get_help_option(self, ctx: click.Context) -> TyperOption | None:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            # `dockyard plan --help` passes no `--help` to this root group: its unset value
+            # (None) would be coerced by typer through a pydantic TypeAdapter, importing
+            # pydantic (about 100 modules, 0.1 s) for a flag; False is a bool, used as is.
+            option.default = False
+        return option
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         self._listing_help = True

@@ -4,7 +4,7 @@ Behaviour, not wall time: a fresh interpreter runs the `dockyard` entry point on
 config repo (`plan --base`) and reports `sys.modules` at exit. The offline plan must not
 import SQLAlchemy, alembic, asyncssh, httpx, FastAPI, the agent client, the store or the
 engine's runtime (only the plan function and its pure checks: `reconciler.engine.planning`,
-`policing`, `costing`). `dockyard plan --help` imports not even the config models or git.
+`policing`, `costing`). `dockyard plan --help` imports not even the config models, git or pydantic.
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def test_plan_help_imports_neither_config_models_nor_git(tmp_path: Path) -> None
     assert code == 0, out
     assert "--base" in out and DEFAULT_TOKEN_ENV in out  # the default it names is the real one
     assert _loaded(modules, ("schemas", "git", "reconciler.engine", *SERVER_SIDE)) == []
+    # nor pydantic: typer coerces an unset root `--help` through a TypeAdapter otherwise
+    assert _loaded(modules, ("pydantic", "pydantic_core", "typer._adapters")) == []
 
 
 def test_the_cli_default_data_dir_is_the_servers() -> None:
