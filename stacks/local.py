@@ -2,7 +2,8 @@
 
 - A fleet without a cloud backend is this host (one instance) or, with `ssh_config`, its
   SSH hosts (one instance per host; the agent is deployed on them by the reconciler, not
-  here). `up` returns the instances as hostname/port/user entries.
+  here). `up` returns the instances as hostname/port/user entries (and `proxy_jump`, the
+  host's jump host, where it has one), read from `ssh_config` by `schemas.sshhosts`.
 - A volume is a directory `<data-dir>/volumes/<project>/<name>`; `up` creates it,
   `destroy` removes it, `refresh` reports it missing.
 - A gateway is the built-in proxy of the server; `up` returns its domain and URL.
@@ -18,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from schemas.sshhosts import FleetHost, spec_fleet_hosts
 from stacks.protocol import (
     Availability,
     EngineName,
@@ -59,20 +60,21 @@ def volume_path(settings: LocalSettings, project: str, name: str) -> Path:
     return settings.data_dir / "volumes" / project / name
 
 
-def _ssh_host_items(name: str, ssh: Mapping[str, Any]) -> Items:
+def _ssh_host_items(hosts: list[FleetHost]) -> Items:
     items: Items = {}
-    for index, host in enumerate(ssh.get("hosts") or ()):
-        entry = {"hostname": host} if isinstance(host, str) else dict(host)
+    for host in hosts:
         props = {
-            "index": index,
-            "hostname": entry["hostname"],
-            "port": entry.get("port") or ssh.get("port") or 22,
-            "user": entry.get("user") or ssh.get("user"),
-            "identity_file": entry.get("identity_file") or ssh.get("identity_file"),
-            "internal_ip": entry.get("internal_ip"),
-            "blocks": entry.get("blocks") or 1,
+            "index": host.index,
+            "hostname": host.hostname,
+            "port": host.port,
+            "user": host.user,
+            "identity_file": host.identity_file,
+            "internal_ip": host.internal_ip,
+            "blocks": host.blocks,
         }
-        items[f"host/{entry['hostname']}"] = {"type": "ssh:host", "props": props}
+        if host.proxy_jump is not None:  # absent, not null: a host without one reads as before
+            props["proxy_jump"] = host.proxy_jump.as_record()
+        items[f"host/{host.hostname}"] = {"type": "ssh:host", "props": props}
     return items
 
 
@@ -80,9 +82,9 @@ def desired_items(resource: StackResource, settings: LocalSettings) -> Items:
     """Pure: the items a resource should consist of."""
     spec = resource.spec
     if resource.kind == "fleet":
-        ssh = spec.get("ssh_config")
-        if ssh is not None:
-            return _ssh_host_items(resource.name, ssh)
+        hosts = spec_fleet_hosts(spec)
+        if hosts is not None:
+            return _ssh_host_items(hosts)
         props = {"index": 0, "hostname": settings.hostname, "port": None, "user": settings.user}
         return {f"host/{resource.name}-0": {"type": "local:host", "props": props}}
     if resource.kind == "volume":

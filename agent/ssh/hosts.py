@@ -1,54 +1,32 @@
-"""From a fleet's ``ssh_config`` to the `SSHTarget` of each host (pure).
+"""From a host of an SSH fleet (`schemas.sshhosts`) to the `SSHTarget` the server reaches
+it at (pure).
 
-dstack's rules: a host is a hostname or a mapping; its ``user``, ``port``,
-``identity_file`` and ``proxy_jump`` override the fleet-level ones; the port defaults to
-22; a user and a key must be resolvable for every host. ``~`` in key paths is the server
-user's home. Inline ``ssh_key`` contents are not handled here: the server writes them to
-a file first and passes its path as ``identity_file``.
+The fleets worker deploys each host's agent to `to_target(host)`; the agent directory
+(`reconciler.engine.agents`) builds the same target again from what the worker recorded on
+the instance, the jump through `jump_target`. So a host behind a ``proxy_jump`` is deployed
+to, and its agent tunnelled to, through its jump host (`agent.tunnel.TunnelPool`). A host
+without a user is logged in to as ``root``; one without a key with the caller's
+`default_key` (the server's), a jump host always with its own (the schema requires it).
 """
 
 from __future__ import annotations
 
-import os
-
 from agent.tunnel import SSHTarget
-from schemas.fleets import SSHHostParams, SSHParams, SSHProxyParams
+from schemas.sshhosts import FleetHost, JumpHost
 
 
-class SSHConfigError(ValueError):
-    """A host of ``ssh_config`` cannot be reached as configured (names the host)."""
-
-
-def _jump(params: SSHProxyParams) -> SSHTarget:
+def jump_target(jump: JumpHost) -> SSHTarget:
     return SSHTarget(
-        params.hostname,
-        params.port or 22,
-        user=params.user,
-        identity_file=os.path.expanduser(params.identity_file),
+        jump.hostname, jump.port, user=jump.user, identity_file=jump.identity_file or None
     )
 
 
-def to_target(host: str | SSHHostParams, fleet: SSHParams) -> SSHTarget:
-    """The target of one host of `fleet` (per-host fields win over the fleet's)."""
-    params = host if isinstance(host, SSHHostParams) else SSHHostParams(hostname=str(host))
-    user = params.user or fleet.user
-    identity = params.identity_file or fleet.identity_file
-    if not user:
-        raise SSHConfigError(f"host {params.hostname}: no user (set ssh_config.user or the host's)")
-    if not identity:
-        raise SSHConfigError(
-            f"host {params.hostname}: no identity_file (set ssh_config.identity_file or the host's)"
-        )
-    jump = params.proxy_jump or fleet.proxy_jump
+def to_target(host: FleetHost, *, default_key: str | None = None) -> SSHTarget:
+    """The target of one host (its fields already carry the fleet's defaults)."""
     return SSHTarget(
-        params.hostname,
-        params.port or fleet.port or 22,
-        user=user,
-        identity_file=os.path.expanduser(identity),
-        proxy_jump=_jump(jump) if jump else None,
+        host.hostname,
+        host.port,
+        user=host.user or "root",
+        identity_file=host.identity_file or default_key,
+        proxy_jump=jump_target(host.proxy_jump) if host.proxy_jump is not None else None,
     )
-
-
-def to_targets(fleet: SSHParams) -> list[SSHTarget]:
-    """Every host's target, in the config's order."""
-    return [to_target(host, fleet) for host in fleet.hosts]

@@ -11,14 +11,17 @@ follower too) tells the jobs worker what those events said (`AgentEvents`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from agent.client import AgentClient
 from agent.jobevents import JobEnd
+from agent.ssh.hosts import jump_target
 from agent.tunnel import SSHTarget, TunnelPool
 from reconciler.domain.inventory import AgentHost
+from schemas.sshhosts import JumpHost
 
 
 class AgentEvents(Protocol):
@@ -72,24 +75,22 @@ class AgentDirectory:
         win over the server's defaults.
         """
         extra = instance.resources if isinstance(instance.resources, Mapping) else {}
-        jump = extra.get("proxy_jump")
+        jump = JumpHost.from_record(extra.get("proxy_jump"))
         target = SSHTarget(
             hostname=instance.hostname or "127.0.0.1",
             port=instance.ssh_port or 22,
             user=instance.ssh_user or "root",
             identity_file=str(extra.get("identity_file") or self._identity_file or "") or None,
-            proxy_jump=self._jump(jump) if isinstance(jump, Mapping) else None,
+            proxy_jump=self._jump(jump) if jump is not None else None,
             known_hosts=str(extra["known_hosts"]) if extra.get("known_hosts") else None,
         )
         return AgentAddress(target, instance.agent_port or 10998)
 
-    def _jump(self, jump: Mapping[str, Any]) -> SSHTarget:
-        return SSHTarget(
-            hostname=str(jump.get("hostname")),
-            port=int(jump.get("port") or 22),
-            user=str(jump.get("user") or "root"),
-            identity_file=str(jump.get("identity_file") or self._identity_file or "") or None,
-        )
+    def _jump(self, jump: JumpHost) -> SSHTarget:
+        target = jump_target(jump)
+        if target.identity_file is None:
+            return dataclasses.replace(target, identity_file=self._identity_file)
+        return target
 
     def client(self, instance: AgentHost) -> AgentClient:
         address = self.address(instance)

@@ -26,6 +26,7 @@ from reconciler.adapters.db.models import Event, Instance, Job, Resource, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.core.transitions import job_status_for
 from reconciler.domain.statuses import InstanceStatus, JobStatus, JobTerminationReason
+from schemas.sshhosts import JumpHost
 
 _LIVE = [s.value for s in InstanceStatus if s is not InstanceStatus.TERMINATED]
 _STOPPABLE = (JobStatus.PROVISIONING.value, JobStatus.PULLING.value, JobStatus.RUNNING.value)
@@ -43,6 +44,23 @@ class HostRecord:
     backend: str
     total_blocks: int = 1
     identity_file: str | None = None
+    proxy_jump: JumpHost | None = None
+
+    @property
+    def resources(self) -> dict[str, Any] | None:
+        """What `instances.resources` holds of the host (`engine.agents.AgentDirectory`
+        reads it back): its key and its jump host."""
+        return host_resources(self.identity_file, self.proxy_jump)
+
+
+def host_resources(identity_file: str | None, jump: JumpHost | None) -> dict[str, Any] | None:
+    """An SSH host's key and jump host as `instances.resources` records them (None: none)."""
+    found: dict[str, Any] = {}
+    if identity_file:
+        found["identity_file"] = identity_file
+    if jump is not None:
+        found["proxy_jump"] = jump.as_record()
+    return found or None
 
 
 class CapacityStore(StoreBase):
@@ -201,5 +219,5 @@ def _new_instance(fleet_id: str, project_id: str, num: int, host: HostRecord, no
         agent_port=host.agent_port,
         backend=host.backend,
         total_blocks=host.total_blocks,
-        resources={"identity_file": host.identity_file} if host.identity_file else None,
+        resources=host.resources,
     )

@@ -21,15 +21,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
+from reconciler.adapters.db.capacity import host_resources
 from reconciler.adapters.db.leasing import leased_table, release_values
 from reconciler.adapters.db.models import Fleet, HostTeardown, Instance, Job, Project, Run
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.domain.statuses import JobStatus
 from reconciler.domain.teardowns import HostTeardown as Teardown
 from reconciler.domain.teardowns import TeardownHost
+from schemas.sshhosts import spec_fleet_hosts
 
 _ENDED = [status.value for status in JobStatus if status.is_finished()]
 _ENDED_WITHOUT_AGENT = ("instance_unreachable", "interrupted_by_no_capacity")
@@ -102,35 +105,25 @@ def record_teardowns(session: Session, project_id: str, project_name: str, now: 
 
 
 def spec_hosts(spec: Any) -> list[dict[str, Any]]:
-    """Pure: the hosts a fleet spec's `ssh_config` lists, as `_host` records them (a host's
-    port, user and key default to the fleet's; the port then to 22)."""
-    ssh = spec.get("ssh_config") if isinstance(spec, dict) else None
-    if not isinstance(ssh, dict):
+    """Pure: the hosts a fleet spec's `ssh_config` lists (`schemas.sshhosts`), as `_host`
+    records them, with their key and jump host (a spec that is no SSH fleet: none)."""
+    try:
+        hosts = spec_fleet_hosts(spec) if isinstance(spec, dict) else None
+    except ValidationError:
         return []
-    found = []
-    for index, host in enumerate(ssh.get("hosts") or []):
-        entry = {"hostname": host} if isinstance(host, str) else host
-        if not isinstance(entry, dict) or not entry.get("hostname"):
-            continue
-        try:
-            port = int(entry.get("port") or ssh.get("port") or 22)
-        except (TypeError, ValueError):
-            continue
-        name = str(entry["hostname"])
-        identity = entry.get("identity_file") or ssh.get("identity_file")
-        found.append(
-            {
-                "id": f"ssh_config:{index}",
-                "name": name,
-                "hostname": name,
-                "ssh_port": port,
-                "ssh_user": entry.get("user") or ssh.get("user"),
-                "agent_port": None,
-                "backend": "ssh",
-                "resources": {"identity_file": identity} if identity else None,
-            }
-        )
-    return found
+    return [
+        {
+            "id": f"ssh_config:{host.index}",
+            "name": host.hostname,
+            "hostname": host.hostname,
+            "ssh_port": host.port,
+            "ssh_user": host.user,
+            "agent_port": None,
+            "backend": "ssh",
+            "resources": host_resources(host.identity_file, host.proxy_jump),
+        }
+        for host in hosts or ()
+    ]
 
 
 def lists_host(spec: Any, hostname: str | None, ssh_port: int | None) -> bool:

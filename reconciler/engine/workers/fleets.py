@@ -4,7 +4,9 @@
   (`stacking`); then each host gets its agent and an `instances` row:
   - the local fleet (no `ssh_config`, no cloud backend) is this host: the local agent is
     started on first use (`deps.local_agent`) and the one instance points at it;
-  - an SSH fleet deploys the agent to each host over SSH (`deps.ssh_deployer`), with the
+  - an SSH fleet deploys the agent to each host over SSH (`deps.ssh_deployer`), through
+    the host's `proxy_jump` if it has one (hosts read by `schemas.sshhosts`; the jump is
+    recorded on the instance, so its agent is tunnelled to the same way), with the
     key file of its SSH server for users (`deps.ssh_keys`: dstack's attach); hosts
     removed from `ssh_config` have their instances terminated;
   - a cloud fleet's instances come from the engine's outputs (cloud-init installs the
@@ -39,7 +41,7 @@ from typing import Any
 from agent.client import AgentUnreachable
 from agent.deploy import DeployError
 from agent.local import LocalAgentError
-from agent.tunnel import SSHTarget
+from agent.ssh.hosts import to_target
 from reconciler.adapters.db.capacity import HostRecord
 from reconciler.core.elastic import (
     IdleView,
@@ -57,6 +59,7 @@ from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers.growing import LEAVING_REASON, FleetState, fleet_state
 from reconciler.engine.workers.stacking import StackRows
+from schemas.sshhosts import FleetHost, JumpHost, spec_fleet_hosts
 from stacks.protocol import StackOutputs
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,7 @@ class Host:
     agent_port: int
     backend: str
     identity_file: str | None = None
+    proxy_jump: JumpHost | None = None
 
 
 def make_process(deps: WorkerDeps) -> Process:
@@ -137,8 +141,13 @@ class FleetsProcessor:
     async def _hosts(self, fleet: CapacityRecord, outputs: StackOutputs) -> list[Host]:
         spec = dict(fleet.spec or {})
         entries = [e for e in outputs.get("instances") or [] if isinstance(e, Mapping)]
-        if spec.get("ssh_config") is not None:
-            return [await self._deploy(fleet.id, entry) for entry in entries]
+        ssh_hosts = spec_fleet_hosts(spec)
+        if ssh_hosts is not None:  # the stack lists them in the same order, with their names
+            names = [str(entry["name"]) for entry in entries]
+            return [
+                await self._deploy(fleet.id, name, host)
+                for name, host in zip(names, ssh_hosts, strict=True)
+            ]
         if spec.get("backends"):
             return [_cloud_host(entry) for entry in entries]
         if self.deps.local_agent is None:
@@ -155,26 +164,22 @@ class FleetsProcessor:
             )
         ]
 
-    async def _deploy(self, fleet_id: str, entry: Mapping[str, Any]) -> Host:
+    async def _deploy(self, fleet_id: str, name: str, host: FleetHost) -> Host:
         if self.deps.ssh_deployer is None:
             raise LocalAgentError("this server cannot deploy agents to SSH hosts")
-        target = SSHTarget(
-            hostname=str(entry["hostname"]),
-            port=int(entry.get("port") or 22),
-            user=str(entry.get("user") or "root"),
-            identity_file=entry.get("identity_file"),
-        )
+        target = to_target(host)  # through its jump host, if it has one
         agent_port = await self.deps.ssh_deployer(target)
         if self.deps.ssh_keys is not None:  # who may attach to this fleet's jobs
             await self.deps.ssh_keys(fleet_id, target, force=True)
         return Host(
-            str(entry["name"]),
+            name,
             target.hostname,
             target.port,
             target.user,
             agent_port,
             "ssh",
             target.identity_file,
+            host.proxy_jump,
         )
 
     async def _maintain(self, fleet: CapacityRecord, token: str) -> ProcessResult:
@@ -295,6 +300,7 @@ def sync_instances(deps: WorkerDeps, fleet: CapacityRecord, hosts: Sequence[Host
             backend=host.backend,
             total_blocks=blocks_of(fleet.spec or {}, host.backend),
             identity_file=host.identity_file,
+            proxy_jump=host.proxy_jump,
         )
         for host in hosts
     ]
