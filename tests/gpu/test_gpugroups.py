@@ -57,5 +57,5 @@ def test_validates_against_dstacks_model() -> None:
         "pip install -e '.[dev]' (scripts/setup.sh --dev installs it)",
     )
     answer = {"gpus": gpu_groups([host("a", 1, price=3.5)])}
-    parsed = schemas.ListGpusResponse.parse_obj(answer)
+    parsed = schemas.ListGpusResponse.model_validate(answer)
     assert parsed.gpus[0].name == "H200"

@@ -45,7 +45,7 @@ def test_validates_against_dstacks_model() -> None:
         "pip install -e '.[dev]' (scripts/setup.sh --dev installs it)",
     )
     sample = JobSample(5.0, 12.0, GIB, (GpuSample(60.0, GIB), GpuSample(0.0, 0)))
-    parsed = models.JobMetrics.parse_obj(dstack_job_metrics([sample]))
+    parsed = models.JobMetrics.model_validate(dstack_job_metrics([sample]))
     assert [m.name for m in parsed.metrics][-2:] == [
         "gpu_util_percent_gpu0",
         "gpu_util_percent_gpu1",
