@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from agent.server.procsockets import holds, socket_link
+
 log = logging.getLogger(__name__)
 
 TCP_TABLE = Path("/proc/net/tcp")
@@ -82,23 +84,17 @@ def held_in_container(inode: int, proc: Path = Path("/proc")) -> bool:
         ours = os.readlink(proc / "self" / "ns" / "pid")
     except OSError:
         return False
-    link = f"socket:[{inode}]"
+    link = socket_link(inode)
     for entry in os.scandir(proc):
         if not entry.name.isdigit():
             continue
         try:
             if os.readlink(f"{entry.path}/ns/pid") == ours:
                 continue
-            fds = os.scandir(f"{entry.path}/fd")
         except OSError:  # gone, or not ours to read
             continue
-        with fds:
-            for fd in fds:
-                try:
-                    if os.readlink(fd.path) == link:
-                        return True
-                except OSError:
-                    continue
+        if holds(entry.path, link):
+            return True
     return False
 
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from agent.protocol import ExecutorKind, JobSpec, JobState, JobStatus, NetworkMode
 from agent.server.executors.proctable import MARKER_ENV
 from agent.server.listeners import Listener, listeners
+from agent.server.procsockets import holds, socket_link
 
 NOT_THE_JOBS = "held by another process, not the job"  # the refusal says this (callers match)
 DEFAULT_TTL = 2.0
@@ -75,7 +76,7 @@ def _read(path: str) -> bytes:
 def socket_holder(inode: int, uid: int, proc: Path = Path("/proc")) -> int | None:
     """The pid of a process holding socket `inode` (owned by `uid`), or None. Processes
     of `uid` are looked at first; the scan stops at the first holder."""
-    link = f"socket:[{inode}]"
+    link = socket_link(inode)
     mine: list[str] = []
     others: list[str] = []
     for entry in os.scandir(proc):
@@ -85,17 +86,8 @@ def socket_holder(inode: int, uid: int, proc: Path = Path("/proc")) -> int | Non
             except OSError:
                 continue  # gone
     for path in (*mine, *others):
-        try:
-            fds = os.scandir(f"{path}/fd")
-        except OSError:  # gone, or not ours to read
-            continue
-        with fds:
-            for fd in fds:
-                try:
-                    if os.readlink(fd.path) == link:
-                        return int(os.path.basename(path))
-                except OSError:
-                    continue
+        if holds(path, link):
+            return int(os.path.basename(path))
     return None
 
 
