@@ -43,7 +43,6 @@ from agent.server.peers import allowed_uids
 from agent.server.sandbox import (
     UNSANDBOXED_ENV,
     UNSANDBOXED_FLAG,
-    Identities,
     Sandbox,
     refusal_without_sandbox,
 )
@@ -54,6 +53,7 @@ from agent.server.serving import (
     AgentService,
     serve,
 )
+from agent.server.uidleases import Identities
 from agent.ssh import cli as ssh_cli
 
 
@@ -249,6 +249,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobAccountError as error:
         print(f"error: --job-user: {error}", file=sys.stderr)
         return 2
+    if account.identities is not None:  # what a killed agent or a dead job left leased
+        try:
+            freed = account.identities.reclaim_stale()
+        except OSError as error:
+            print(f"error: cannot reclaim stale job uids: {error}", file=sys.stderr)
+            return 2
+        if freed:
+            logging.getLogger(__name__).info("reclaimed %d stale job uid lease(s)", len(freed))
     try:
         volume_roots = _volume_roots(args.volume_root, os.environ)
     except ValueError as error:

@@ -40,13 +40,13 @@ from pathlib import Path
 from agent.protocol import JobSpec
 from agent.server.archives import resolve_target
 from agent.server.sandbox import (
-    Identities,
     Sandbox,
     file_target_problem,
     switch_argv,
     view_work_dir,
     working_dir_problem,
 )
+from agent.server.uidleases import Identities
 
 DEFAULT_JOB_USER = "dockyard-job"
 WORK_ROOT = Path("/var/lib/dockyard-jobs")
@@ -188,7 +188,7 @@ class JobAccount:
         if spec.user is None and self.identities is not None:
             if job_root is None:
                 raise KeyError(spec.user)
-            uid = self.identities.lease(spec.id, job_root)
+            uid = self.identities.lease(spec.id, job_root, self.sandbox_work_dir(spec))
             return uid, uid
         name = spec.user if spec.user is not None else self.user
         return user_ids(name) if name is not None else None

@@ -24,10 +24,9 @@ switch (`agent.server.executors.process`).
   (killing it would lose nothing, since the job's status goes to `exit_code`, but the
   agent would take the job for ended before its grace period). SIGKILL still ends it, and
   with it the PID namespace: nothing the job left behind outlives it.
-- `Identities` gives each running job a uid no other running job of this host has (of any
-  agent, any project): `uid_base + slot`, leased by an exclusively created file
-  `<lease_dir>/<uid>`, recorded in the job's `sandbox.json` so that a restarted agent keeps
-  it. No `/etc/passwd` entry is needed.
+- `uidleases.Identities` gives each running job a uid no other running job of this host
+  has (of any agent, any project), leased host-wide and reclaimed only once stale. No
+  `/etc/passwd` entry is needed.
 
 `ProcessExecutor` builds the command with `Sandbox.argv`; `agent.__main__` makes the
 `Sandbox` when the agent is root and `bwrap` exists (else process jobs are refused unless
@@ -36,11 +35,8 @@ the operator passed `--unsandboxed-process-jobs`).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import posixpath
-import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,11 +47,7 @@ from agent.server.mounts import resolved_volume
 PACKAGE = "bubblewrap"  # the Debian package of `bwrap`
 UNSANDBOXED_FLAG = "--unsandboxed-process-jobs"
 UNSANDBOXED_ENV = "DOCKYARD_AGENT_UNSANDBOXED_PROCESS_JOBS"
-UID_BASE = 2_000_000_000  # far above any account a host's tools create
-UID_SLOTS = 1 << 20
-LEASE_DIR = Path("/var/lib/dockyard-jobs/uids")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-RECORD = "sandbox.json"  # in the job's directory: its uid
 IGNORE_STOP_SIGNALS = 'trap "" HUP INT TERM; exec "$@"'
 DEFAULT_SIGNALS = "--default-signal=HUP,INT,TERM"
 NVIDIA_SHARED = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -237,51 +229,3 @@ def list_root(root: Path) -> list[tuple[str, str | None]]:
             link = os.readlink(entry.path) if entry.is_symlink() else None
             found.append((entry.name, link))
     return sorted(found)
-
-
-class IdentityError(Exception):
-    """No uid could be leased for a job."""
-
-
-@dataclass(frozen=True)
-class Identities:
-    """The per-job uids of a host's sandboxed jobs, leased in `lease_dir` (host-wide)."""
-
-    base: int = UID_BASE
-    slots: int = UID_SLOTS
-    lease_dir: Path = LEASE_DIR
-
-    def recorded(self, job_root: Path) -> int | None:
-        """The uid recorded for the job whose directory is `job_root` (None: none yet)."""
-        try:
-            uid = int(json.loads((job_root / RECORD).read_text())["uid"])
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
-            return None
-        return uid if self.base <= uid < self.base + self.slots else None
-
-    def lease(self, job_id: str, job_root: Path) -> int:
-        """The job's uid: the recorded one, else a free slot leased now and recorded."""
-        known = self.recorded(job_root)
-        if known is not None:
-            return known
-        self.lease_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for _ in range(64):
-            uid = self.base + secrets.randbelow(self.slots)
-            try:
-                fd = os.open(self.lease_dir / str(uid), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                continue
-            try:
-                os.write(fd, job_id.encode())
-            finally:
-                os.close(fd)
-            (job_root / RECORD).write_text(json.dumps({"uid": uid}))
-            return uid
-        raise IdentityError(f"no free uid in {self.lease_dir} after 64 tries")
-
-    def release(self, job_root: Path) -> None:
-        """Give the job's uid back (its processes are gone, its files root's again)."""
-        uid = self.recorded(job_root)
-        if uid is not None:
-            with contextlib.suppress(FileNotFoundError):
-                (self.lease_dir / str(uid)).unlink()

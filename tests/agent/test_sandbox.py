@@ -9,7 +9,6 @@ from agent.protocol import GpuVendor, JobSpec
 from agent.server.archives import resolve_target
 from agent.server.executors.process import export_lines
 from agent.server.sandbox import (
-    Identities,
     Sandbox,
     clean_environment,
     file_target_problem,
@@ -17,6 +16,7 @@ from agent.server.sandbox import (
     volume_target_problem,
     working_dir_problem,
 )
+from agent.server.uidleases import Identities
 
 WORK = "/var/lib/dockyard-jobs/tag/job"
 

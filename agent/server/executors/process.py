@@ -66,8 +66,9 @@ from agent.server.executors.processstart import (
 from agent.server.executors.procscans import SharedScans
 from agent.server.jobaccount import JobAccount
 from agent.server.processrules import process_job_problem
-from agent.server.sandbox import IdentityError, volume_target_problem
+from agent.server.sandbox import volume_target_problem
 from agent.server.store import JobFiles, write_atomically
+from agent.server.uidleases import IdentityError
 
 __all__ = [
     "WRAPPER",
