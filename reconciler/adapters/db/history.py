@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import Select, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -322,9 +322,11 @@ class HistoryStore(StoreBase):
             ).one_or_none()
 
 
-def _last_applied(session: Session, project_id: str) -> str | None:
-    query = (
-        select(Reconcile.applied_revision)
+def last_applied(column: Any, project_id: str) -> Select[Any]:
+    """A query of `column` of the project's newest succeeded reconcile that applied a
+    revision (what is deployed): the base of plans, approvals and vanished capacity."""
+    return (
+        select(column)
         .where(
             Reconcile.project_id == project_id,
             Reconcile.status == "succeeded",
@@ -333,7 +335,10 @@ def _last_applied(session: Session, project_id: str) -> str | None:
         .order_by(Reconcile.finished_at.desc(), Reconcile.id.desc())
         .limit(1)
     )
-    return session.scalars(query).first()
+
+
+def _last_applied(session: Session, project_id: str) -> str | None:
+    return session.scalars(last_applied(Reconcile.applied_revision, project_id)).first()
 
 
 def _get_reconcile(row: Reconcile | None, reconcile_id: str) -> Reconcile:

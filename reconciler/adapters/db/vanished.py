@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from reconciler.adapters.db.history import last_applied
 from reconciler.adapters.db.models import Project, Reconcile, Resource
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.domain.kinds import Kind
@@ -60,16 +61,7 @@ class VanishedStore(StoreBase):
             gone = _gone(rows)
             if not gone:
                 return ()
-            plan = session.scalar(
-                select(Reconcile.plan)
-                .where(
-                    Reconcile.project_id == project_id,
-                    Reconcile.status == "succeeded",
-                    Reconcile.applied_revision.is_not(None),
-                )
-                .order_by(Reconcile.finished_at.desc(), Reconcile.id.desc())
-                .limit(1)
-            )
+            plan = session.scalar(last_applied(Reconcile.plan, project_id))
         declared = declared_capacity(plan)
         return tuple(_observed(project, row) for key, row in gone if key in declared)
 
