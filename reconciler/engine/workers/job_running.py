@@ -40,6 +40,8 @@ EVENT_POLL = 600.0
 the events wake it on every change). Long, so a thousand sleeping jobs cost the server
 next to nothing (bench/sleeping.py)."""
 Release = Callable[[JobContext, Update], Update]
+USER_STOPS = frozenset({JR.TERMINATED_BY_USER, JR.ABORTED_BY_USER})
+"""A terminating job's reasons that its own end never overrides (dstack keeps them)."""
 CLONE_TAIL = 4096
 """Bytes read from the end of a failed job's log for a failed `repos:` fetch's line."""
 
@@ -372,11 +374,15 @@ class RunningJobs:
         if not (state.status.is_finished() and drained):
             runtime.setdefault("stop_sent_at", self.store.clock.now_ts())
             return progress, self.next_pass(ctx, runtime["stop_sent_at"])
-        if state.status is AgentStatus.EXITED:  # it ended on its own before the stop: that wins
-            reason, message = _exit_reason(state)
-            ended = finish(reason, self.store.now(), message, exit_status=state.exit_status)
-        else:
-            ended = finish(reason, self.store.now(), exit_status=state.exit_status)
+        ended = finish(reason, self.store.now(), exit_status=state.exit_status)
+        if state.status is AgentStatus.EXITED and reason not in USER_STOPS:
+            # it ended on its own before the server's stop (a limit, a scale-down): that wins
+            own, message = _exit_reason(state)
+            ended = finish(own, self.store.now(), message, exit_status=state.exit_status)
+        elif state.status is AgentStatus.EXITED:
+            # A user's stop is the user's, as dstack keeps it: a job that ended on its own
+            # before the stop reached it (its agent was away) still ends stopped.
+            ended["status_message"] = f"{state.message or 'exited'} before the stop reached it"
         return self._release(ctx, progress | ended | {REMOVE: job_id}), None
 
     async def remove(self, ctx: JobContext, job_id: str) -> None:
