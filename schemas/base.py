@@ -25,8 +25,13 @@ class StrictModel(BaseModel):
         frozen=True,
         coerce_numbers_to_str=True,
         use_enum_values=True,
-        use_attribute_docstrings=True,  # field docstrings become JSON Schema descriptions
         allow_inf_nan=False,  # `.inf`/`.nan` would not survive the JSON normalized form
+        # Validators are built when a model first validates, not at import: planning 1,000
+        # tasks builds the task's models only (`dockyard plan`'s start-up, bench/cli.py).
+        defer_build=True,
+        # Field docstrings become JSON Schema descriptions when a schema is made
+        # (`schemas.jsonschema.DocumentedSchema`), not by `use_attribute_docstrings`,
+        # which would parse every model's source at import.
     )
     # JSON types also accepted through a shorthand (`count: 2..8`), for the JSON Schema.
     json_shorthands: ClassVar[tuple[str, ...]] = ()

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters.db.connecting import DEFAULT_DATA_DIR
 from reconciler.adapters.gitsource.remotes import DEFAULT_TOKEN_ENV
@@ -38,11 +39,22 @@ try:
     run()
 except SystemExit as exc:
     code = exc.code
-print("MODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+modules = sorted(sys.modules)
+import linecache
+from pydantic import BaseModel
+built = [
+    f"{cls.__module__}.{cls.__qualname__}"
+    for name, module in list(sys.modules.items()) if name.startswith("schemas.")
+    for cls in vars(module).values()
+    if isinstance(cls, type) and issubclass(cls, BaseModel) and cls.__module__ == name
+    and cls.__pydantic_complete__
+] if "pydantic" in sys.modules else []
+print("MODULES " + json.dumps({"code": code, "modules": modules,
+    "built": sorted(built), "sources_read": sorted(linecache.cache)}))
 """
 
 
-def _modules_of(*args: str, tmp_path: Path) -> tuple[int, set[str], str]:
+def _probe(*args: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
@@ -52,8 +64,12 @@ def _modules_of(*args: str, tmp_path: Path) -> tuple[int, set[str], str]:
     )
     line = next((x for x in done.stdout.splitlines() if x.startswith("MODULES ")), None)
     assert line is not None, done.stdout + done.stderr
-    found = json.loads(line.removeprefix("MODULES "))
-    return found["code"], set(found["modules"]), done.stdout
+    return json.loads(line.removeprefix("MODULES ")), done.stdout
+
+
+def _modules_of(*args: str, tmp_path: Path) -> tuple[int, set[str], str]:
+    found, out = _probe(*args, tmp_path=tmp_path)
+    return found["code"], set(found["modules"]), out
 
 
 def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
@@ -71,6 +87,20 @@ def test_the_offline_plan_imports_no_server_side(tmp_path: Path) -> None:
     assert _loaded(modules, SERVER_SIDE) == []
     assert _loaded(modules, SERVER_MODULES) == []
     assert _loaded(modules, ("reconciler.engine",)) <= sorted(PLAN_FUNCTION)
+
+
+def test_the_offline_plan_builds_only_the_planned_kinds_models(tmp_path: Path) -> None:
+    # pydantic builds a model's validator when it first validates (defer_build), and no
+    # model's source is parsed for its field docstrings (that is the JSON Schema's job)
+    task = b"type: task\nname: train\ncommands: [python train.py]\n"
+    repo, base = make_repo(tmp_path / "configs", {"train.dstack.yml": task})
+    commit_files(repo, {"train.dstack.yml": task.replace(b"train.py", b"t2.py")}, "change")
+    found, out = _probe("plan", "--repo", str(repo), "--base", base, tmp_path=tmp_path)
+    assert found["code"] == 0, out
+    assert "schemas.runs.TaskConfiguration" in found["built"]
+    not_built = ("ServiceConfiguration", "GatewayConfiguration", "PresetConfiguration")
+    assert [m for m in found["built"] if m.rsplit(".", 1)[-1] in not_built] == []
+    assert [p for p in found["sources_read"] if "/schemas/" in p] == []
 
 
 def test_plan_help_imports_neither_config_models_nor_git(tmp_path: Path) -> None:
