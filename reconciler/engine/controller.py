@@ -28,6 +28,7 @@ from agent.diskspace import DiskWatch
 from agent.local import ensure_client_key
 from agent.protocol import agent_build
 from agent.tunnel import AgentUnreachable, TunnelPool
+from reconciler.adapters.db.refusals import refused_by_store
 from reconciler.adapters.db.replicas import this_server
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
@@ -404,7 +405,11 @@ def make_workers(
         process: Process = module.make_process(deps, **kwargs)
         config: WorkerConfig = getattr(module, "CONFIG", WorkerConfig(kind=kind))
         workers[kind] = Worker(
-            config, leasing=leasing, process=process, owner=_owner(identity, kind)
+            config,
+            leasing=leasing,
+            process=process,
+            owner=_owner(identity, kind),
+            store_failure=refused_by_store,
         )
     if reconciler is not None:
         workers["reconciles"] = Worker(
@@ -412,6 +417,7 @@ def make_workers(
             leasing=leasing,
             process=reconciler.process,
             owner=_owner(identity, "reconciles"),
+            store_failure=refused_by_store,
         )
     return workers
 

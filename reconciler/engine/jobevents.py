@@ -19,6 +19,12 @@ the final state and, when short, the whole log): the follower keeps it (`ended`,
 that the job's own pass learns from its submit's answer (`submitting`/`submitted`) wakes
 nobody: a tiny task gets one pass for its start and one for its end, not a third.
 
+No event is dropped on a failed write (a full disk, a lost database connection): the
+follower moves past a page only once what it implies is recorded (the wakes, the starts),
+retrying the same writes with back-off (`WRITE_RETRY_SECONDS`) meanwhile; the agent keeps
+the events (or says it could not: a reset page, and every job there is woken). A lost feed
+whose wake of the instance's jobs failed keeps that wake pending until it is done.
+
 `JobEventFollower.follow(instance_id, client)` is idempotent and cheap: the
 `AgentDirectory` calls it whenever a worker asks for an agent's client, so a host is
 followed from the first time the server speaks to it. `following(instance_id)` tells the
@@ -45,6 +51,10 @@ from reconciler.ports import WorkKind
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+WRITE_RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
+"""Back-off of a page's writes that the store refused (the last step repeats): short, so
+the jobs are woken within seconds of the store taking writes again (docs/operations.md's
+full disk)."""
 PAGE_GAP = 0.02
 """Seconds between a page that had events and the next poll. An agent answers at once when
 news waits, so in a burst of ends each poll came back with one or two events: a page per
@@ -82,6 +92,7 @@ class JobEventFollower:
         *,
         wait: float = 25.0,
         retry: Sequence[float] = RETRY_SECONDS,
+        write_retry: Sequence[float] = WRITE_RETRY_SECONDS,
         states: AgentStates | None = None,
         gap: float = PAGE_GAP,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -93,6 +104,7 @@ class JobEventFollower:
         self._hint = hint
         self._wait = min(wait, MAX_WAIT_SECONDS)
         self._retry = tuple(retry)
+        self._write_retry = tuple(write_retry)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._live: set[str] = set()
         self._ends: OrderedDict[tuple[str, str], JobEnd] = OrderedDict()
@@ -143,11 +155,14 @@ class JobEventFollower:
 
     async def _follow(self, instance_id: str, client: AgentClient) -> None:
         since, epoch, failures = 0, "", 0
+        unwoken = False  # the feed broke and its wake of the instance's jobs failed
         while True:
+            if unwoken:
+                unwoken = not await self._wake_all(instance_id, client.name)
             try:
                 page = await client.job_events(since, epoch, wait=self._wait)
             except AgentUnreachable:
-                await self._lost(instance_id, failures)
+                unwoken = await self._lost(instance_id, client.name, failures, unwoken)
                 failures += 1
                 continue
             except AgentError as exc:
@@ -155,32 +170,60 @@ class JobEventFollower:
                     log.info("%s: agent has no job events; its jobs are polled", client.name)
                     self._live.discard(instance_id)
                     return
-                await self._lost(instance_id, failures)
+                unwoken = await self._lost(instance_id, client.name, failures, unwoken)
                 failures += 1
                 continue
             except Exception:  # the outermost loop of one host: log, retry, go on
                 log.exception("%s: reading job events failed", client.name)
-                await self._lost(instance_id, failures)
+                unwoken = await self._lost(instance_id, client.name, failures, unwoken)
                 failures += 1
                 continue
             failures = 0
             self._live.add(instance_id)
             self._keep_ends(instance_id, page)
+            await self._record(instance_id, client.name, page)
+            unwoken = unwoken and not page.reset  # a reset page woke every job there
+            since, epoch = page.seq, page.epoch
+            if page.events and self._gap > 0:
+                await self._sleep(self._gap)  # let the next page gather (`PAGE_GAP`)
+
+    async def _record(self, instance_id: str, name: str, page: JobEventsPage) -> None:
+        """Record what the page implies (starts, wakes), retrying until the store takes
+        it: the page is not passed over before (the next poll would never name those
+        jobs again)."""
+        started, ids = ([], []) if page.reset else self._news(instance_id, page)
+        attempt = 0
+        while True:
             try:
                 if page.reset:
                     woken = await self._wakes.wake_jobs_on_instance(instance_id)
                 else:
-                    started, ids = self._news(instance_id, page)
                     await self._record_running(instance_id, started)
                     woken = await self._wakes.wake("jobs", ids) if ids else 0
-            except Exception:  # a store hiccup: the jobs' own passes cover it
-                log.exception("%s: waking jobs failed", client.name)
-                woken = 0
-            if woken:
-                self._hint("jobs")
-            since, epoch = page.seq, page.epoch
-            if page.events and self._gap > 0:
-                await self._sleep(self._gap)  # let the next page gather (`PAGE_GAP`)
+                break
+            except Exception as exc:  # noqa: BLE001 - a refused write: the same writes again
+                delay = self._write_retry[min(attempt, len(self._write_retry) - 1)]
+                log.warning(
+                    "%s: recording job events failed (%s); again in %.2f s",
+                    name,
+                    _brief(exc),
+                    delay,
+                )
+                attempt += 1
+                await self._sleep(delay)
+        if woken:
+            self._hint("jobs")
+
+    async def _wake_all(self, instance_id: str, name: str) -> bool:
+        """Wake every unfinished job on the instance; whether the store took it."""
+        try:
+            woken = await self._wakes.wake_jobs_on_instance(instance_id)
+        except Exception as exc:  # noqa: BLE001 - kept pending by the caller: tried again
+            log.warning("%s: waking its jobs failed (%s); tried again", name, _brief(exc))
+            return False
+        if woken:
+            self._hint("jobs")
+        return True
 
     def submitting(self, instance_id: str, agent_job_id: str) -> None:
         """A pass is submitting the job: its answer says whether it started, so the job's
@@ -226,11 +269,19 @@ class JobEventFollower:
         if recorded:
             self._hint("runs")
 
-    async def _lost(self, instance_id: str, failures: int) -> None:
-        """The feed broke: the jobs there poll for themselves until it is back."""
+    async def _lost(self, instance_id: str, name: str, failures: int, unwoken: bool) -> bool:
+        """The feed broke: the jobs there poll for themselves until it is back (each woken
+        once now). Returns whether that wake is still owed (the store refused it)."""
         if instance_id in self._live:
             self._live.discard(instance_id)
-            with contextlib.suppress(Exception):
-                if await self._wakes.wake_jobs_on_instance(instance_id):
-                    self._hint("jobs")
+            unwoken = True
+        if unwoken:
+            unwoken = not await self._wake_all(instance_id, name)
         await asyncio.sleep(self._retry[min(failures, len(self._retry) - 1)])
+        return unwoken
+
+
+def _brief(exc: BaseException) -> str:
+    """An error's first line (a database error's text goes on with its SQL)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -30,6 +30,14 @@ not the loop.
 The row callback is the outermost frame for one row: an unexpected exception is logged
 with its traceback, the lease is released with `error_delay`, and the loop goes on.
 Callbacks map the errors they expect through `reconciler.engine.outcomes` themselves.
+
+The store may refuse writes for a while (a full disk, a lost connection: the `store_failure`
+predicate the worker is given says which errors are that). A row whose step failed so is
+due again after a short back-off (`STORE_RETRY_SECONDS`, by the worker's streak of such
+failures), not `error_delay`: it finishes within seconds of the store taking writes again.
+A release the store refused is retried with that back-off until it is done (the row then
+due at once: what its step wrote may not all be recorded), so no row stays leased and no
+task of the worker dies with the error.
 """
 
 from __future__ import annotations
@@ -55,6 +63,10 @@ due again) in the same transaction: the worker releases nothing."""
 
 Process = Callable[[str, str], Awaitable[ProcessResult]]
 """`process(row_id, lock_token)`: handle one leased row; see the module docstring."""
+
+STORE_RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
+"""Back-off while the store refuses writes (the last step repeats): a step's row is due
+again after it, a refused release is tried again after it."""
 
 Prepare = Callable[[Sequence["Lease"]], Awaitable[None]]
 """`prepare(leases)`: read a claimed batch's rows at once (the callback's `prepare`)."""
@@ -122,8 +134,11 @@ class Worker:
         leasing: Leasing,
         process: Process,
         owner: str | None = None,
+        store_failure: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self.config = config
+        self._store_failure = store_failure or _never
+        self._store_streak = 0  # steps failed in a row because the store refused them
         self.owner = owner or f"{config.kind}-{uuid.uuid4().hex[:12]}"
         self._leasing = leasing
         self._process = process
@@ -190,6 +205,7 @@ class Worker:
         due_in: float = self.config.min_interval
         try:
             answer = await self._process(lease.row_id, lease.token)
+            self._store_streak = 0
             if answer == RELEASED:
                 self._held.pop(lease.token, None)
                 return
@@ -198,11 +214,44 @@ class Worker:
         except asyncio.CancelledError:
             self._held.pop(lease.token, None)
             raise
-        except Exception:  # the outermost frame of one row: log, retry later, go on
-            log.exception("%s %s: processing failed", self.kind, lease.row_id)
-            due_in = self.config.error_delay
-        if self._held.pop(lease.token, None) is not None:
-            await self._leasing.release(lease, due_in=max(0.0, due_in))
+        except Exception as exc:  # the outermost frame of one row: log, retry later, go on
+            if self._store_failure(exc):
+                due_in = self._store_retry(self._store_streak)
+                self._store_streak += 1
+                log.warning(
+                    "%s %s: the store refused the step (%s); again in %.2f s",
+                    self.kind, lease.row_id, _brief(exc), due_in,
+                )  # fmt: skip
+            else:
+                log.exception("%s %s: processing failed", self.kind, lease.row_id)
+                due_in = self.config.error_delay
+        if lease.token in self._held:  # not lost meanwhile (`heartbeat_once`)
+            try:
+                await self._release(lease, max(0.0, due_in))
+            finally:
+                self._held.pop(lease.token, None)
+
+    async def _release(self, lease: Lease, due_in: float) -> None:
+        """Release the lease, trying again with back-off while the store refuses it (the
+        lease stays held meanwhile: renewed by the heartbeat, never taken by another)."""
+        attempt = 0
+        while True:
+            try:
+                await self._leasing.release(lease, due_in=due_in)
+                return
+            except Exception as exc:  # noqa: BLE001 - retried: the row must not stay leased
+                delay = self._store_retry(attempt)
+                log.warning(
+                    "%s %s: releasing its lease failed (%s); again in %.2f s",
+                    self.kind, lease.row_id, _brief(exc), delay,
+                )  # fmt: skip
+            attempt += 1
+            due_in = 0.0  # what the step wrote may not all be recorded: look again at once
+            await asyncio.sleep(delay)
+
+    @staticmethod
+    def _store_retry(attempt: int) -> float:
+        return STORE_RETRY_SECONDS[min(attempt, len(STORE_RETRY_SECONDS) - 1)]
 
     # -- the loops ---------------------------------------------------------------------
 
@@ -238,13 +287,21 @@ class Worker:
 
     async def _fetch_loop(self) -> None:
         quiet = False  # the last sleep ran to the idle cap, no hint: look before claiming
+        refused = 0  # claims the store refused in a row
         while not self._stopping:
             self._wake.clear()
             try:
                 full, delay = await self._fetch(quiet)
-            except Exception:  # the outermost loop: a failed fetch must not end the worker
-                log.exception("%s: claiming due rows failed", self.kind)
-                full, delay = False, self.config.idle_cap
+                refused = 0
+            except Exception as exc:  # the outermost loop: a failed fetch must not end it
+                if self._store_failure(exc):
+                    delay = min(self.config.idle_cap, self._store_retry(refused))
+                    log.warning("%s: claiming due rows failed (%s)", self.kind, _brief(exc))
+                    refused += 1
+                else:
+                    log.exception("%s: claiming due rows failed", self.kind)
+                    delay = self.config.idle_cap
+                full = False
             quiet = False
             if full:
                 continue
@@ -303,3 +360,13 @@ class Worker:
                 await self.heartbeat_once()
             except Exception:  # the outermost loop: a failed renew is retried next beat
                 log.exception("%s: renewing leases failed", self.kind)
+
+
+def _never(exc: BaseException) -> bool:
+    return False
+
+
+def _brief(exc: BaseException) -> str:
+    """An error's first line (a database error's text goes on with its SQL)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
