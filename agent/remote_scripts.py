@@ -79,6 +79,8 @@ class AgentOptions:
     allow_root_jobs: bool = False
     min_free_disk: int | None = None  # None: the agent's default (1 GiB)
     volume_roots: str | None = None  # ':'-separated; None: the agent's (/mnt /data /srv /scratch)
+    unsandboxed_process_jobs: bool = False  # a root host without bubblewrap runs them anyway
+    allow_job_users: str | None = None  # ','-separated: what a process job's `user:` may name
 
     def __post_init__(self) -> None:
         if self.job_isolation not in ISOLATIONS:
@@ -90,6 +92,16 @@ class AgentOptions:
             raise ValueError("min free disk is a number of bytes, 0 or more")
         if self.volume_roots is not None:
             check_volume_roots(self.volume_roots)
+        # one spelling ("a,b"), so that options read back from a host compare equal
+        object.__setattr__(self, "allow_job_users", ",".join(self.job_users()) or None)
+        for name in self.job_users():
+            if name in ("auto", "self"):
+                raise ValueError(f"{name!r} is not a job user to allow: name an account")
+            check_job_user(name)
+
+    def job_users(self) -> list[str]:
+        """The accounts of `allow_job_users` (each an `--allow-job-user`)."""
+        return [n.strip() for n in (self.allow_job_users or "").split(",") if n.strip()]
 
     def args(self) -> tuple[str, ...]:
         """The agent's command-line flags (always explicit: the host's environment cannot
@@ -103,6 +115,10 @@ class AgentOptions:
             args += ["--min-free-disk", str(int(self.min_free_disk))]
         for root in self.volume_roots.split(":") if self.volume_roots else ():
             args += ["--volume-root", root]
+        if self.unsandboxed_process_jobs:
+            args.append("--unsandboxed-process-jobs")
+        for name in self.job_users():
+            args += ["--allow-job-user", name]
         return tuple(args)
 
     def digest(self) -> str:
@@ -118,6 +134,11 @@ class AgentOptions:
             flag = rest.pop(0)
             if flag == "--allow-root-jobs":
                 values["allow_root_jobs"] = True
+            elif flag == "--unsandboxed-process-jobs":
+                values["unsandboxed_process_jobs"] = True
+            elif flag == "--allow-job-user" and rest:
+                names = [values["allow_job_users"]] if "allow_job_users" in values else []
+                values["allow_job_users"] = ",".join([*names, rest.pop(0)])
             elif flag == "--volume-root" and rest:
                 roots = [values["volume_roots"]] if "volume_roots" in values else []
                 values["volume_roots"] = ":".join([*roots, rest.pop(0)])

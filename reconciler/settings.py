@@ -77,6 +77,20 @@ def check_job_users(value: str) -> str:
 JobUsers = Annotated[str, AfterValidator(check_job_users)]
 
 
+def check_work_root(value: str) -> str:
+    """`local_work_root`: an absolute dir other than `/` (the local agent's --work-root,
+    one flag value of its command line)."""
+    path = Path(value)
+    if not path.is_absolute() or "\0" in value or ".." in path.parts:
+        raise ValueError(f"expected an absolute path without '..', got {value!r}")
+    if path == Path("/"):
+        raise ValueError("name a dir of its own for the jobs' working dirs, not /")
+    return str(path)
+
+
+WorkRoot = Annotated[str, AfterValidator(check_work_root)]
+
+
 def check_attach_ports(value: str) -> str:
     """`START-END`: the ports the attach listeners may take (1024 < START <= END <= 65535)."""
     start, sep, end = value.partition("-")
@@ -167,6 +181,8 @@ SSH_AGENT_FIELDS: tuple[str, ...] = (
     "ssh_allow_root_jobs",
     "ssh_min_free_disk",
     "ssh_volume_roots",
+    "ssh_unsandboxed_process_jobs",
+    "ssh_allow_job_users",
     "ssh_agent_dir",
     "ssh_agent_port",
 )
@@ -175,6 +191,22 @@ server` flag and `DOCKYARD_<NAME>`; the job options are passed on the agent's co
 and a host whose agent was started with other values gets it replaced (its jobs are
 re-adopted); `ssh_agent_dir`/`ssh_agent_port` say where it is installed and listens."""
 _ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in SSH_AGENT_FIELDS})
+
+
+LOCAL_AGENT_FIELDS: tuple[str, ...] = (
+    "local_job_isolation",
+    "local_default_image",
+    "local_job_user",
+    "local_min_free_disk",
+    "local_work_root",
+    "local_volume_roots",
+    "local_unsandboxed_process_jobs",
+    "local_allow_job_users",
+)
+"""The local fleet's agent (docs/server.md): each is a `dockyard server` flag and
+`DOCKYARD_<NAME>`, passed on the agent's command line when the server starts it (an agent
+started with other values is replaced; its jobs are re-adopted)."""
+_ENV_FIELDS.update({f"DOCKYARD_{name.upper()}": name for name in LOCAL_AGENT_FIELDS})
 
 
 def default_data_dir() -> Path:
@@ -266,6 +298,17 @@ class Settings(BaseModel):
         description="the accounts (','-separated) a local process job's `user:` may name; "
         "unset: none (jobs run as their own identity)",
     )
+    local_min_free_disk: Size = Field(
+        default=2**30,
+        ge=0,
+        description="below this free space in the local agent's data dir (or Docker's root), "
+        "new local jobs wait",
+    )
+    local_work_root: WorkRoot | None = Field(
+        default=None,
+        description="the dir of the local agent's working dirs of jobs run by another "
+        "account; unset: /var/lib/dockyard-jobs/<agent>",
+    )
     # the agents deployed to SSH fleet hosts; SSH_AGENT_FIELDS makes them flags
     ssh_job_isolation: Literal["auto", "container", "process"] = Field(
         default="auto",
@@ -290,6 +333,16 @@ class Settings(BaseModel):
         default=None,
         description="the host dirs (':'-separated) below which SSH hosts' instance volumes "
         "must lie",
+    )
+    ssh_unsandboxed_process_jobs: bool = Field(
+        default=False,
+        description="SSH hosts logged into as root without bubblewrap run process jobs anyway, "
+        "unsandboxed, all as one account (off: they are refused, naming the package)",
+    )
+    ssh_allow_job_users: JobUsers | None = Field(
+        default=None,
+        description="the accounts (','-separated) an SSH host's process job's `user:` may "
+        "name; unset: none (jobs run as their own identity)",
     )
     ssh_agent_dir: str = Field(
         default=".dockyard/agent",

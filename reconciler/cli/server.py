@@ -74,6 +74,8 @@ def _ssh_agent_option(name: str) -> inspect.Parameter:
     shown = shown.lower() if isinstance(default, bool) else shown
     if name == "ssh_volume_roots":
         shown = "/mnt:/data:/srv:/scratch"
+    elif name == "ssh_allow_job_users":
+        shown = "none"
     help_text = f"{field.description} ({shown}). [DOCKYARD_{name.upper()}]"
     option = typer.Option(help=help_text, show_default=False, rich_help_panel=_SSH_AGENTS_PANEL)
     return inspect.Parameter(

@@ -131,4 +131,6 @@ def ssh_agent_options(settings: Settings) -> AgentOptions:
         allow_root_jobs=settings.ssh_allow_root_jobs,
         min_free_disk=settings.ssh_min_free_disk,
         volume_roots=settings.ssh_volume_roots,
+        unsandboxed_process_jobs=settings.ssh_unsandboxed_process_jobs,
+        allow_job_users=settings.ssh_allow_job_users,
     )

@@ -130,3 +130,26 @@ def test_the_server_refuses_a_hostile_image_flag_before_starting(tmp_path: Path)
     assert "invalid server setting ssh_default_image" in said
     assert "'x;id' is not an image name" in said
     assert not (tmp_path / "admin-token").exists(), "refused before anything started"
+
+
+def test_ssh_hosts_get_the_job_user_list_and_the_unsandboxed_opt_in() -> None:
+    env = {
+        "DOCKYARD_SSH_ALLOW_JOB_USERS": "builder, nobody",
+        "DOCKYARD_SSH_UNSANDBOXED_PROCESS_JOBS": "true",
+    }
+    options = ssh_agent_options(Settings.from_env(env))
+    args = options.args()
+    assert args[-5:] == (
+        "--unsandboxed-process-jobs", "--allow-job-user", "builder", "--allow-job-user", "nobody",
+    )  # fmt: skip
+    assert AgentOptions.from_args(args) == options  # read back from a host: the same
+    plain = ssh_agent_options(Settings.from_env({})).args()
+    assert "--allow-job-user" not in plain and "--unsandboxed-process-jobs" not in plain
+
+
+@pytest.mark.parametrize("names", ["root;id", "$(id)", "builder,-x", "auto", "a,self", "Admin"])
+def test_a_hostile_job_user_list_is_refused(names: str) -> None:
+    with pytest.raises(UsageError, match="ssh_allow_job_users"):
+        Settings.from_env({"DOCKYARD_SSH_ALLOW_JOB_USERS": names})
+    with pytest.raises(ValueError, match=r"job user|account"):
+        AgentOptions(allow_job_users=names)  # and by the deployer itself

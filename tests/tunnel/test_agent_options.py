@@ -185,3 +185,39 @@ async def test_a_changed_ssh_agent_option_replaces_the_agent_and_its_job_survive
         await client.aclose()
         await stop_agent(pool, target, remote_dir)
         await pool.close()
+
+
+async def test_an_ssh_hosts_agent_gets_the_servers_job_user_list_and_holds_it(
+    sshd_hosts: list[SSHHost], bundle: Bundle, tmp_path: Path
+) -> None:
+    """`--ssh-allow-job-users` and `--ssh-unsandboxed-process-jobs` reach a deployed
+    agent's command line, and the agent refuses a process job's `user:` it does not list."""
+    host = sshd_hosts[0]
+    target = SSHTarget(
+        "127.0.0.1", host.port, user=host.user, identity_file=str(host.identity_file)
+    )
+    remote_dir, port = str(tmp_path / "agent-home"), free_port()
+    env = {
+        "DOCKYARD_SSH_JOB_ISOLATION": "process",
+        "DOCKYARD_SSH_ALLOW_JOB_USERS": "nobody",
+        "DOCKYARD_SSH_UNSANDBOXED_PROCESS_JOBS": "true",
+    }
+    options = ssh_agent_options(Settings.from_env(env))
+    pool = TunnelPool()
+    await deploy_agent(pool, target, bundle, agent_port=port, remote_dir=remote_dir,
+                       options=options)  # fmt: skip
+    client = AgentClient.over_tunnel(pool, target, port)
+    try:
+        argv = _cmdline(remote_dir)
+        assert argv[argv.index("--allow-job-user") + 1] == "nobody"
+        assert argv.count("--allow-job-user") == 1
+        assert "--unsandboxed-process-jobs" in argv
+        spec = JobSpec(id=unique_id("other"), run_name="other", commands=["id"], user="daemon")
+        with pytest.raises(AgentError) as refused:
+            await client.submit(spec)
+        assert refused.value.status_code == 422, refused.value
+        assert "--allow-job-user; listed: nobody" in str(refused.value), refused.value
+    finally:
+        await client.aclose()
+        await stop_agent(pool, target, remote_dir)
+        await pool.close()
