@@ -75,6 +75,7 @@ def test_bubblewrap_gets_a_read_only_host_and_only_the_work_dir_writable(tmp_pat
         "/usr/bin/setpriv",
         (hidden,),
         root_entries=lambda: [("bin", "usr/bin"), ("etc", None), ("proc", None), ("tmp", None)],
+        exists=lambda path: path != "/workflow",  # a new top-level dir: each entry bound
     )
     argv = sandbox.argv(
         spec(working_dir="/workflow", shm_size_mib=64),
@@ -99,6 +100,40 @@ def test_bubblewrap_gets_a_read_only_host_and_only_the_work_dir_writable(tmp_pat
         "--regid=2000000007 --clear-groups --no-new-privs --"
     )
     assert argv[:3] == ["/bin/sh", "-c", 'trap "" HUP INT TERM; exec "$@"']
+
+
+def test_the_hosts_root_is_bound_whole_when_every_mount_point_exists(tmp_path: Path) -> None:
+    host = {WORK, "/home/me/project", "/data"}
+    sandbox = Sandbox(
+        "/usr/bin/bwrap",
+        "/usr/bin/setpriv",
+        root_entries=lambda: [("bin", "usr/bin"), ("etc", None), ("home", None)],
+        exists=host.__contains__,
+    )
+
+    def joined(**fields: object) -> str:
+        return " ".join(
+            sandbox.argv(
+                spec(**fields),
+                owner=(2_000_000_007, 2_000_000_007),
+                groups=(),
+                host_work_dir=Path(WORK),
+                devices=[],
+            )
+        )
+
+    volume = {"host_path": str(tmp_path), "container_path": "/data"}
+    for whole in ({}, {"working_dir": "/home/me/project"}, {"working_dir": "/tmp/w"}):
+        argv = joined(**whole, volumes=[volume])
+        assert "--unshare-uts --ro-bind / / --dev /dev" in argv, whole
+        assert "--ro-bind /etc" not in argv and "--remount-ro" not in argv, whole
+        assert argv.endswith("--no-new-privs --") and "--proc /proc" in argv, whole
+    new_top = {**volume, "container_path": "/new-data"}
+    for per_entry in ({"working_dir": "/workflow"}, {"volumes": [new_top]}):
+        argv = joined(**per_entry)
+        assert "--ro-bind / /" not in argv, per_entry
+        assert "--symlink usr/bin /bin --ro-bind /etc /etc --ro-bind /home /home" in argv
+        assert "--remount-ro / --chdir" in argv, per_entry
 
 
 def test_privileged_steps_get_a_fixed_environment_and_the_job_its_own_after() -> None:

@@ -270,16 +270,24 @@ async def test_two_running_jobs_have_their_own_uid_files_and_processes(fleet: Fl
     assert "READ-ENV" not in log and "no-env" in log, log
 
 
+# None: the host's `/` is bound read-only as a whole; a working dir the host lacks: each
+# entry of `/` is bound read-only on bubblewrap's own root (`Sandbox.binds_whole_root`)
+@pytest.mark.parametrize("working_dir", [None, "/dockyard-view-probe"])
 async def test_the_job_sees_a_read_only_host_its_own_tmp_and_pids(
-    fleet: Fleet, host_tmp_file: Path
+    fleet: Fleet, host_tmp_file: Path, working_dir: str | None
 ) -> None:
     token = _read(fleet.data_dir / "admin-token").strip()
     planted = Path(f"/var/tmp/dockyard-sandbox-probe-{os.getpid()}")  # 1777 on the host
+    top = Path(f"/dockyard-top-probe-{os.getpid()}")  # a new entry of `/`
     spec = JobSpec(
         id="view",
         run_name="view",
+        working_dir=working_dir,
         commands=[
             f"touch {planted} 2>&1 || true",
+            f"mkdir {top} 2>/dev/null && echo MADE-TOP || echo no-top",
+            "touch /etc/dockyard-probe 2>/dev/null && echo WROTE-ETC || echo no-etc",
+            "touch own-dir-probe && echo own-dir-ok",
             f"cat {host_tmp_file} 2>/dev/null || echo no-host-tmp",
             f"test -e /proc/{fleet.local.pid} && echo SEES-AGENT || echo no-agent",
             "echo init=$(cat /proc/1/comm)",
@@ -291,6 +299,8 @@ async def test_the_job_sees_a_read_only_host_its_own_tmp_and_pids(
     state, log = await _run(fleet.client, spec)
     assert state.status == JobStatus.EXITED, (state, log)
     assert "Read-only file system" in log and not _exists(planted), log
+    assert "no-top" in log and "no-etc" in log and "own-dir-ok" in log, log
+    assert not _exists(top, Path("/etc/dockyard-probe")), log
     assert "no-host-tmp" in log and "host-tmp\n" not in log.replace("no-host-tmp", ""), log
     assert "no-agent" in log and "SEES-AGENT" not in log, log
     assert "init=bwrap" in log, log
