@@ -134,6 +134,7 @@ class Healthcheck(_Answer):
     build: str = ""  # `agent_build()`; empty from agents older than the field
     disk_problem: str = ""  # set while the disk is too full for new jobs (`agent.diskspace`)
     disk_free: dict[str, int] = {}  # free bytes of the data dir and Docker's root
+    epoch: str = ""  # its job events' epoch: new at each start (the server sees a restart)
 
 
 class PortHolder(_Answer):

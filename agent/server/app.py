@@ -75,7 +75,11 @@ def _routes(manager: JobManager, host_probe: HostProbe) -> APIRouter:
     async def healthcheck() -> Healthcheck:
         disk = await asyncio.to_thread(manager.disk.check)
         return Healthcheck(
-            version=version, build=build, disk_problem=disk.problem, disk_free=dict(disk.free)
+            version=version,
+            build=build,
+            disk_problem=disk.problem,
+            disk_free=dict(disk.free),
+            epoch=manager.events.epoch,
         )
 
     @router.get("/host")

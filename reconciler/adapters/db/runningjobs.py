@@ -4,18 +4,22 @@
 (`reconciler.engine.jobsampling`) asks it which agent to sample. `lost_since` and
 `ended_on_instance` tell the instances worker when and which jobs an agent still runs the
 store has ended without the agent (failed `instance_unreachable` while it did not answer),
-so it stops them there.
+so it stops them there, and which finished jobs an agent still keeps it may remove.
+`wake_active_on_instance` makes the jobs the store has active there due at once (the
+instances worker, when the agent is new, restarted or reached again: each job's pass
+compares itself with what the agent reports).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 
 from reconciler.adapters.db.models import Instance, Job, Run
 from reconciler.adapters.db.records import instance_record
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.adapters.db.workleasing import pending_work
 from reconciler.domain.serving import RunningJob
 from reconciler.domain.statuses import JobStatus
 
@@ -75,3 +79,10 @@ class RunningJobsStore(StoreBase):
                 # a job without agent_job_id has its own id on the agent
                 ended.update(agent_id or job_id for agent_id, job_id in rows)
         return sorted(ended.intersection(agent_job_ids))
+
+    def wake_active_on_instance(self, instance_id: str) -> int:
+        """Make every job the store has active on this instance due now; how many."""
+        with self.writing() as session:
+            where = (Job.instance_id == instance_id) & pending_work("jobs")
+            result = session.execute(update(Job).where(where).values(due_at=None))
+        return int(result.rowcount)  # type: ignore[attr-defined]

@@ -19,11 +19,11 @@
   The local fleet's agent is restarted when its process is gone, or after
   `LOCAL_RESTART_AFTER` healthchecks in a row failed (one slow answer under load is no
   reason: replacing it mid-work costs more); the old one is stopped with SIGTERM and its
-  jobs are re-adopted by the new one. An answer clears the state. Jobs the agent still
-  runs that the store ended without it (`instance_unreachable`: it did not answer within
-  the grace) are stopped there (forced) at the next check it answers: looked for once per
-  instance and server process, then whenever such a job ended since the last look. So a
-  job the store records ended keeps no process once its agent answers again.
+  jobs are re-adopted by the new one (checked again at once). An answer clears the state.
+  The agent's jobs are compared with the store's (`agent_sync`) when the agent is new to
+  this server process, restarted (its healthcheck's epoch changed), reached again, or the
+  store ended jobs there without it: the store's active jobs there look for themselves at
+  once, jobs the store ended are stopped there (forced) if they run, removed if finished.
 - `terminating`: nothing runs there any more (the runs were stopped first); the instance
   becomes `terminated` and the fleets worker is hinted. An SSH host is also recorded to
   undo in the same transaction (`Store.end_ssh_instance`): the teardowns worker writes its
@@ -53,6 +53,7 @@ from reconciler.domain.statuses import InstanceStatus
 from reconciler.engine.outcomes import AGENT_RETRY_DELAY
 from reconciler.engine.worker import Process, ProcessResult, WorkerConfig
 from reconciler.engine.workers import WorkerDeps
+from reconciler.engine.workers.agent_sync import AgentSync
 from reconciler.engine.workers.growing import LEAVING_REASON
 
 CONFIG = WorkerConfig(kind="instances", concurrency=20, lease_seconds=30.0, min_interval=7.0)
@@ -103,7 +104,7 @@ class InstancesProcessor:
         self._settled: set[str] = set()  # SSH instances whose agent options were checked
         self._options_failed = ""  # the first host whose agent failed with the new options
         self._local_misses: dict[str, int] = {}  # local instance -> failed checks in a row
-        self._swept: dict[str, datetime] = {}  # instance -> when its ended jobs were stopped
+        self._sync = AgentSync(deps.store, self._now)  # the agent's jobs beside the store's
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)
@@ -131,30 +132,23 @@ class InstancesProcessor:
             facts = None
             if row.host_info is None or row.status in ("pending", "provisioning"):
                 facts = (await client.host_info()).model_dump(mode="json")
-            await self._stop_ended(row, client)
+            await self._settle(row, client, health.epoch)
         except (AgentUnreachable, AgentError) as exc:
             return await self._unreachable(row, token, str(exc))
         return await self._reachable(row, fleet, token, facts)
 
-    async def _stop_ended(self, row: InstanceRecord, client: AgentClient) -> None:
-        """Stop the agent's unfinished jobs that the store ended without it (it failed
-        them while the agent did not answer): none may run on. Asked of the agent once
-        per server process, then only after such a job ended (a cheap store read)."""
-        now, since = self._now(), self._swept.get(row.id)
-        store = self.deps.store
-        if since is not None and not await asyncio.to_thread(store.lost_since, row.id, since):
-            return
-        running = [state.id for state in await client.jobs() if not state.status.is_finished()]
-        ended = await asyncio.to_thread(store.ended_on_instance, row.id, running)
-        for job_id in ended:
-            await client.stop(job_id, grace=0, force=True)
-        self._swept[row.id] = now
-        if ended:
+    async def _settle(self, row: InstanceRecord, client: AgentClient, epoch: str) -> None:
+        """Compare the agent's jobs with the store's (`agent_sync`) when it is new, restarted,
+        reached again, or the store ended jobs there without it."""
+        settled = await self._sync.settle(row, client, epoch)
+        if settled.stopped:
             await self._event(
                 row,
-                f"instance {row.name}: stopped {len(ended)} job(s) the server had ended "
+                f"instance {row.name}: stopped {settled.stopped} job(s) the server had ended "
                 "while the agent was unreachable",
             )
+        if settled.woken:
+            self.deps.hint("jobs")
 
     async def _reachable(
         self,
@@ -265,26 +259,27 @@ class InstancesProcessor:
         await self._write(row, token, unreachable_since=since, status_message=message)
         if row.unreachable_since is None:
             await self._event(row, f"instance {row.name}: agent unreachable: {detail}")
-        if row.backend == "local":
-            await self._restart_local(row, token)
+        if row.backend == "local" and await self._restart_local(row, token):
+            return 0.0  # the new agent is compared with the store now (`agent_sync`)
         return min(AGENT_RETRY_DELAY, max(0.5, grace - waited) if waited < grace else 5.0)
 
-    async def _restart_local(self, row: InstanceRecord, token: str) -> None:
+    async def _restart_local(self, row: InstanceRecord, token: str) -> bool:
         """The local agent died (or moved), or failed `LOCAL_RESTART_AFTER` checks in a
         row: start it again (`ensure_local_agent` keeps one that answers now) and re-point
-        the instance. A slow agent whose process runs is given more checks first."""
+        the instance. A slow agent whose process runs is given more checks first. True if an
+        agent answers now."""
         if self.deps.local_agent is None:
-            return
+            return False
         misses = self._local_misses[row.id] = self._local_misses.get(row.id, 0) + 1
         alive = await asyncio.to_thread(local_agent_alive, self.deps.data_dir)
         if alive and misses < LOCAL_RESTART_AFTER:
-            return
+            return False
         self._local_misses.pop(row.id, None)
         try:
             local = await self.deps.local_agent()
         except LocalAgentError as exc:
             await self._write(row, token, status_message=f"local agent restart failed: {exc}")
-            return
+            return False
         where = (local.hostname, local.ssh_port, local.ssh_user, local.agent_port)
         if (row.hostname, row.ssh_port, row.ssh_user, row.agent_port) != where:
             hostname, ssh_port, ssh_user, agent_port = where
@@ -296,6 +291,7 @@ class InstancesProcessor:
                 ssh_user=ssh_user,
                 agent_port=agent_port,
             )
+        return True
 
     async def _terminated(self, row: InstanceRecord, token: str) -> None:
         """Mark it `terminated`; an SSH host also gets undone (`workers.teardowns`: its
