@@ -67,6 +67,11 @@ class AgentDirectory:
         self.events: AgentEvents = _NoEvents()
         """What the agents' job events told (`JobEventFollower`; set by the controller)."""
 
+    @property
+    def default_key(self) -> str | None:
+        """The key a host is logged in to with when its fleet names none (the server's)."""
+        return self._identity_file
+
     def address(self, instance: AgentHost) -> AgentAddress:
         """The SSH endpoint and agent port recorded on the instance.
 

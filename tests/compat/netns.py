@@ -10,7 +10,8 @@ at the end removes the veth pair with it.
 
 Needs root and `ip` (iproute2); without them the test is skipped, or fails under CI=true
 (`tests.services.missing.skip_or_fail`). Used by tests/compat/test_attach_remote.py and
-test_attach_remote_ssh.py.
+test_attach_remote_ssh.py. `jump_network()` puts a second namespace behind the first, one
+only the first reaches: an SSH host behind a jump host (tests/compat/test_proxy_jump.py).
 """
 
 from __future__ import annotations
@@ -114,3 +115,53 @@ def client_namespace() -> Iterator[ClientNamespace]:
     finally:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
         subprocess.run(["ip", "link", "del", outer], capture_output=True, timeout=30)
+
+
+@dataclass(frozen=True)
+class JumpNetwork:
+    """Two namespaces in a row: this one ↔ `jump` ↔ `target`. The jump host's address
+    (`jump_ip`) is reachable from here; the target's (`target_ip`) only from `jump`: this
+    namespace's route to it is `unreachable`, and `jump` forwards nothing (only a process
+    there, such as its sshd, reaches the target)."""
+
+    jump: ClientNamespace  # its client_ip is the jump host's address on the first link
+    target: ClientNamespace  # its server_ip is the jump host's end of the second link
+
+    @property
+    def jump_ip(self) -> str:
+        return self.jump.client_ip
+
+    @property
+    def target_ip(self) -> str:
+        return self.target.client_ip
+
+
+@contextmanager
+def jump_network() -> Iterator[JumpNetwork]:
+    """A `JumpNetwork`: `client_namespace()` for the jump host, then a target namespace
+    whose veth pair's other end is in the jump host's namespace, not in this one."""
+    with client_namespace() as jump:
+        tag = secrets.token_hex(4)
+        name, outer, inner = f"dyt-{tag}", f"dy{tag}c", f"dy{tag}d"
+        prefix = _free_subnet()
+        try:
+            _ip("netns", "add", name)
+        except OSError as exc:
+            skip_or_fail(f"cannot make a network namespace: {exc}")
+        try:
+            target = ClientNamespace(name, f"{prefix}.1", f"{prefix}.2", "", "")
+            _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            _ip("link", "set", outer, "netns", jump.name)
+            _ip("link", "set", inner, "netns", name)
+            _ip("-n", jump.name, "addr", "add", f"{target.server_ip}/30", "dev", outer)
+            _ip("-n", jump.name, "link", "set", outer, "up")
+            _ip("-n", name, "addr", "add", f"{target.client_ip}/30", "dev", inner)
+            _ip("-n", name, "link", "set", inner, "up")
+            _ip("-n", name, "link", "set", "lo", "up")
+            # not even this machine's default route (a gateway may answer any address)
+            _ip("route", "add", "unreachable", f"{prefix}.0/30")
+            yield JumpNetwork(jump, target)
+        finally:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+            unroute = ["ip", "route", "del", "unreachable", f"{prefix}.0/30"]
+            subprocess.run(unroute, capture_output=True, timeout=30)

@@ -7,7 +7,8 @@ host its own agent directory and agent port. Needs root (sshd drops privileges p
 session) and ``/usr/sbin/sshd``; otherwise the tests that use it skip and say why.
 
 `start_sshd` is public so a test can start an extra, differently configured host (for
-example one whose PATH has no Python).
+example one whose PATH has no Python, or one in another network namespace:
+`tests/compat/test_proxy_jump.py`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,22 +73,51 @@ def make_client_key(directory: Path) -> Path:
     return path
 
 
-def _wait_listening(port: int, process: subprocess.Popen[bytes], deadline: float) -> None:
+# run under a namespace's prefix: exit 0 once host:port accepts a connection
+_CONNECTS = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).close()\n"
+    "except OSError:\n"
+    "    sys.exit(1)\n"
+)
+
+
+def _accepts(host: str, port: int, prefix: Sequence[str]) -> bool:
+    if prefix:  # another network namespace: ask from inside it
+        argv = [*prefix, sys.executable, "-c", _CONNECTS, host, str(port)]
+        return subprocess.run(argv, capture_output=True, timeout=30).returncode == 0
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_listening(
+    host: str, port: int, process: subprocess.Popen[bytes], deadline: float, prefix: Sequence[str]
+) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"sshd on port {port} exited with {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
+        if _accepts(host, port, prefix):
+            return
+        time.sleep(0.05)
     raise RuntimeError(f"sshd on port {port} did not listen in time")
 
 
 def start_sshd(
-    workdir: Path, identity_file: Path, *, extra_config: str = "", sftp: bool = True
+    workdir: Path,
+    identity_file: Path,
+    *,
+    extra_config: str = "",
+    sftp: bool = True,
+    listen: str = "127.0.0.1",
+    port: int | None = None,
+    prefix: Sequence[str] = (),
 ) -> SSHHost:
-    """Start one sshd on a free loopback port accepting `identity_file` for root."""
+    """Start one sshd accepting `identity_file` for root, on `listen`:`port` (default a
+    free loopback port), under `prefix` (e.g. `ip netns exec NS`: another machine's network)."""
     workdir.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     host_key = workdir / "ssh_host_ed25519_key"
@@ -94,10 +125,10 @@ def start_sshd(
     host_key.chmod(0o600)
     authorized = workdir / "authorized_keys"
     shutil.copyfile(str(identity_file) + ".pub", authorized)
-    port = _free_port()
+    port = port or _free_port()
     config = workdir / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"Port {port}\nListenAddress {listen}\nHostKey {host_key}\n"
         f"PidFile {workdir / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nUsePAM no\n"
@@ -107,11 +138,11 @@ def start_sshd(
         + extra_config
     )
     process = subprocess.Popen(
-        [str(SSHD), "-D", "-e", "-f", str(config)],
+        [*prefix, str(SSHD), "-D", "-e", "-f", str(config)],
         stdout=subprocess.DEVNULL,
         stderr=open(workdir / "sshd.log", "wb"),  # noqa: SIM115 - owned by the child
     )
-    _wait_listening(port, process, time.monotonic() + 10)
+    _wait_listening(listen, port, process, time.monotonic() + 10, prefix)
     return SSHHost(port, "root", identity_file, host_key, workdir, process)
 
 

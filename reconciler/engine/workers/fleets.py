@@ -167,7 +167,8 @@ class FleetsProcessor:
     async def _deploy(self, fleet_id: str, name: str, host: FleetHost) -> Host:
         if self.deps.ssh_deployer is None:
             raise LocalAgentError("this server cannot deploy agents to SSH hosts")
-        target = to_target(host)  # through its jump host, if it has one
+        # through its jump host, if it has one; with the key the instance is reached with later
+        target = to_target(host, default_key=self.deps.agents.default_key)
         agent_port = await self.deps.ssh_deployer(target)
         if self.deps.ssh_keys is not None:  # who may attach to this fleet's jobs
             await self.deps.ssh_keys(fleet_id, target, force=True)
