@@ -10,7 +10,7 @@ Which engine handles a resource is a pure decision, `select_engine`, made from t
 resource's `backends` (fleets) or `backend` (volumes, gateways):
 
 - no backend, `local`, or an SSH fleet (`ssh_config`) → the local engine (`stacks.local`);
-- `aws`/`gcp` → the Pulumi engine (`stacks.pulumi`);
+- `aws`/`gcp` → the Pulumi engine (`stacks.pulumi_engine`);
 - anything else, or local and cloud mixed in one fleet → unsupported, with a message.
 
 Engines raise only the `StackError` classes below; the reconciler maps them (one place)

@@ -2,7 +2,7 @@
 down, and the leased sweep that ends them (TTL) and removes their projects (docs/previews.md).
 
 Called by the PR side (`reconciler.pr.previews`, which reads the head through the host's
-API and checks who asked) and by its background loop (`reconciler.pr.previewsweep`).
+API and checks who asked) and by its sweep (`reconciler.pr.previews.PreviewBot.sweep_once`).
 Everything here is synchronous (callers use a thread) and goes through the store's units
 of work (`reconciler.adapters.db.previewruns`).
 
