@@ -12,9 +12,15 @@ whether the running agent can be reused; a dead one is started again, one of ano
 or another build of the code (`agent_build`: a checkout that moved without a version bump) is
 stopped and replaced. A file lock serialises concurrent callers (several server workers).
 
+The agent's job options (`ensure_local_agent`'s keywords: the server's `--local-*`
+settings) are its command line; `state.json` records them, and a running agent started with
+other ones is replaced (its jobs stay and are re-adopted), so a changed setting takes effect
+at the server's next start.
+
 Layout (``<server data dir>/local-agent/``): ``data/`` (the agent's), ``host_key``,
 ``authorized_keys``, ``known_hosts`` (the host key pinned for the server), ``state.json``,
-``agent.log``, ``lock``.
+``agent.log`` (the running agent's output; the previous agents' are kept as ``agent.log.1``
+… ``agent.log.<LOG_KEEP>``, each at most its last `LOG_KEEP_BYTES`), ``lock``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ from agent.ssh.server import ensure_host_key
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 
 LOCAL_USER = "dockyard"
+LOG_KEEP = 3
+"""Previous agents' logs kept (``agent.log.1`` is the last one's)."""
+LOG_KEEP_BYTES = 8 * 2**20
+"""The most of a previous agent's log kept: its end (where a crash is told)."""
 
 
 class LocalAgentError(Exception):
@@ -174,11 +184,43 @@ def local_agent_ssh_port(server_data_dir: Path) -> int | None:
 
 
 def _read_state(paths: LocalPaths) -> dict[str, int]:
+    raw = _state_json(paths)
+    keys = ("pid", "http_port", "ssh_port")
+    return {k: int(v) for k, v in raw.items() if k in keys and isinstance(v, int | str)}
+
+
+def _state_json(paths: LocalPaths) -> dict[str, object]:
     try:
         raw = json.loads(paths.state.read_text())
     except (OSError, ValueError):
         return {}
-    return {k: int(v) for k, v in raw.items() if k in ("pid", "http_port", "ssh_port")}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _started_with(paths: LocalPaths) -> list[str] | None:
+    """The job options the recorded agent was started with (None: not recorded)."""
+    args = _state_json(paths).get("args")
+    return [str(a) for a in args] if isinstance(args, list) else None
+
+
+def rotate_log(log: Path, *, keep: int = LOG_KEEP, keep_bytes: int = LOG_KEEP_BYTES) -> None:
+    """Before an agent starts: `log` becomes `log.1` (`log.1` becomes `log.2` …, the
+    oldest beyond `keep` dropped), cut to its last `keep_bytes` bytes."""
+    if not log.exists() or log.stat().st_size == 0:
+        return
+    for n in range(keep - 1, 0, -1):
+        older = log.with_name(f"{log.name}.{n}")
+        if older.exists():
+            os.replace(older, log.with_name(f"{log.name}.{n + 1}"))
+    previous = log.with_name(f"{log.name}.1")
+    with open(log, "rb") as source:
+        size = source.seek(0, os.SEEK_END)
+        source.seek(max(0, size - keep_bytes))
+        tail = source.read()
+    temporary = log.with_name(f".{log.name}.rotating")
+    temporary.write_bytes(tail)
+    os.replace(temporary, previous)
+    log.unlink()
 
 
 def _target(paths: LocalPaths, ssh_port: int, client_key: Path) -> SSHTarget:
@@ -295,7 +337,8 @@ def _spawn(
         "--volume-dir",
         str(paths.root.parent / "volumes"),
     ]
-    with open(paths.log, "wb") as log:
+    rotate_log(paths.log)  # a crashed agent's log is kept (`agent.log.1`)
+    with open(paths.log, "ab") as log:
         process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -341,6 +384,8 @@ async def ensure_local_agent(
     volume_roots: str | None = None,
     unsandboxed: bool = False,
     allow_job_users: str | None = None,
+    min_free_disk: int | None = None,
+    work_root: str | None = None,
 ) -> LocalAgent:
     """The running local agent, started first if needed (idempotent, process-safe).
 
@@ -351,7 +396,23 @@ async def ensure_local_agent(
     separated) its `--volume-root`s (None: the agent's default, `mounts.DEFAULT_VOLUME_ROOTS`;
     its `--volume-dir`, the server's local volumes, is allowed either way); `unsandboxed`
     its `--unsandboxed-process-jobs` (a root server without bubblewrap); `allow_job_users`
-    (comma-separated) its `--allow-job-user`s, what a process job's `user:` may name."""
+    (comma-separated) its `--allow-job-user`s, what a process job's `user:` may name;
+    `min_free_disk` (bytes) its `--min-free-disk` and `work_root` its `--work-root` (None:
+    the agent's defaults, 1 GiB and /var/lib/dockyard-jobs/<agent>). A running agent started
+    with other options is replaced."""
+    job_args = ["--job-user", job_user, "--job-isolation", job_isolation]
+    if default_image:
+        job_args += ["--default-image", default_image]
+    for root in (volume_roots or "").split(":"):
+        job_args += ["--volume-root", root] if root.strip() else []
+    if unsandboxed:
+        job_args.append("--unsandboxed-process-jobs")
+    for name in (allow_job_users or "").split(","):
+        job_args += ["--allow-job-user", name.strip()] if name.strip() else []
+    if min_free_disk is not None:
+        job_args += ["--min-free-disk", str(min_free_disk)]
+    if work_root:
+        job_args += ["--work-root", work_root]
     paths = local_paths(server_data_dir)
     paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
     async with _locked(paths.root / "lock"):
@@ -360,7 +421,8 @@ async def ensure_local_agent(
         pid, http_port, ssh_port = state.get("pid"), state.get("http_port"), state.get("ssh_port")
         if pid and http_port and ssh_port and _is_our_agent(pid):
             target = _target(paths, ssh_port, client_key)
-            if await _healthy(pool, target, http_port, build=agent_build()):
+            same = _started_with(paths) == job_args
+            if same and await _healthy(pool, target, http_port, build=agent_build()):
                 return LocalAgent(target, http_port, ssh_port, pid, started=False)
             # its jobs stay: the next agent re-adopts them; a busy agent gets time to leave
             await asyncio.to_thread(stop_local_agent, server_data_dir, wait_for=30.0)
@@ -369,19 +431,9 @@ async def ensure_local_agent(
         http_port, ssh_port = _free_port(http_port), _free_port(ssh_port)
         if http_port == ssh_port:
             ssh_port = _free_port(None)
-        job_args = ["--job-user", job_user, "--job-isolation", job_isolation]
-        if default_image:
-            job_args += ["--default-image", default_image]
-        for root in (volume_roots or "").split(":"):
-            job_args += ["--volume-root", root] if root.strip() else []
-        if unsandboxed:
-            job_args.append("--unsandboxed-process-jobs")
-        for name in (allow_job_users or "").split(","):
-            job_args += ["--allow-job-user", name.strip()] if name.strip() else []
         pid = _spawn(paths, python, http_port, ssh_port, job_args)
-        paths.state.write_text(
-            json.dumps({"pid": pid, "http_port": http_port, "ssh_port": ssh_port})
-        )
+        started: dict[str, object] = {"pid": pid, "http_port": http_port, "ssh_port": ssh_port}
+        paths.state.write_text(json.dumps(started | {"args": job_args}))
         target = _target(paths, ssh_port, client_key)
         await _wait_started(pool, target, http_port, pid, paths, start_timeout)
         return LocalAgent(target, http_port, ssh_port, pid, started=True)

@@ -18,7 +18,13 @@ import typer
 
 from reconciler.cli.console import err
 from reconciler.quantities import format_duration, format_size, parse_duration, parse_size
-from reconciler.settings import LIMIT_FIELDS, OPERATIONS_FIELDS, SSH_AGENT_FIELDS, Settings
+from reconciler.settings import (
+    LIMIT_FIELDS,
+    LOCAL_AGENT_FIELDS,
+    OPERATIONS_FIELDS,
+    SSH_AGENT_FIELDS,
+    Settings,
+)
 
 _LIMITS_PANEL = "Input limits (docs/security.md)"
 
@@ -83,13 +89,37 @@ def _ssh_agent_option(name: str) -> inspect.Parameter:
     )
 
 
+_LOCAL_AGENT_PANEL = "The local fleet's agent (docs/server.md)"
+
+
+def _local_agent_option(name: str) -> inspect.Parameter:
+    """`--local-min-free-disk` etc.: the local agent's options, default and variable (a
+    description that says what unset means already shows it)."""
+    field = Settings.model_fields[name]
+    default = field.get_default(call_default_factory=True)
+    description = field.description or ""
+    kind: Any = bool | None if field.annotation is bool else str | None
+    if name == "local_min_free_disk":
+        description += f" ({format_size(default)})"
+    elif kind is not bool | None and ("unset:" in description or "dstack's" in description):
+        pass
+    else:
+        description += f" ({str(default).lower()})"
+    help_text = f"{description}. [DOCKYARD_{name.upper()}]"
+    option = typer.Option(help=help_text, show_default=False, rich_help_panel=_LOCAL_AGENT_PANEL)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option]
+    )
+
+
 def with_limit_flags(func: Callable[..., None]) -> Callable[..., None]:
     """Replace `**limits` in `func`'s signature by one flag per `OPERATIONS_FIELDS` (retention
-    and disk), per `SSH_AGENT_FIELDS` (SSH hosts' agents) and per `LIMIT_FIELDS` (input
-    bounds)."""
+    and disk), per `LOCAL_AGENT_FIELDS` (the local agent), per `SSH_AGENT_FIELDS` (SSH hosts'
+    agents) and per `LIMIT_FIELDS` (input bounds)."""
     signature = inspect.signature(func, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     params += [_operations_option(name) for name in OPERATIONS_FIELDS]
+    params += [_local_agent_option(name) for name in LOCAL_AGENT_FIELDS]
     params += [_ssh_agent_option(name) for name in SSH_AGENT_FIELDS]
     params += [_limit_option(name) for name in LIMIT_FIELDS]
     func.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]

@@ -51,6 +51,8 @@ class AgentSetup:
     local_volume_roots: str | None = None  # ... its --volume-root, ':'-separated (None: default)
     local_unsandboxed: bool = False  # ... its --unsandboxed-process-jobs
     local_allow_job_users: str | None = None  # ... its --allow-job-user, ','-separated
+    local_min_free_disk: int | None = None  # ... its --min-free-disk (None: its 1 GiB)
+    local_work_root: str | None = None  # ... its --work-root (None: its default)
     ssh_options: AgentOptions = field(default_factory=AgentOptions)  # SSH hosts' agents
     remote_dir: str = DEFAULT_REMOTE_DIR  # --ssh-agent-dir
     agent_port: int = DEFAULT_AGENT_PORT  # --ssh-agent-port (its session port: one below)
@@ -68,6 +70,8 @@ class AgentSetup:
             volume_roots=self.local_volume_roots,
             unsandboxed=self.local_unsandboxed,
             allow_job_users=self.local_allow_job_users,
+            min_free_disk=self.local_min_free_disk,
+            work_root=self.local_work_root,
         )
         return LocalAgent(
             hostname=agent.target.hostname,

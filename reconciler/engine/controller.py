@@ -469,6 +469,8 @@ def build_controller(
         local_volume_roots=settings.local_volume_roots,
         local_unsandboxed=settings.local_unsandboxed_process_jobs,
         local_allow_job_users=settings.local_allow_job_users,
+        local_min_free_disk=settings.local_min_free_disk,
+        local_work_root=settings.local_work_root,
         ssh_options=ssh_agent_options(settings),
         remote_dir=settings.ssh_agent_dir,
         agent_port=settings.ssh_agent_port,
