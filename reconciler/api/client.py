@@ -98,9 +98,6 @@ class Client:
 
     # -- server, users, projects ------------------------------------------------------------
 
-    def server_info(self) -> wire.ServerInfo:
-        return self._one(wire.ServerInfo, "/api/server/get_info")
-
     def me(self) -> wire.User:
         return self._one(wire.User, "/api/users/get_my_user")
 
@@ -128,10 +125,6 @@ class Client:
 
     def delete_project(self, name: str) -> None:
         self.post(f"/api/projects/{name}/delete")
-
-    def add_members(self, members: Mapping[str, str], project: str | None = None) -> wire.Project:
-        body = {"members": [{"username": u, "project_role": r} for u, r in members.items()]}
-        return self._one(wire.Project, f"/api/projects/{project or self.project}/add_members", body)
 
     def remove_members(self, usernames: list[str], project: str | None = None) -> wire.Project:
         path = f"/api/projects/{project or self.project}/remove_members"

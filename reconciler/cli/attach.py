@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,9 +23,11 @@ from reconciler.api.forwarding import ForwardTarget, PortForwarder, parse_port_m
 from reconciler.cli.console import ProjectOption, err, open_client, out
 from reconciler.cli.sshconfig import Alias, write_alias
 from reconciler.cli.waiting import FINISHED, describe_end, print_logs, wait_started
+from reconciler.core.devenv import ide_link
 from reconciler.errors import PermanentError
 
 POLL_SECONDS = 2.0
+_IDE_NAMES = {"vscode": "VS Code Desktop", "cursor": "Cursor", "windsurf": "Windsurf"}
 
 
 def declared_ports(configuration: dict[str, Any]) -> list[int]:
@@ -97,11 +100,21 @@ def _announce(run: wire.Run, name: str) -> None:
     if alias is not None:
         config = write_alias(Path.home(), alias)
         out().print(f"SSH alias {name} written to {config}: ssh {name}")
-    if run.run_spec.get("configuration", {}).get("type") == "dev-environment":
-        workdir = run.run_spec.get("working_dir") or "/workflow"
-        out().print(
-            f"To open in VS Code Desktop: vscode://vscode-remote/ssh-remote+{name}{workdir}"
-        )
+    line = ide_line(run.run_spec, name)
+    if line is not None:
+        out().print(line)
+
+
+def ide_line(run_spec: Mapping[str, Any], name: str) -> str | None:
+    """Pure: "To open in <IDE>: <link>" for a dev environment with an `ide`, else None."""
+    configuration = run_spec.get("configuration") or {}
+    if configuration.get("type") != "dev-environment":
+        return None
+    link = ide_link(configuration, name, run_spec.get("working_dir") or None)
+    if link is None:
+        return None
+    ide = str(configuration.get("ide"))
+    return f"To open in {_IDE_NAMES.get(ide, ide)}: {link}"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,6 +1,6 @@
-"""Pure helpers for dev environments: the IDE link and the SSH alias a user connects with.
+"""Pure helpers for dev environments: the IDE link a user opens the run with.
 
-`dockyard attach` and the Run JSON (`reconciler.web`) show the link; the SSH alias is the
+`dockyard attach` shows the link (`reconciler.cli.attach.ide_line`); the SSH alias is the
 run's name, written to `~/.dockyard/ssh/config` by `attach`.
 """
 

@@ -26,21 +26,8 @@ def to_git_origin(path: str, commit: str) -> str:
     return f"git:{path}@{commit}"
 
 
-def to_cli_origin(user: str) -> str:
-    """The origin recorded for an unmanaged resource created by `dockyard apply`."""
-    return f"cli:{user}"
-
-
 def is_git_origin(origin: str) -> bool:
     return origin.startswith("git:")
-
-
-def from_git_origin(origin: str) -> tuple[str, str]:
-    """(path, commit) of a `git:<path>@<commit>` origin; raises ValueError otherwise."""
-    if not is_git_origin(origin) or "@" not in origin:
-        raise ValueError(f"not a git origin: {origin!r}")
-    path, _, commit = origin[len("git:") :].rpartition("@")
-    return path, commit
 
 
 @dataclass(frozen=True, slots=True)

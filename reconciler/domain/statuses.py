@@ -42,9 +42,6 @@ class JobStatus(enum.StrEnum):
             JobStatus.DONE,
         )
 
-    def is_active(self) -> bool:
-        return not self.is_finished()
-
 
 class InstanceStatus(enum.StrEnum):
     PENDING = "pending"

@@ -17,7 +17,6 @@ still waited for by the busy timeout.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -178,9 +177,3 @@ def writer_engine(engine: Engine) -> Engine:
     if engine.dialect.name != "sqlite":
         return engine
     return engine.execution_options(**{_SQLITE_BEGIN_OPTION: "BEGIN IMMEDIATE"})
-
-
-def data_dir_from_env() -> Path | None:
-    """`DOCKYARD_DATA_DIR` if set (the CLI's default for `--data-dir`)."""
-    value = os.environ.get("DOCKYARD_DATA_DIR")
-    return Path(value) if value else None

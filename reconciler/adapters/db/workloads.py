@@ -50,12 +50,6 @@ class WorkloadsStore(StoreBase):
         with self.reading() as session:
             return session.scalars(query).first()
 
-    def list_runs_of_resource(self, resource_id: str) -> list[Run]:
-        """Every run a managed resource has started, oldest first."""
-        query = select(Run).where(Run.resource_id == resource_id).order_by(Run.submitted_at)
-        with self.reading() as session:
-            return list(session.scalars(query))
-
     def list_jobs(self, run_id: str) -> list[Job]:
         """Jobs of the run by replica, job number, then submission."""
         query = (

@@ -7,12 +7,8 @@ ORM row of a run or a job leaves `reconciler.adapters`.
 
 from __future__ import annotations
 
-from reconciler.adapters.db.models import Job, Project, Run
-from reconciler.domain.workloads import JobRecord, ProjectRef, RunRecord
-
-
-def project_ref(row: Project) -> ProjectRef:
-    return ProjectRef(id=row.id, name=row.name)
+from reconciler.adapters.db.models import Job, Run
+from reconciler.domain.workloads import JobRecord, RunRecord
 
 
 def run_record(row: Run) -> RunRecord:

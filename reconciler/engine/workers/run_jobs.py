@@ -57,20 +57,6 @@ def stop_jobs(store: Store, jobs: Iterable[JobRecord], reason: JobTerminationRea
     return store.stop_jobs(((job.id, job.status) for job in jobs), reason)
 
 
-def latest_by_slot(jobs: Iterable[JobRecord]) -> dict[tuple[int, int], JobRecord]:
-    """The newest submission of each (replica, job number)."""
-    latest: dict[tuple[int, int], JobRecord] = {}
-    for job in jobs:
-        key = (job.replica_num, job.job_num)
-        current = latest.get(key)
-        if current is None or (job.submission_num, job.submitted_at) >= (
-            current.submission_num,
-            current.submitted_at,
-        ):
-            latest[key] = job
-    return latest
-
-
 def runtime_of(job: JobRecord) -> Mapping[str, Any]:
     return job.runtime if isinstance(job.runtime, Mapping) else {}
 
