@@ -112,5 +112,20 @@ def test_plan_help_imports_neither_config_models_nor_git(tmp_path: Path) -> None
     assert _loaded(modules, ("pydantic", "pydantic_core", "typer._adapters")) == []
 
 
+def test_plan_imports_few_modules_beyond_the_root_help(tmp_path: Path) -> None:
+    # `dockyard --help` (typer, rich) is the floor; counted 332 modules with the lock's
+    # versions, `plan --help` 333 (433 before it stopped importing pydantic) and the
+    # offline plan 523 (the config models, pydantic, git, the planner, rich's table)
+    task = b"type: task\nname: train\ncommands: [python train.py]\n"
+    repo, base = make_repo(tmp_path / "configs", {"train.dstack.yml": task})
+    commit_files(repo, {"train.dstack.yml": task.replace(b"train.py", b"t2.py")}, "change")
+    _, root_help, _ = _modules_of("--help", tmp_path=tmp_path)
+    _, plan_help, _ = _modules_of("plan", "--help", tmp_path=tmp_path)
+    code, plan, out = _modules_of("plan", "--repo", str(repo), "--base", base, tmp_path=tmp_path)
+    assert code == 0, out
+    assert len(plan_help) - len(root_help) <= 5, sorted(plan_help - root_help)
+    assert len(plan) - len(root_help) <= 200, len(plan)
+
+
 def test_the_cli_default_data_dir_is_the_servers() -> None:
     assert plan_cli.DEFAULT_DATA_DIR == DEFAULT_DATA_DIR
