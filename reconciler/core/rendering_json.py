@@ -13,7 +13,6 @@ The output is canonical: same plan, same bytes (spec values have their keys sort
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,8 +94,3 @@ def canonical(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [canonical(item) for item in value]
     return value
-
-
-def render_json(plan: Plan) -> str:
-    """The plan as indented JSON text, ending with a newline."""
-    return json.dumps(to_json_dict(plan), indent=2, ensure_ascii=False, default=str) + "\n"

@@ -25,11 +25,6 @@ POLICY_PREFIX = "policy: "
 _CHANGING = (ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE)
 
 
-def check_runs(actions: Sequence[Action], limits: RunLimits) -> tuple[Action, ...]:
-    """`actions`, with each changing run that breaks a limit blocked with its violations."""
-    return block(actions, {a.key: violations(a, limits) for a in actions if a.action in _CHANGING})
-
-
 def block(
     actions: Sequence[Action],
     found: Mapping[ResourceKey, Sequence[str]],

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from reconciler.cli.main import build_app
 from reconciler.core.loading import load_desired, parse_document
 from reconciler.core.planning import plan
-from reconciler.core.rendering_json import render_json
+from reconciler.core.rendering_json import to_json_dict
 from reconciler.core.rendering_markdown import render_markdown
 from reconciler.core.rendering_table import render_table
 from reconciler.domain.observed import ObservedState
@@ -43,7 +43,7 @@ def test_a_warning_does_not_fail_the_plan() -> None:
 
 
 def test_json_lists_warnings_in_the_shape_of_errors() -> None:
-    data = json.loads(render_json(_plan(("train.dstack.yml", LEGACY), ("f.dstack.yml", FLEET))))
+    data = to_json_dict(_plan(("train.dstack.yml", LEGACY), ("f.dstack.yml", FLEET)))
     assert data["errors"] == []
     (warning,) = data["warnings"]
     assert list(warning) == ["path", "line", "column", "field", "message"]
@@ -51,7 +51,7 @@ def test_json_lists_warnings_in_the_shape_of_errors() -> None:
 
 
 def test_a_plan_without_warnings_has_no_warnings_key() -> None:
-    data = json.loads(render_json(_plan(("f.dstack.yml", FLEET))))
+    data = to_json_dict(_plan(("f.dstack.yml", FLEET)))
     assert "warnings" not in data
 
 
@@ -70,7 +70,7 @@ def test_the_plan_json_keeps_warnings_for_the_pr_comment() -> None:
     from reconciler.pr.document import read_report
 
     result = _plan(("train.dstack.yml", LEGACY), ("f.dstack.yml", FLEET))
-    again = read_report(json.loads(render_json(result))).plan
+    again = read_report(to_json_dict(result)).plan
     assert again.warnings == result.warnings
     assert render_markdown(again) == render_markdown(result)
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console
 
 from reconciler.core.planning import plan
-from reconciler.core.rendering_json import render_json
+from reconciler.core.rendering_json import to_json_dict
 from reconciler.core.rendering_markdown import MARKDOWN_LIMIT, render_markdown
 from reconciler.core.rendering_table import render_table
 from reconciler.domain.desired import DesiredResource
@@ -29,7 +27,7 @@ def sample_plan() -> Plan:
 
 
 def test_json_has_exactly_the_documented_shape() -> None:
-    data = json.loads(render_json(sample_plan()))
+    data = to_json_dict(sample_plan())
     assert list(data) == ["commit", "base", "errors", "actions", "summary"]
     assert data["commit"] == "a" * 40 and data["base"] == "b" * 40
     assert data["summary"] == {
@@ -51,7 +49,7 @@ def test_json_errors_have_the_documented_shape() -> None:
         ObservedState("main"),
         POLICY,
     )
-    data = json.loads(render_json(result))
+    data = to_json_dict(result)
     assert data["errors"] == [
         {"path": "x.dstack.yml", "line": 2, "column": 3, "field": "port", "message": "bad port"}
     ]

@@ -4,7 +4,7 @@ rule in the form a run breaks it, its line naming the rule, and what is never bl
 from __future__ import annotations
 
 from reconciler.core.policy import RepoPolicy, RunLimits, parse_policy
-from reconciler.core.rules import check_runs, violations
+from reconciler.core.rules import block, violations
 from reconciler.domain.kinds import Kind
 from reconciler.domain.plan import Action, ActionKind
 from schemas import parse_config
@@ -82,7 +82,7 @@ def test_only_changing_runs_are_blocked_and_keep_their_violations() -> None:
         named("same", ActionKind.NOOP),
         named("small", text=small),
     ]
-    checked = check_runs(actions, limits)
+    checked = block(actions, {a.key: violations(a, limits) for a in actions})
     assert [a.action for a in checked] == [
         ActionKind.BLOCKED,
         ActionKind.DELETE,
