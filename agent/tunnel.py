@@ -314,6 +314,13 @@ class TunnelPool:
                 unreachable_since=entry.unreachable_since,
             ) from exc
 
+    def retry_now(self, target: SSHTarget) -> None:
+        """Forget the back-off of `target`: the next caller connects at once (an agent was
+        just started there; its predecessor's failures say nothing about it)."""
+        entry = self._entries.get(target)
+        if entry is not None:
+            entry.failures, entry.next_attempt_at = 0, None
+
     def drop(self, target: SSHTarget) -> None:
         """Close the connection to `target` (the next caller reconnects)."""
         entry = self._entries.get(target)

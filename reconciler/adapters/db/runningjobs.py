@@ -7,7 +7,8 @@ store has ended without the agent (failed `instance_unreachable` while it did no
 so it stops them there, and which finished jobs an agent still keeps it may remove.
 `wake_active_on_instance` makes the jobs the store has active there due at once (the
 instances worker, when the agent is new, restarted or reached again: each job's pass
-compares itself with what the agent reports).
+compares itself with what the agent reports); `wake_instance` makes an instance's check
+due at once (the jobs worker, when a job first finds its agent gone).
 """
 
 from __future__ import annotations
@@ -86,3 +87,11 @@ class RunningJobsStore(StoreBase):
             where = (Job.instance_id == instance_id) & pending_work("jobs")
             result = session.execute(update(Job).where(where).values(due_at=None))
         return int(result.rowcount)  # type: ignore[attr-defined]
+
+    def wake_instance(self, instance_id: str) -> bool:
+        """Make the instance's check due now (a job found its agent gone); True if it is
+        one the instances worker still checks."""
+        with self.writing() as session:
+            where = (Instance.id == instance_id) & pending_work("instances")
+            result = session.execute(update(Instance).where(where).values(due_at=None))
+        return int(result.rowcount) > 0  # type: ignore[attr-defined]

@@ -275,6 +275,9 @@ class InstancesProcessor:
         if alive and misses < LOCAL_RESTART_AFTER:
             return False
         self._local_misses.pop(row.id, None)
+        # the new agent mostly takes the old one's ports: its predecessor's failures must not
+        # hold back the connections to it (the tunnel pool's back-off)
+        self.deps.agents.pool.retry_now(self.deps.agents.address(row).target)
         try:
             local = await self.deps.local_agent()
         except LocalAgentError as exc:

@@ -33,6 +33,7 @@ from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.joblogs import job_log_path, read_log, write_chunk
 from reconciler.engine.workers.agent_batches import JobRemovals
 from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
+from reconciler.ports import WorkKind
 
 JR = JobTerminationReason
 EVENT_POLL = 600.0
@@ -69,8 +70,10 @@ class RunningJobs:
         config: JobsConfig,
         release: Release,
         event_poll: float = EVENT_POLL,
+        hint: Callable[[WorkKind], None] | None = None,
     ) -> None:
         self.store = store
+        self._hint = hint
         self.agents = agents
         self.config = config
         self._release = release
@@ -87,6 +90,16 @@ class RunningJobs:
         return self.store.instance_record(ctx.job.instance_id)
 
     # -- unreachable ------------------------------------------------------------------------
+
+    async def host_lost(self, ctx: JobContext) -> None:
+        """A job found its agent gone for the first time: the instance is checked at once
+        (a local agent that died is started again, and the jobs there look for themselves
+        as soon as it answers: `agent_sync`), not at its next regular check."""
+        if ctx.job.unreachable_since is not None or not ctx.job.instance_id:
+            return
+        woken = await self.store.in_lane(self.store.wake_instance, ctx.job.instance_id)
+        if woken and self._hint is not None:
+            self._hint("instances")
 
     def unreachable(self, ctx: JobContext, exc: AgentUnreachable) -> Update:
         now = self.store.now()
@@ -167,6 +180,7 @@ class RunningJobs:
         try:
             state, offset, drained = await self._state_and_logs(ctx, client, instance.id, job_id)
         except AgentUnreachable as exc:
+            await self.host_lost(ctx)
             return self.unreachable(ctx, exc), self.config.active_poll
         except AgentError as exc:
             if exc.code != ErrorCode.NOT_FOUND.value:
@@ -364,6 +378,7 @@ class RunningJobs:
                 runtime["stop_sent"] = True
             state, offset, drained = await self._state_and_logs(ctx, client, instance.id, job_id)
         except AgentUnreachable as exc:
+            await self.host_lost(ctx)
             # Past the grace window `unreachable` ends the job: the host is lost, the job too.
             return self.unreachable(ctx, exc) | {"runtime": runtime}, self.config.active_poll
         except AgentError as exc:

@@ -83,7 +83,9 @@ class JobsProcessor:
         self._hint = hint
         self._prepared: dict[str, JobContext] = {}  # by lease token, read with the claim
         self._placer = JobPlacer(store=store, config=config, write=self._write_placement)
-        self._running = RunningJobs(store=store, agents=agents, config=config, release=self.release)
+        self._running = RunningJobs(
+            store=store, agents=agents, config=config, release=self.release, hint=hint
+        )
         self._writes = StepWrites(store.record_job_steps, run=store.in_lane)
         self._submits = JobSubmits()
 
