@@ -27,6 +27,7 @@ from agent.httpheads import DEFAULT_MAX_HEADER_BYTES
 from agent.remote_scripts import check_image_name, check_job_user
 from agent.remote_scripts import check_volume_roots as check_remote_volume_roots
 from agent.server.mounts import parse_roots
+from reconciler.core.jobusers import JobUserRule
 from reconciler.errors import UsageError
 from reconciler.quantities import parse_duration, parse_size
 from schemas.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_VALUES, ConfigLimits
@@ -449,6 +450,21 @@ class Settings(BaseModel):
     def config_limits(self) -> ConfigLimits:
         """What `parse_config` may read of one file (the server's reconcile and API)."""
         return ConfigLimits(self.config_max_bytes, self.config_max_values, self.config_max_depth)
+
+    def job_user_rule(self) -> JobUserRule:
+        """What every server plan lets a process job's `user:` name (`core.jobusers`): an
+        account listed for the local fleet or for the SSH hosts' agents (each agent holds
+        its own list again at submit); root only with `ssh_allow_root_jobs` (the local agent
+        never runs one); nothing to judge when every host runs image-less jobs in containers."""
+        names = f"{self.local_allow_job_users or ''},{self.ssh_allow_job_users or ''}"
+        return JobUserRule(
+            allowed=frozenset(n.strip() for n in names.split(",") if n.strip()),
+            allow_root=self.ssh_allow_root_jobs,
+            process_jobs=(self.local_job_isolation, self.ssh_job_isolation)
+            != ("container", "container"),
+            settings="DOCKYARD_LOCAL_ALLOW_JOB_USERS for the local fleet, "
+            "--ssh-allow-job-users for SSH fleets",
+        )
 
     @property
     def public_url(self) -> str:

@@ -36,6 +36,7 @@ from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.gpugroups import gpu_groups
+from reconciler.core.jobusers import JobUserRule
 from reconciler.core.policy import PolicyRules, RepoPolicy
 from reconciler.core.rendering_json import action_to_dict
 from reconciler.domain.metrics import JobSample
@@ -95,6 +96,9 @@ class Runtime:
     catalog: tuple[CatalogRow, ...] = field(default_factory=load_catalog)
     """The offers catalog runs are priced with (policy: `max_price`, budgets), read once
     when the runtime is built: the reconciler and `dockyard apply` / the dstack API share it."""
+    job_users: JobUserRule | None = None
+    """The server's rule for a process job's `user:` (`core.jobusers`), which every plan of
+    the reconciler, `dockyard apply` and the dstack API applies (None: not checked)."""
 
 
 class EngineController:
@@ -293,6 +297,7 @@ class EngineController:
                 rules=self.policy_rules(project),
                 limits=self.runtime.config_limits,
                 catalog=self.runtime.catalog,
+                job_users=self.runtime.job_users,
             )
             offers = unmanaged.offers_for(self.store, project, action)
             return {**action_to_dict(action), "offers": offers}
@@ -321,6 +326,7 @@ class EngineController:
             rules=await asyncio.to_thread(self.policy_rules, project),
             limits=self.runtime.config_limits,
             catalog=self.runtime.catalog,
+            job_users=self.runtime.job_users,
         )
         for kind in sorted(hints):
             self.hint(kind)
@@ -503,6 +509,7 @@ def build_controller(
     )
     runtime.deps = dataclasses_replace(runtime.deps, hint=_hinter(runtime))
     runtime.config_limits = settings.config_limits
+    runtime.job_users = settings.job_user_rule()
     # Cloud credentials are checked on the server's own engines (injected ones are doubles).
     credentials = None if engines is not None else host_credentials
     controller = EngineController(runtime, pool=pool)
@@ -539,6 +546,7 @@ def build_controller(
             retry=controller.retry_later,
             on_policy=controller.apply_policy,
             catalog=runtime.catalog,
+            job_users=runtime.job_users,
         )
     runtime.identity = server_identity(data_dir)
     runtime.sweeper = RetentionSweeper(

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.core.blocking import block_actions
+from reconciler.core.jobusers import JobUserRule, check_job_users
 from reconciler.core.planning import plan as pure_plan
 from reconciler.core.policy import PolicyRules, RepoPolicy
 from reconciler.domain.desired import DesiredState
@@ -91,10 +92,12 @@ async def plan_commit(
     partial: bool = False,
     refresh: bool = False,
     approved_by: Sequence[str] = (),
+    job_users: JobUserRule | None = None,
 ) -> PlannedCommit:
     """The plan of `desired` against `observed` (see the module docstring); `catalog`: the
     offers catalog runs are priced with; `approved_by`: the approvers of a policy
-    exception for this content."""
+    exception for this content; `job_users`: the server's rule for a process job's
+    `user:` (`core.jobusers`; None: not checked)."""
     plan = _pure(
         desired,
         policy,
@@ -103,6 +106,7 @@ async def plan_commit(
         catalog=catalog,
         partial=partial,
         approved_by=approved_by,
+        job_users=job_users,
     )
     if previewer is None:  # as `plan_offline`: says what it could not check
         return PlannedCommit(replace(plan, unchecked=OFFLINE_UNCHECKED), observed=observed)
@@ -154,6 +158,7 @@ def _pure(
     catalog: Sequence[CatalogRow] | None = None,
     partial: bool,
     approved_by: Sequence[str] = (),
+    job_users: JobUserRule | None = None,
 ) -> Plan:
     """The pure plan, its runs checked against the repo policy (`policing`) at `catalog`
     prices (None: the bundled catalog, read for this plan: tests and one-shot callers);
@@ -168,7 +173,7 @@ def _pure(
         result = replace(result, actions=pure_plan(valid, kept, policy, base=base).actions)
     fleets = [r.spec for r in desired.resources if r.kind is Kind.FLEET]
     checked = police(
-        result.actions,
+        check_job_users(result.actions, job_users),  # the operator's: no approval lifts it
         policy.policy,
         fleets=fleets,
         observed=observed,
@@ -212,6 +217,7 @@ async def plan_live(
     refresh: bool = True,
     tree: str | None = None,
     deployed: RulesAt | None = None,
+    job_users: JobUserRule | None = None,
 ) -> PlannedCommit:
     """`plan_commit` against what project `project` has deployed (the server's plans);
     `tree`: the commit's git tree, whose recorded approvals let violations through when
@@ -234,6 +240,7 @@ async def plan_live(
         partial=partial,
         refresh=refresh,
         approved_by=approved_by,
+        job_users=job_users,
     )
 
 

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.source import GitSource
+from reconciler.core.jobusers import JobUserRule
 from reconciler.core.policy import RepoPolicy
 from reconciler.core.reconcile_bounds import bounded_error, bounded_outcome, bounded_plan
 from reconciler.core.reconcile_status import (
@@ -147,8 +148,11 @@ class Reconciler:
         capacity_wait: float = 120.0,
         on_policy: Callable[[str, RepoPolicy], None] | None = None,
         catalog: Sequence[CatalogRow] | None = None,
+        job_users: JobUserRule | None = None,
     ) -> None:
         self._store = store
+        self.job_users = job_users
+        """The server's rule for a process job's `user:` (`core.jobusers`; None: none)."""
         self._source = source
         self.previewer = previewer
         self.catalog = tuple(catalog) if catalog is not None else load_catalog()
@@ -213,6 +217,7 @@ class Reconciler:
             refresh=True,
             tree=tree,
             deployed=rules_at(self._source),  # approvers: the applied revision's, not this one's
+            job_users=self.job_users,
         )
         plan, last_applied = planned.plan, planned.plan.base
         if not plan.ok:

@@ -23,6 +23,7 @@ from typing import Any
 
 from reconciler.adapters.db.store import Store
 from reconciler.core.jobspecs import requirements_of
+from reconciler.core.jobusers import JobUserRule, check_job_users
 from reconciler.core.planning import plan_desired
 from reconciler.core.policy import PolicyRules
 from reconciler.core.rendering_json import action_to_dict
@@ -65,6 +66,7 @@ def plan_one(
     rules: PolicyRules | None = None,
     limits: ConfigLimits = DEFAULT_LIMITS,
     catalog: Sequence[CatalogRow] | None = None,
+    job_users: JobUserRule | None = None,
 ) -> Action:
     """Pure planning of one posted config against what `project` has (raises ConfigError);
     a run breaking the repo policy's `rules` is planned blocked with the rule, its price
@@ -108,8 +110,9 @@ def plan_one(
     fleets = [r.spec for r in observed.resources if r.kind is Kind.FLEET]
     planned = [plan_desired(resource, live)]
     rows = tuple(catalog) if catalog is not None else load_catalog()
+    checked = check_job_users(planned, job_users)  # the server operator's `user:` rule
     (action,) = police(
-        planned, rules or PolicyRules(), fleets=fleets, observed=observed, catalog=rows
+        checked, rules or PolicyRules(), fleets=fleets, observed=observed, catalog=rows
     )
     return action
 
@@ -156,6 +159,7 @@ def apply_one(
     rules: PolicyRules | None = None,
     limits: ConfigLimits = DEFAULT_LIMITS,
     catalog: Sequence[CatalogRow] | None = None,
+    job_users: JobUserRule | None = None,
 ) -> tuple[dict[str, Any], set[WorkKind]]:
     """Plan and apply one posted config as `cli:<user>`; the plan JSON and kinds to hint."""
     action = plan_one(
@@ -168,6 +172,7 @@ def apply_one(
         rules=rules,
         limits=limits,
         catalog=catalog,
+        job_users=job_users,
     )
     if action.action is ActionKind.BLOCKED:
         raise UsageError(action.reason)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reconciler.adapters.db.store import Store
+from reconciler.core.jobusers import JobUserRule
 from reconciler.core.reconcile_status import ReconcileStatus
 from reconciler.engine.deployedpolicy import RulesAt, no_rules
 from reconciler.engine.previewing import Previewer
@@ -87,6 +88,8 @@ class BotConfig:
     repo: str | None = None
     """`owner/name` the apply statuses go to (None: no apply statuses)."""
     subdir: str = ""
+    job_users: JobUserRule | None = None
+    """The server's rule for a process job's `user:` (`core.jobusers`; None: not checked)."""
 
 
 def sign(key: bytes, subject: str) -> str:
@@ -171,6 +174,7 @@ class PullRequestBot:
                 catalog=self.catalog,
                 tree=tree,
                 deployed=self.deployed,
+                job_users=self.config.job_users,
             )
             await asyncio.to_thread(post_plan, host, number, report, sha=sha)
         except DockyardError as exc:
@@ -342,4 +346,5 @@ def _bot_config(settings: Settings, token: str, *, repo: str | None = None) -> B
         page_key=page_key(secret),
         repo=repo,
         subdir=settings.path.strip("/"),
+        job_users=settings.job_user_rule(),
     )

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from reconciler.adapters.db.store import Store
+from reconciler.core.jobusers import JobUserRule
 from reconciler.domain.observed import ObservedState
 from reconciler.engine.deployedpolicy import RulesAt
 from reconciler.engine.planning import OFFLINE_UNCHECKED, plan_live
@@ -36,6 +37,7 @@ async def plan_files(
     subdir: str = "",
     tree: str | None = None,
     deployed: RulesAt | None = None,
+    job_users: JobUserRule | None = None,
 ) -> PlanReport:
     """The PR plan of `files` (at `commit`) against project `project`'s live state, runs
     priced with `catalog` (the caller's, loaded once); with `tree` (the commit's git tree),
@@ -58,6 +60,7 @@ async def plan_files(
         partial=True,
         tree=tree,
         deployed=deployed,
+        job_users=job_users,
     )
     plan = planned.plan
     if previewer is None:

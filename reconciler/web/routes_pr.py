@@ -27,6 +27,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from reconciler.adapters.db.readmodels.project import record_delivery, set_delivery
 from reconciler.adapters.db.store import Store
 from reconciler.api.models import WebhookAnswer
 from reconciler.api.requests import Body
@@ -40,7 +41,6 @@ from reconciler.pr.liveplan import plan_files
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.hookparsing import HookEvent, PayloadError, load_object
-from reconciler.web.queries_project import record_delivery, set_delivery
 
 MAX_FILES = 5_000
 MAX_FILE_CHARS = 1_000_000
@@ -93,6 +93,7 @@ def build_pr_router() -> APIRouter:
                 catalog=context.catalog,
                 tree=body.tree,
                 deployed=deployed_rules(request),
+                job_users=context.settings.job_user_rule(),
             )
         except UsageError as exc:
             raise HTTPException(400, str(exc)) from None
