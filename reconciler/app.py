@@ -27,6 +27,8 @@ from agent.client import AgentClient, AgentError
 from agent.httpheads import bounded_heads
 from agent.tunnel import AgentUnreachable, SSHTarget, UnreachableKind
 from reconciler.adapters.db import Store, resolve_db_url
+from reconciler.adapters.db.readmodels.bootstrap import ensure_admin
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.api.config import ProjectConfig, add_project, load_projects
@@ -39,8 +41,6 @@ from reconciler.pr.previews import build_previews
 from reconciler.settings import Settings
 from reconciler.web.app import ProxyFirst, create_app
 from reconciler.web.auth import token_authorizer, token_recogniser
-from reconciler.web.bootstrap import ensure_admin
-from reconciler.web.database import Database
 from reconciler.web.forwarding import OpenTunnel
 from reconciler.web.proxy import ServiceProxy
 

@@ -21,13 +21,13 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.diskspace import DiskWatch
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.ports import Clock, Controller
 from reconciler.pr.bot import PullRequestBot
 from reconciler.settings import Settings
 from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.console.pages import build_console_router
 from reconciler.web.context import SecretBox, WebContext, get_context
-from reconciler.web.database import Database
 from reconciler.web.errors import ErrorShield, install_error_handlers
 from reconciler.web.forwarding import OpenTunnel, build_forward_router
 from reconciler.web.gate import TokenGate

@@ -21,9 +21,9 @@ from reconciler.adapters.db.accounts import hash_token as hash_token
 from reconciler.adapters.db.accounts import new_token as new_token
 from reconciler.adapters.db.readmodels.accounts import find_membership as find_membership
 from reconciler.adapters.db.readmodels.accounts import find_principal as find_principal
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.domain.principals import Principal as Principal
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.database import Database
 from reconciler.web.errors import NotFoundError
 
 Role = Literal["user", "manager", "admin"]

@@ -11,9 +11,9 @@ from typing import Protocol, cast
 
 from fastapi import Request
 
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.ports import Clock, Controller
 from reconciler.settings import Settings
-from reconciler.web.database import Database
 from reconciler.web.metrics import Metrics
 from stacks.catalog import CatalogRow, load_catalog
 

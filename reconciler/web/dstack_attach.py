@@ -24,12 +24,12 @@ import logging
 from collections.abc import Mapping
 
 from agent.local import local_agent_ssh_port
+from reconciler.adapters.db.readmodels.accounts import list_projects, list_users
+from reconciler.adapters.db.readmodels.capacity import wake_ssh_fleets
 from reconciler.adapters.user_keys import UserKeyPair, UserKeys
 from reconciler.api import models as wire
 from reconciler.domain.principals import Principal
 from reconciler.web.context import WebContext
-from reconciler.web.queries_accounts import list_projects, list_users
-from reconciler.web.queries_capacity import wake_ssh_fleets
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agent.server.portholders import NOT_THE_JOBS
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.readmodels.jobnotes import note_forwarded_job, note_job
-from reconciler.web.database import Database
 
 
 def is_port_refusal(reason: str) -> bool:

@@ -10,14 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from reconciler.adapters.db.dstack_lookups import fleet_name_by_id, resource_origin
-from reconciler.api import models as wire
-from reconciler.api import requests as req
-from reconciler.core.gitowned import delete_refusal
-from reconciler.errors import UsageError
-from reconciler.web.auth import ProjectAccess, project_access
-from reconciler.web.context import WebContext, get_context
-from reconciler.web.errors import NotFoundError
-from reconciler.web.queries_capacity import (
+from reconciler.adapters.db.readmodels.capacity import (
     Kind,
     check_exists,
     get_fleet,
@@ -25,6 +18,13 @@ from reconciler.web.queries_capacity import (
     list_fleets,
     list_volumes,
 )
+from reconciler.api import models as wire
+from reconciler.api import requests as req
+from reconciler.core.gitowned import delete_refusal
+from reconciler.errors import UsageError
+from reconciler.web.auth import ProjectAccess, project_access
+from reconciler.web.context import WebContext, get_context
+from reconciler.web.errors import NotFoundError
 from reconciler.web.routes_runs import add_plan_routes
 
 

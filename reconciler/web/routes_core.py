@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
+from reconciler.adapters.db.readmodels import accounts as q
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.domain.memberships import MembershipRefusedError
-from reconciler.web import queries_accounts as q
 from reconciler.web.auth import (
     Principal,
     ProjectAccess,

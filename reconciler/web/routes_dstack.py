@@ -29,6 +29,8 @@ from reconciler.adapters.db.dstack_lookups import (
     project_ids_by_name,
     project_names_of_member,
 )
+from reconciler.adapters.db.readmodels.capacity import Kind, get_fleet, get_volume
+from reconciler.adapters.db.readmodels.runs import FINISHED_RUN, get_run
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.core.dstack_wire import run_plan, strip_nulls
@@ -41,8 +43,6 @@ from reconciler.web.dstack_attach import attachable
 from reconciler.web.dstack_repos import add_repo_routes, dstack_repo
 from reconciler.web.dstack_uploads import dstack_file_archives
 from reconciler.web.errors import InvalidError, NotFoundError
-from reconciler.web.queries_capacity import Kind, get_fleet, get_volume
-from reconciler.web.queries_runs import FINISHED_RUN, get_run
 from reconciler.web.routes_metrics import add_metrics_routes
 
 RUN_TYPES = ("task", "service", "dev-environment")

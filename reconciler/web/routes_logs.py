@@ -22,6 +22,13 @@ import anyio
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
+from reconciler.adapters.db.readmodels.runs import (
+    FINISHED_JOB,
+    FINISHED_RUN,
+    find_job,
+    find_run_ref,
+    job_finished_at,
+)
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.core.dstack_wire import log_events
@@ -29,13 +36,6 @@ from reconciler.engine.joblogs import LogSlice, dropped_notice, job_log_path, re
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError
-from reconciler.web.queries_runs import (
-    FINISHED_JOB,
-    FINISHED_RUN,
-    find_job,
-    find_run_ref,
-    job_finished_at,
-)
 
 STREAM_POLL_SECONDS = 0.25
 DSTACK_CHUNK = 256 * 1024

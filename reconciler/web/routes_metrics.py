@@ -14,10 +14,10 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict
 
+from reconciler.adapters.db.readmodels.runs import get_run
 from reconciler.core.jobmetrics import dstack_job_metrics
 from reconciler.web.auth import ProjectAccess, project_access
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.queries_runs import get_run
 
 
 class ListGpusBody(BaseModel):

@@ -14,9 +14,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 
+from reconciler.adapters.db.readmodels import project as q
 from reconciler.api import models as wire
 from reconciler.api import requests as req
-from reconciler.web import queries_project as q
 from reconciler.web.auth import Principal, ProjectAccess, project_access, require_admin
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import InvalidError

@@ -16,6 +16,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
+from reconciler.adapters.db.readmodels.capacity import Kind
+from reconciler.adapters.db.readmodels.pages import list_runs_paged
+from reconciler.adapters.db.readmodels.runs import get_run, get_run_by_id, list_runs
 from reconciler.api import models as wire
 from reconciler.api import requests as req
 from reconciler.core.gitowned import delete_refusal, stop_warning
@@ -24,9 +27,6 @@ from reconciler.web.auth import Principal, ProjectAccess, project_access, requir
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.dstack_attach import attachable
 from reconciler.web.errors import InvalidError, NotFoundError
-from reconciler.web.queries_capacity import Kind
-from reconciler.web.queries_pages import list_runs_paged
-from reconciler.web.queries_runs import get_run, get_run_by_id, list_runs
 from reconciler.web.routes_dstack import (
     apply_capacity_spec,
     apply_run_spec,

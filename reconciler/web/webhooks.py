@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
+from reconciler.adapters.db.readmodels.project import record_delivery, set_delivery
 from reconciler.api.models import WebhookAnswer
 from reconciler.domain.history import NewDelivery
 from reconciler.errors import DockyardError, TransientError
@@ -48,7 +49,6 @@ from reconciler.web.hookparsing import (
 )
 from reconciler.web.hooks_gitlab import NOTE_EVENT, answer_note, gitlab_bot
 from reconciler.web.hooks_previews import after_delivery
-from reconciler.web.queries_project import record_delivery, set_delivery
 from reconciler.web.routes_pr import after_push, answer_pull_request, pull_request_bot
 
 log = logging.getLogger(__name__)

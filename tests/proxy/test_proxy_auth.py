@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.store import Store
 from reconciler.web.auth import token_authorizer
-from reconciler.web.database import Database
 
 
 class Clock:

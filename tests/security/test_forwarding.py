@@ -26,6 +26,7 @@ from sqlalchemy import select
 
 from agent.tunnel import SSHTarget, TunnelPool
 from reconciler.adapters.db.models import Fleet, Instance, Job, Project, Run
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.store import Store
 from reconciler.app import build_server
 from reconciler.engine.agents import AgentDirectory
@@ -34,7 +35,6 @@ from reconciler.engine.service_routes import ServiceRoute, Upstream
 from reconciler.engine.service_stats import RequestStats
 from reconciler.settings import Settings
 from reconciler.web.auth import token_authorizer, token_recogniser
-from reconciler.web.database import Database
 from reconciler.web.errors import InvalidError
 from reconciler.web.forwarding import find_endpoint
 from reconciler.web.proxy import ServiceProxy

@@ -43,12 +43,12 @@ from agent.server.portholders import NOT_THE_JOBS, PortHolders
 from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
 from reconciler.adapters.db.models import Event, Run
 from reconciler.adapters.db.readmodels.bootstrap import ensure_admin
+from reconciler.adapters.db.readmodels.database import Database
 from reconciler.app import build_tunnel_opener
 from reconciler.domain.inventory import InstanceRecord
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.routes import StoreRoutes
 from reconciler.engine.service_routes import ServiceRoute, Upstream
-from reconciler.web.database import Database
 from reconciler.web.forwarding import BAD_GATEWAY, build_forward_router
 from reconciler.web.jobnotes import JobNotes
 from reconciler.web.proxy import ServiceProxy

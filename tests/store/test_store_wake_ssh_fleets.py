@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from reconciler.adapters.db.models import Fleet, Instance
+from reconciler.adapters.db.readmodels.capacity import wake_ssh_fleets
 from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.store import Store
-from reconciler.web.queries_capacity import wake_ssh_fleets
 
 
 def _fleet(store: Store, name: str, backend: str, *, status: str = "active", **kw: object) -> str:

@@ -12,6 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
+from reconciler.adapters.db.readmodels.capacity import list_fleets, list_volumes
+from reconciler.adapters.db.readmodels.project import list_deliveries, list_secrets
+from reconciler.adapters.db.readmodels.runs import list_runs
 from reconciler.api import models as wire
 from reconciler.domain.metrics import GpuSample, JobSample
 from reconciler.web.auth import ProjectAccess
@@ -21,9 +24,6 @@ from reconciler.web.console.runpages import usage_charts
 from reconciler.web.console.samples import combined
 from reconciler.web.console.state import Console
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.queries_capacity import list_fleets, list_volumes
-from reconciler.web.queries_project import list_deliveries, list_secrets
-from reconciler.web.queries_runs import list_runs
 
 
 def runs_on(runs: list[wire.Run]) -> dict[str, list[str]]:

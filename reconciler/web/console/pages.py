@@ -12,6 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from reconciler.adapters.db.readmodels.accounts import list_projects
+from reconciler.adapters.db.readmodels.project import get_reconcile, list_reconciles
 from reconciler.web.auth import find_principal, hash_token
 from reconciler.web.console.access import project_of
 from reconciler.web.console.capacitypages import add_capacity_pages
@@ -22,8 +24,6 @@ from reconciler.web.console.sessions import COOKIE, COOKIE_PATH
 from reconciler.web.console.state import Console
 from reconciler.web.console.static import add_static_routes
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.queries_accounts import list_projects
-from reconciler.web.queries_project import get_reconcile, list_reconciles
 
 
 def safe_next(target: str | None) -> str:

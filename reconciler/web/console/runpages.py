@@ -13,6 +13,8 @@ import anyio
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from reconciler.adapters.db.readmodels.project import list_events
+from reconciler.adapters.db.readmodels.runs import find_job, get_run, list_runs
 from reconciler.api import models as wire
 from reconciler.core.dstack_wire import strip_nulls
 from reconciler.domain.metrics import JobSample
@@ -24,8 +26,6 @@ from reconciler.web.console.costs import Spend, cost_between, hourly_rates, rate
 from reconciler.web.console.rendering import SECURITY_HEADERS
 from reconciler.web.console.state import Console
 from reconciler.web.context import WebContext, get_context
-from reconciler.web.queries_project import list_events
-from reconciler.web.queries_runs import find_job, get_run, list_runs
 
 LOG_WINDOW = 64 * 1024
 RUN_KINDS = ("task", "service", "dev-environment")

@@ -2,6 +2,6 @@
 
 Each function takes the session `Database.read`/`.write` (`database.py`) opens for it, so
 each call is one transaction run in a worker thread; they return wire models
-(`reconciler.api.models`), never ORM rows. The web imports them through
-`reconciler.web.queries_*` under the same names.
+(`reconciler.api.models`), never ORM rows. The web (its routes, console pages, `web.app`)
+and the server's first start (`reconciler.app`) import them from here.
 """
