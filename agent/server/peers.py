@@ -17,7 +17,7 @@ host's network runs as uid 0 but in a container. A connection of anyone else is 
 403 on every request. uvicorn runs with `proxy_headers=False`
 (`serving`), so `X-Forwarded-For` never changes who the peer is. Where the table cannot be
 read (not Linux), the gate says so once and lets connections through.
-`established_owner` is the pure parsing part.
+`established_socket` is the pure parsing part.
 """
 
 from __future__ import annotations
@@ -67,12 +67,6 @@ def established_socket(
             return int(fields[6]), int(fields[8])
         at = table.find(needle, at + 1)
     return None
-
-
-def established_owner(table: bytes, client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid of `established_socket`, or None."""
-    found = established_socket(table, client, server)
-    return found[0] if found else None
 
 
 def held_in_container(inode: int, proc: Path = Path("/proc")) -> bool:

@@ -60,12 +60,3 @@ def _wait_for(
         f"{BLOCKED_PREFIX}{missing[key]}"
     )
     return replace(action, action=ActionKind.BLOCKED, reason=reason)
-
-
-def blocked_lines(actions: Sequence[Action]) -> list[str]:
-    """One line per blocked action: `kind `name`: reason` (outcomes, statuses)."""
-    return [
-        f"{a.kind.value} `{a.name}`: {a.reason.removeprefix(BLOCKED_PREFIX)}"
-        for a in actions
-        if a.action is ActionKind.BLOCKED
-    ]

@@ -142,10 +142,3 @@ def retry_delay(attempt: int, schedule: Sequence[float] = RETRY_BACKOFF) -> floa
     if not schedule:
         return 0.0
     return schedule[min(max(attempt, 0), len(schedule) - 1)]
-
-
-def first_outcome(errors: Sequence[BaseException]) -> Outcome | None:
-    """Pure: the most severe classified outcome among several (invalid > failed > …)."""
-    order = [Verdict.INVALID, Verdict.FAILED, Verdict.BLOCKED, Verdict.RETRY, Verdict.WAIT]
-    outcomes = [o for o in (outcome_of(e) for e in errors) if o is not None]
-    return min(outcomes, key=lambda o: order.index(o.verdict), default=None)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.server.peers import allowed_uids, established_owner
+from agent.server.peers import allowed_uids, established_socket
 from tests.agent.conftest import AgentApi
 from tests.services.missing import needs, needs_root
 
@@ -20,6 +20,11 @@ TABLE = b"""  sl  local_address rem_address   st tx_queue rx_queue tr tm->when r
    2: 0100007F:2AF8 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 13 1
    3: 0100007F:D432 0100007F:2AF8 06 00000000:00000000 03:00001770 00000000     0        0 0 3
 """
+
+
+def established_owner(table: bytes, client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    found = established_socket(table, client, server)
+    return found[0] if found else None
 
 
 def test_the_owner_is_the_client_side_of_an_established_connection() -> None:

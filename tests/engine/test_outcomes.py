@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.engine.outcomes import Outcome, Verdict, first_outcome, outcome_of, retry_delay
+from reconciler.engine.outcomes import Outcome, Verdict, outcome_of, retry_delay
 from reconciler.errors import PermanentError, TransientError, UsageError, WaitingError
 from schemas.problems import ConfigError, Problem
 from stacks.protocol import (
@@ -68,13 +68,6 @@ def test_waiting_does_not_warn_but_failures_do() -> None:
     failed = outcome_of(PermanentError("x"))
     assert waiting is not None and failed is not None
     assert not waiting.warns and failed.warns
-
-
-def test_first_outcome_picks_the_most_severe() -> None:
-    errors = [WaitingError("w"), StackFailed("f"), PermanentError("p"), RuntimeError("bug")]
-    picked = first_outcome(errors)
-    assert picked is not None and picked.verdict is Verdict.FAILED
-    assert first_outcome([RuntimeError("bug")]) is None
 
 
 def test_retry_delay_follows_the_schedule_and_caps() -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from reconciler.core.blocking import block_actions, blocked_lines
+from reconciler.core.blocking import BLOCKED_PREFIX, block_actions
 from reconciler.core.planning import plan
 from reconciler.core.rendering_json import to_json_dict
 from reconciler.core.rendering_markdown import render_markdown
@@ -65,7 +65,8 @@ def test_a_blocked_update_of_existing_capacity_leaves_its_runs_alone() -> None:
         ("cloud", ActionKind.BLOCKED),
         ("pinned", ActionKind.CREATE),
     ]
-    assert blocked_lines(actions) == [f"fleet `cloud`: {WHY}"]
+    (cloud,) = [a for a in actions if a.action is ActionKind.BLOCKED]
+    assert cloud.reason == f"{BLOCKED_PREFIX}{WHY}"
 
 
 PREVIEW = StackPreview(

@@ -148,10 +148,6 @@ def set_delivery(session: Session, delivery_pk: str, *, outcome: str, reason: st
         row.outcome, row.reason = outcome, reason
 
 
-def project_exists(session: Session, name: str) -> bool:
-    return session.scalar(select(Project.id).where(Project.name == name)) is not None
-
-
 def list_secrets(session: Session, project_id: str) -> list[wire.Secret]:
     rows = session.execute(
         select(Secret.id, Secret.name).where(Secret.project_id == project_id).order_by(Secret.name)
