@@ -223,6 +223,7 @@ class VolumeMount(_Request):
     host_path: str
     container_path: str
     read_only: bool = False
+    optional: bool = False  # dstack's: skipped when it cannot attach here (`optionalvolumes`)
 
 
 class Archive(_Request):

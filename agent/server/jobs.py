@@ -54,6 +54,7 @@ from agent.server.events import JobEventFeed
 from agent.server.executors.base import Executor, ExecutorError, Launched, Usage
 from agent.server.isolation import JobIsolation, Placement
 from agent.server.logs import read_log, release_log
+from agent.server.optionalvolumes import skip_unattachable
 from agent.server.store import JobFiles, JobStore, StopOrder, StoredJob
 from agent.server.strays import SWEEP_SECONDS, StraySweeper
 
@@ -187,6 +188,9 @@ class JobManager:
             )
         if spec.id in self._jobs:  # submitted again while we asked the executor
             return self._jobs[spec.id].state
+        spec, skipped = skip_unattachable(spec, executor.check)
+        for line in skipped:
+            log.warning("job %s: %s", spec.id, line)
         problem = executor.check(spec)
         if problem is not None:
             raise AgentError(ErrorCode.INVALID_REQUEST, problem)
@@ -203,8 +207,9 @@ class JobManager:
             spec = await self._stage(spec)
             if spec.id in self._jobs:  # submitted again while we staged
                 return self._jobs[spec.id].state
+        notice = "; ".join(part for part in (placement.notice, *skipped) if part)
         state = JobState(
-            id=spec.id, status=JobStatus.PENDING, executor=spec.executor, notice=placement.notice
+            id=spec.id, status=JobStatus.PENDING, executor=spec.executor, notice=notice
         )
         stored = StoredJob(spec=spec, state=state)
         job = _Job(stored, self._store.create(stored))

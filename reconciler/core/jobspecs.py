@@ -326,7 +326,8 @@ def agent_volumes(
     `instance_path`/`path`), so none is read-only. A network volume (`name:/path`) is
     mounted when `local_volumes` has its directory on this host (a volume of the local
     engine, on the local fleet); else the job fails naming it: a job never runs without a
-    volume it asked for.
+    volume it asked for, but for an instance volume marked `optional` (dstack's), which the
+    agent skips where it cannot attach (`agent.server.optionalvolumes`).
     """
     mounts: list[dict[str, Any]] = []
     names = iter(volume_names(spec, job_num))
@@ -336,7 +337,15 @@ def agent_volumes(
         path = str(volume.get("path") or "")
         if volume.get("instance_path"):
             host = str(volume["instance_path"])
-            mounts.append({"host_path": host, "container_path": path, "read_only": False})
+            optional = bool(volume.get("optional"))  # dstack's: may run without it
+            mounts.append(
+                {
+                    "host_path": host,
+                    "container_path": path,
+                    "read_only": False,
+                    "optional": optional,
+                }
+            )
             continue
         name = next(names)
         if name not in local_volumes:

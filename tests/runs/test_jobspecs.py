@@ -180,15 +180,20 @@ def _volumes_body(volumes: str) -> dict[str, object]:
 
 
 def test_instance_volumes_reach_the_agents_job_in_both_forms() -> None:
-    body = _volumes_body("[/data/in:/data, {instance_path: /mnt/x, path: /x}]")
+    body = _volumes_body(
+        "[/data/in:/data, {instance_path: /mnt/x, path: /x}, "
+        "{instance_path: /mnt/o, path: /o, optional: true}]"
+    )
     assert body["volumes"] == [
-        {"host_path": "/data/in", "container_path": "/data", "read_only": False},
-        {"host_path": "/mnt/x", "container_path": "/x", "read_only": False},
+        {"host_path": "/data/in", "container_path": "/data", "read_only": False, "optional": False},
+        {"host_path": "/mnt/x", "container_path": "/x", "read_only": False, "optional": False},
+        {"host_path": "/mnt/o", "container_path": "/o", "read_only": False, "optional": True},
     ]
     spec = JobSpec.model_validate(body)  # what the agent accepts
-    assert [(v.host_path, v.container_path) for v in spec.volumes] == [
-        ("/data/in", "/data"),
-        ("/mnt/x", "/x"),
+    assert [(v.host_path, v.container_path, v.optional) for v in spec.volumes] == [
+        ("/data/in", "/data", False),
+        ("/mnt/x", "/x", False),
+        ("/mnt/o", "/o", True),
     ]
 
 
