@@ -115,12 +115,9 @@ class EngineController:
         self.forwards = SessionForwards(pool) if pool is not None else None
         self.timers = Timers(self._timer_request, fetch_interval=runtime.fetch_interval)
         self._started = False
+        self.leasing = StoreLeasing(self.store.leases, make_lease=Lease, lane=self.store.lane)
         # Agents' job events wake their jobs (no quick polls): `engine/jobevents.py`.
-        self.events = JobEventFollower(
-            StoreLeasing(self.store.leases, make_lease=Lease, lane=self.store.lane),
-            self.hint,
-            states=self.store,
-        )
+        self.events = JobEventFollower(self.leasing, self.hint, states=self.store)
         self.agents.on_client = self.events.follow
         self.agents.following = self.events.following
         self.agents.events = self.events
@@ -138,6 +135,11 @@ class EngineController:
             )
             if released:
                 log.info("took back %d leases of this server's previous run", released)
+        # Every host is looked at now, not at its next interval (up to the instances
+        # worker's 7 s): that pass follows the agent's job events (`jobevents`: the first
+        # page wakes every job there) and settles it with the store (`agent_sync`), so
+        # running jobs' logs and ends flow again within a second of a restart.
+        await self.leasing.wake_all("instances")
         for worker in self.runtime.workers.values():
             await worker.start()
         if self.runtime.heartbeat is not None:

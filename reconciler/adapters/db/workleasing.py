@@ -147,6 +147,12 @@ class StoreLeasing(Generic[L]):
         where = and_(leased_table(model).c.id.in_(list(row_ids)), pending_work(kind))
         return await self._run(self._leases.make_due_where, model, where)
 
+    async def wake_all(self, kind: WorkKind) -> int:
+        """Make every row of `kind` still to process due now, in one statement (a server
+        starting: its hosts looked at at once, not at their next interval)."""
+        model = WORK_MODELS[kind]
+        return await self._run(self._leases.make_due_where, model, pending_work(kind))
+
     async def wake_jobs_on_instance(self, instance_id: str) -> int:
         """Make every unfinished job placed on the instance due now (its agent's events
         were missed: the jobs look for themselves)."""

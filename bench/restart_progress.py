@@ -1,0 +1,100 @@
+"""Progress after a graceful restart of `dockyard server`, as JSON on stdout.
+
+N tasks on the local fleet print a line every 0.2 s; the server is stopped with SIGTERM
+(graceful) and started again, R times. For each restart: the seconds from the new server
+answering its healthcheck (and from its process start) until the first job progresses (the
+store records more of its log than it had when the server stopped) and until every job
+has; beside them the same from the new process's start and from the SIGTERM, and how long
+the graceful stop took; p50/min/max over the restarts. docs/operations.md's promise:
+progress resumes within 2 s of a graceful restart.
+
+    .venv/bin/python bench/restart_progress.py [--tasks 10] [--restarts 5]
+
+The real server process (bench/serverproc.py), SQLite in a temp dir, jobs as processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.local import stop_local_agent
+from bench.serverproc import Server, config_repo, job_rows, percentiles, wait_for
+
+TICKS = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"
+
+
+def offsets(db: Path) -> dict[str, int]:
+    return {name: offset for name, status, offset in job_rows(db) if status == "running"}
+
+
+def run(tmp: Path, tasks: int, restarts: int) -> dict[str, Any]:
+    names = [f"tick-{i}" for i in range(tasks)]
+    repo = config_repo(tmp / "repo", dict.fromkeys(names, TICKS))
+    server = Server(tmp / "data", repo)
+    db = server.data_dir / "dockyard.db"
+    first: list[float] = []
+    every: list[float] = []
+    from_spawn: list[float] = []
+    from_sigterm: list[float] = []
+    stops: list[float] = []
+    try:
+        server.start()
+        wait_for(lambda: sum(o > 0 for o in offsets(db).values()) == tasks, within=300)
+        for _ in range(restarts):
+            time.sleep(1.0)  # a steady state: every job's log followed
+            stopping = time.monotonic()
+            code = server.stop()
+            if code != 0:
+                raise RuntimeError(f"the graceful stop exited {code}; see {server.log}")
+            stopped = time.monotonic()
+            stops.append(stopped - stopping)
+            at_stop = offsets(db)
+            up = server.start()
+
+            def moved(at_stop: dict[str, int] = at_stop) -> list[str]:
+                now = offsets(db)
+                return [n for n, o in at_stop.items() if now.get(n, 0) > o]
+
+            some = wait_for(lambda: bool(moved()), within=120, every=0.01)
+            first.append(some - up)
+            from_spawn.append(some - stopped)
+            from_sigterm.append(some - stopping)
+            wanted = set(at_stop)
+            every.append(wait_for(lambda w=wanted: not w - set(moved()), within=120) - up)
+    finally:
+        server.kill()
+        stop_local_agent(server.data_dir)
+    return {
+        "tasks": tasks,
+        "restarts": restarts,
+        "first_job_progress_after_healthy_s": percentiles(first),
+        "every_job_progress_after_healthy_s": percentiles(every),
+        "first_job_progress_after_process_start_s": percentiles(from_spawn),
+        "first_job_progress_after_sigterm_s": percentiles(from_sigterm),
+        "graceful_stop_s": percentiles(stops),
+        "samples_first_s": [round(s, 3) for s in first],
+        "load_average": list(os.getloadavg()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10)
+    parser.add_argument("--restarts", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dockyard-restart-") as tmp:
+        figures = run(Path(tmp), args.tasks, args.restarts)
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
