@@ -7,7 +7,9 @@ test_attach_remote_ssh.py (SSH fleet).
 `ssh NAME 'echo $MARK'` prints the job's value; `attached_apply_streams(...)` runs an
 attached `dstack apply` and checks its output; `user_key(...)` is a user's key pair as
 dstack's client gets it (`users/get_my_user`), `stranger_key` one the server never issued;
-`ssh_in(...)` logs in (or forwards, `-W`) from the namespace with one key only.
+`ssh_in(...)` logs in (or forwards, `-W`) from the namespace with one key only. `in_space`,
+`answers` and `attached` take `space=None` for a client on this machine
+(tests/compat/test_proxy_jump.py).
 """
 
 from __future__ import annotations
@@ -45,21 +47,25 @@ def task(name: str, port: int) -> str:
     return _TASK.format(name=name, port=port)
 
 
-def in_space(space: ClientNamespace, *argv: str) -> subprocess.CompletedProcess[str]:
+def in_space(space: ClientNamespace | None, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`argv` in the namespace (None: on this machine, the server's)."""
+    if space is None:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=90)
     return space.run(*argv, timeout=90)
 
 
-def answers(space: ClientNamespace, url: str) -> bool:
+def answers(space: ClientNamespace | None, url: str) -> bool:
     """Whether `url` answers 200 to a client in the namespace."""
     return in_space(space, sys.executable, "-c", ANSWERS, url).returncode == 0
 
 
 @contextlib.contextmanager
 def attached(
-    client: Dstack, space: ClientNamespace, name: str, local: int, port: int
+    client: Dstack, space: ClientNamespace | None, name: str, local: int, port: int
 ) -> Iterator[None]:
-    """`dstack attach NAME -p LOCAL:PORT` in the namespace: the port answers HTTP there and
-    `ssh NAME 'echo $MARK'` (dstack's alias) prints the job's env value; stopped after."""
+    """`dstack attach NAME -p LOCAL:PORT` in the namespace (None: where `client` runs on
+    this machine): the port answers HTTP there and `ssh NAME 'echo $MARK'` (dstack's alias)
+    prints the job's env value; stopped after."""
     with client.running("attach", name, "-p", f"{local}:{port}") as attach:
         wait_until(
             lambda: answers(space, f"http://127.0.0.1:{local}/") or attach.poll() is not None,

@@ -4,21 +4,21 @@ Two OpenSSH sshd: the jump host in one network namespace, reachable from the ser
 fleet's host in another, reachable only from the jump host's (`netns.jump_network`: the
 server's namespace has no route to it). A real `dockyard server` deploys its agent to the
 host through the jump host, and dstack 0.22.5's CLI runs a task there: the run's log comes
-back (`dstack logs`), `dstack attach` forwards the job's port and `ssh <run>` (dstack's
-alias) runs in the job — every byte through the jump host. Drop the jump on the server's
-way (the fleets worker or the instance's record) and the fleet never becomes ready.
+back (an attached `dstack apply` streams it, `dstack logs` prints it), `dstack attach`
+forwards the job's port and `ssh <run>` (dstack's alias) runs in the job: every byte through
+the jump host. Drop the jump on the server's way (the fleets worker or the instance's record)
+and the fleet never becomes ready.
 """
 
 from __future__ import annotations
 
 import socket
-import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.compat.conftest import Dstack, _real, free_port, short_home
+from tests.compat.farclient import attached, attached_apply_streams, task
 from tests.compat.netns import jump_network
 from tests.compat.sshfleet import free_port_pair, stop_deployed_agent
 from tests.services.missing import needs_ssh_client, skip_or_fail
@@ -37,16 +37,6 @@ ssh_config:
     - {target}
 """
 
-TASK = """type: task
-name: jumped
-env:
-  - MARK=inside-the-jumped-job
-ports: [{port}]
-commands:
-  - echo first-line-of-jumped
-  - python3 -m http.server {port}
-"""
-
 
 def _connects(host: str, port: int) -> bool:
     try:
@@ -54,20 +44,6 @@ def _connects(host: str, port: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return int(answer.status) == 200
-    except OSError:
-        return False
-
-
-def _ssh(config: Path, alias: str, command: str) -> subprocess.CompletedProcess[str]:
-    """`ssh <run> COMMAND` with the config `dstack attach` wrote (dstack's alias)."""
-    argv = ["ssh", "-F", str(config), "-o", "BatchMode=yes", alias, command]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
 def test_a_fleet_behind_a_jump_host_deploys_and_runs_a_task(tmp_path: Path) -> None:
@@ -119,24 +95,12 @@ def _runs_a_task_behind_the_jump(dstack: Dstack, jump: str, target: str, key: Pa
         with server.client(server.admin_token) as http:
             got = http.post("/api/project/main/fleets/get", json={"name": "behind"}).json()
         raise AssertionError(f"the fleet behind the jump is not ready: {got}") from None
+    attached_apply_streams(dstack, "jumpstream")  # its log streams back through the jump
+    assert "last-line-of-jumpstream" in dstack.ok("logs", "jumpstream")
     port, local = free_port(), free_port()
-    dstack.write("jumped.dstack.yml", TASK.format(port=port))
+    dstack.write("jumped.dstack.yml", task("jumped", port))
     dstack.ok("apply", "-f", "jumped.dstack.yml", "-y", "-d")
     dstack.wait_status("jumped", "running", timeout=180)
-    wait_until(
-        lambda: "first-line-of-jumped" in dstack.ok("logs", "jumped"),
-        timeout=60,
-        what="the job's first line in `dstack logs`",
-    )
-    with dstack.running("attach", "jumped", "-p", f"{local}:{port}") as attach:
-        wait_until(
-            lambda: _answers(f"http://127.0.0.1:{local}/") or attach.poll() is not None,
-            timeout=120,
-            what="the job's port forwarded through the jump host",
-        )
-        assert attach.poll() is None, attach.stdout.read() if attach.stdout else ""
-        config = dstack.home / ".dstack" / "ssh" / "config"
-        shell = _ssh(config, "jumped", "echo $MARK")
-        assert shell.returncode == 0, shell.stderr
-        assert shell.stdout.strip() == "inside-the-jumped-job", shell
+    with attached(dstack, None, "jumped", local, port):  # its port, and `ssh jumped`
+        pass
     dstack.ok("stop", "jumped", "-x", "-y")
