@@ -179,7 +179,10 @@ class Sandbox:
         work = str(host_work_dir)
         view = view_work_dir(spec, host_work_dir)
         argv = ["/bin/sh", "-c", IGNORE_STOP_SIGNALS, "dockyard-sandbox", self.bwrap]
-        argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        # the job's wrapper is the namespace's PID 1 (no reaper of bubblewrap's): when it
+        # exits the kernel kills what is left, and bubblewrap's outer process exits only once
+        # it is gone, so that exit means no process of the job lives (`LEADS_PID_NAMESPACE`)
+        argv += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts"]
         whole_root = self.binds_whole_root([view, *(v.container_path for v in spec.volumes)])
         if whole_root:
             argv += ["--ro-bind", "/", "/"]

@@ -85,7 +85,7 @@ def test_bubblewrap_gets_a_read_only_host_and_only_the_work_dir_writable(tmp_pat
         devices=["/dev/nvidia0"],
     )
     joined = " ".join(argv)
-    assert "--unshare-pid --unshare-ipc --unshare-uts" in joined
+    assert "--unshare-pid --as-pid-1 --unshare-ipc --unshare-uts" in joined
     assert "--symlink usr/bin /bin --ro-bind /etc /etc --dev /dev" in joined
     assert "--perms 1777 --size 67108864 --tmpfs /dev/shm" in joined
     assert "--ro-bind /proc" not in joined and "--ro-bind /tmp" not in joined

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent.__main__ import job_account
-from agent.protocol import JobStatus
+from agent.protocol import ExecutorKind, JobStatus
 from agent.server.executors import proctable
+from agent.server.executors.process import ProcessExecutor
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import LOOP, AgentApi, _client, recorded_tools, wait_for
 from tests.agent.test_process_faults import (  # noqa: F401 - collected again, sandboxed
@@ -65,6 +66,37 @@ async def test_processes_left_behind_or_hidden_end_with_the_job(agent: AgentApi)
         return not _alive("leaver")
 
     assert await wait_for(gone, "every process of the job to be gone", deadline=5)
+
+
+async def test_a_job_ending_by_itself_leaves_nothing_and_costs_no_table_read(
+    agent_config: AgentConfig,
+) -> None:
+    """The job's wrapper is PID 1 of its namespace (bubblewrap's `--as-pid-1`): when it
+    exits the kernel kills what the job left behind, hidden in another session or not,
+    before bubblewrap exits; so the agent reports the job ended without reading the
+    process table, and nothing of the job is alive when it does. A stopped job's end
+    still reads it."""
+    script = (
+        "setsid sh -c 'trap \"\" TERM HUP; exec sleep 1001' & "
+        "(sh -c 'exec sleep 1002' &); env -i sleep 1003 & echo ready"
+    )
+    async with start_agent(agent_config) as context, _client(context.http_port) as http:
+        api = AgentApi(http, agent_config.data_dir)
+        executor = context.executors[ExecutorKind.PROCESS]
+        assert isinstance(executor, ProcessExecutor)
+        reads = executor.scans.reads
+        await api.submit(id="left", commands=[script])
+        state = await api.wait_finished("left")
+        assert state.exit_status == 0 and await api.read_log("left") == b"ready\n"
+        assert not _alive("left"), "nothing of the job outlives its report"
+        assert executor.scans.reads == reads, "its end read no process table"
+
+        await api.submit(id="stopped", commands=[f"echo ready; {LOOP}"])
+        await api.wait_log("stopped", b"ready\n")
+        await http.post("/jobs/stopped/stop", json={"force": True})
+        await api.wait_finished("stopped")
+        assert executor.scans.reads > reads, "a killed sandbox's end reads the table"
+        assert not _alive("stopped")
 
 
 async def test_a_restarted_agent_adopts_a_sandboxed_job(agent_config: AgentConfig) -> None:

@@ -32,7 +32,10 @@ shell ends, processes it left behind are killed, as a container's would be.
 A job is never reported ended while a process of it lives: ``wait`` returns only once no
 process carries the job's marker (SIGKILL is repeated, and logged, while one survives),
 also when ``pid.json`` cannot be read (then the wrapper is found by the marker), and a
-failure to read ``/proc`` raises instead of reading as "nothing left". ``sweep`` kills the
+failure to read ``/proc`` raises instead of reading as "nothing left". A sandboxed job
+this agent started, whose bubblewrap exited 0, needs no such read: its wrapper was PID 1
+of the job's own PID namespace, and bubblewrap exits only after it did, when the kernel
+had killed and reaped every other process of the namespace (``sandbox``). ``sweep`` kills the
 processes of this agent's jobs (``DOCKYARD_JOB_AGENT``) that the agent does not know.
 """
 
@@ -183,16 +186,22 @@ class ProcessExecutor:
 
     async def wait(self, spec: JobSpec, files: JobFiles) -> int | None:
         identity = _read_identity(files)
+        emptied = False
         if identity is not None:
             await _wait_exit(*identity, self._children.get(spec.id))
             child = self._children.pop(spec.id, None)
             if child is not None:
-                child.wait()
+                status = child.wait()
+                # bubblewrap's outer process exits 0 only after the job's wrapper, PID 1 of
+                # the job's namespace, exited 0: the kernel had then killed and reaped every
+                # other process of it (`sandbox`), so no table read is needed to know it
+                emptied = status == 0 and self.account.sandbox is not None
         else:  # no pid.json (or another boot's): the marker finds the wrapper, if any
             leader = await asyncio.to_thread(_find_wrapper, spec.id)
             if leader is not None:
                 await _wait_exit(leader.pid, leader.start_ticks, None)
-        await self.kill_all(spec.id, identity)  # what the job's shell left behind
+        if not emptied:  # killed, adopted, or no sandbox: read the table
+            await self.kill_all(spec.id, identity)  # what the job's shell left behind
         await asyncio.to_thread(self._retire_identity, spec, files)
         try:
             return int(files.exit_code.read_text().strip())
