@@ -1,0 +1,127 @@
+"""A Slurm cluster's login node, over SSH: what the cluster has, read from the cluster.
+
+As dstack's Slurm backend does it: the server logs in to each cluster's login node
+(`hostname`, `port`, `user`, `private_key` of the backends file's cluster entry, through
+`proxy_jump` when set) and runs Slurm's own commands there. `read_cluster` runs
+`scontrol show node --oneliner` and `sinfo` and hands their text to the pure parsers
+(`reconciler.core.slurm_nodes`), which make the cluster's offers under its
+`gpu_partitions`/`cpu_partitions`. Called by the server for `dockyard offer` and the plan
+(the next slice wires it there) and by tests against a real one-node cluster.
+
+Errors are `SlurmUnavailable`, one line naming the cluster, the login node and what failed
+(connect, a command's exit status and stderr, text the parsers refuse): the plan shows it.
+Host keys are checked against `known_hosts` when given (None: not checked, as SSH fleets).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AsyncExitStack
+
+import asyncssh
+
+from reconciler.core.slurm_nodes import (
+    ClusterOffer,
+    SlurmParseError,
+    cluster_offers,
+    parse_nodes,
+    parse_partitions,
+)
+from schemas.serverbackends import PrivateKey, ProxyJump, SlurmCluster
+
+NODES_COMMAND = "scontrol show node --oneliner"
+PARTITIONS_COMMAND = "sinfo --noheader --format='%R|%a'"
+MAX_OUTPUT = 16 * 1024 * 1024  # a 10,000-node cluster prints ~8 MB of node lines
+
+
+class SlurmUnavailable(Exception):  # noqa: N818 - a state of the cluster, as StackUnavailable
+    """The cluster could not be read; the message is the line the plan and CLI show."""
+
+
+def _client_keys(key: PrivateKey | None) -> list[asyncssh.SSHKey] | None:
+    if key is None:
+        return None
+    if key.content is not None:
+        return [asyncssh.import_private_key(key.content)]
+    assert key.path is not None
+    return [asyncssh.read_private_key(os.path.expanduser(key.path))]
+
+
+async def _connect(
+    stack: AsyncExitStack, cluster: SlurmCluster, known_hosts: str | None, limit_s: float
+) -> asyncssh.SSHClientConnection:
+    tunnel: asyncssh.SSHClientConnection | None = None
+    jump: ProxyJump | None = cluster.proxy_jump
+    if jump is not None:
+        tunnel = await stack.enter_async_context(
+            asyncssh.connect(
+                jump.hostname,
+                jump.port,
+                username=jump.user or cluster.user,
+                client_keys=_client_keys(jump.private_key or cluster.private_key),
+                known_hosts=known_hosts,
+                config=None,
+                agent_path=None,
+                connect_timeout=limit_s,
+            )
+        )
+    return await stack.enter_async_context(
+        asyncssh.connect(
+            cluster.hostname,
+            cluster.port,
+            username=cluster.user,
+            client_keys=_client_keys(cluster.private_key),
+            known_hosts=known_hosts,
+            tunnel=tunnel or (),
+            config=None,
+            agent_path=None,
+            connect_timeout=limit_s,
+        )
+    )
+
+
+async def _run(conn: asyncssh.SSHClientConnection, command: str, limit_s: float) -> str:
+    try:
+        result = await conn.run(command, check=False, timeout=limit_s)
+    except (asyncssh.TimeoutError, TimeoutError):
+        raise SlurmUnavailable(f"`{command}` did not finish in {limit_s:g} s") from None
+    out = result.stdout if isinstance(result.stdout, str) else ""
+    if result.exit_status != 0:
+        err = result.stderr if isinstance(result.stderr, str) else ""
+        raise SlurmUnavailable(
+            f"`{command}` exited with {result.exit_status}: {err.strip()[:500] or out[:500]}"
+        )
+    if len(out) > MAX_OUTPUT:
+        raise SlurmUnavailable(f"`{command}` printed more than {MAX_OUTPUT} bytes")
+    return out
+
+
+async def read_cluster(
+    cluster: SlurmCluster, *, known_hosts: str | None = None, limit_s: float = 30.0
+) -> tuple[ClusterOffer, ...]:
+    """The cluster's offers, read on its login node (see the module docstring); `limit_s`
+    bounds the login and each command."""
+    login = f"{cluster.user}@{cluster.hostname}:{cluster.port}"
+    where = f"Slurm cluster `{cluster.name}` (login node {login})"
+    try:
+        async with AsyncExitStack() as stack:
+            conn = await _connect(stack, cluster, known_hosts, limit_s)
+            nodes_text = await _run(conn, NODES_COMMAND, limit_s)
+            partitions_text = await _run(conn, PARTITIONS_COMMAND, limit_s)
+        nodes = parse_nodes(nodes_text)
+        partitions = parse_partitions(partitions_text)
+    except SlurmUnavailable as exc:
+        raise SlurmUnavailable(f"{where}: {exc}") from None
+    except SlurmParseError as exc:
+        raise SlurmUnavailable(f"{where}: Slurm printed what Dockyard cannot read: {exc}") from None
+    except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
+        reason = str(exc) or type(exc).__name__
+        raise SlurmUnavailable(f"{where}: cannot log in: {reason}") from None
+    return cluster_offers(
+        cluster.name,
+        nodes,
+        partitions,
+        gpu_partitions={entry.gpu: entry.partitions for entry in cluster.gpu_partitions},
+        cpu_partitions=cluster.cpu_partitions,
+        price=cluster.price,
+    )
