@@ -144,3 +144,15 @@ def test_the_cluster_schedules_a_gpu_gres_job(slurm: RunningSlurm, tmp_path: Pat
     while time.monotonic() < deadline and "CVD=" not in (out.read_text() if out.exists() else ""):
         time.sleep(0.1)
     assert out.read_text().strip() == "CVD=0"
+
+
+def test_the_login_node_is_reached_through_proxy_jump(login: SSHHost, tmp_path: Path) -> None:
+    jump = start_sshd(tmp_path / "jump", login.identity_file)
+    try:
+        entry = _entry(login, proxy_jump={"hostname": "127.0.0.1", "port": jump.port})
+        assert [o.partition for o in asyncio.run(read_cluster(entry))] == ["gpu", "cpu"]
+    finally:
+        jump.stop()
+    # the jump host is really on the path: with it gone, the login node is not reached
+    with pytest.raises(SlurmUnavailable, match="cannot log in"):
+        asyncio.run(read_cluster(entry, limit_s=5))
