@@ -39,7 +39,7 @@ def offsets(db: Path) -> dict[str, int]:
 def run(tmp: Path, tasks: int, restarts: int) -> dict[str, Any]:
     names = [f"tick-{i}" for i in range(tasks)]
     repo = config_repo(tmp / "repo", dict.fromkeys(names, TICKS))
-    server = Server(tmp / "data", repo)
+    server = Server(tmp / "data", repo, tmp)
     db = server.data_dir / "dockyard.db"
     first: list[float] = []
     every: list[float] = []

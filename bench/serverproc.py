@@ -26,7 +26,7 @@ commands:
 resources:
   cpu: 1..
   memory: 0.1GB..
-  disk: 0.1GB..
+  disk: {disk}..
 """
 
 
@@ -36,12 +36,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def config_repo(path: Path, tasks: dict[str, str]) -> Path:
-    """A git repo holding the local fleet and one task file per `name: command`."""
+def config_repo(path: Path, tasks: dict[str, str], *, disk: str = "0.1GB") -> Path:
+    """A git repo holding the local fleet and one task file per `name: command` (each
+    asking for `disk` at least)."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "fleet.dstack.yml").write_text("type: fleet\nname: local\nnodes: 1\n")
     for name, command in tasks.items():
-        (path / f"{name}.dstack.yml").write_text(TASK.format(name=name, command=command))
+        (path / f"{name}.dstack.yml").write_text(TASK.format(name=name, command=command, disk=disk))
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "tasks"]):
         subprocess.run(
             ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args], cwd=path, check=True
@@ -55,6 +56,8 @@ class Server:
 
     data_dir: Path
     repo: Path
+    work: Path
+    """Where its HOME and its output (`server.log`) go: outside the data dir."""
     env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -62,7 +65,7 @@ class Server:
 
     def start(self, *, within: float = 120.0) -> float:
         """Start it; the monotonic time it first answered its healthcheck."""
-        home = self.data_dir.parent / "home"
+        home = self.work / "home"
         env = {
             **os.environ,
             "HOME": str(home),
@@ -72,7 +75,7 @@ class Server:
             "DOCKYARD_LOCAL_JOB_ISOLATION": "process",
             **self.env,
         }
-        self.log = self.data_dir.parent / "server.log"
+        self.log = self.work / "server.log"
         code = "from reconciler.cli.main import run; run()"
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
