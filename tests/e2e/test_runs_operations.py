@@ -51,7 +51,9 @@ async def test_a_chatty_job_keeps_its_head_and_tail(tmp_path: Path, agent_env: A
 async def small_disk_harness(tmp_path: Path, agent_env: AgentEnv) -> AsyncIterator[Harness]:
     with tmpfs(tmp_path / "data", 32) as mount:
         disk = DiskWatch({"data dir": mount}, MIN_FREE)
-        harness = await make_harness(tmp_path, agent_env, disk=disk, wait_backoff=0.2)
+        # the server's own timings: nothing wakes a job whose log waits for space when it
+        # returns, so its pass must look again within seconds (`JobsConfig.disk_poll`)
+        harness = await make_harness(tmp_path, agent_env, disk=disk)
         yield harness
         await close_harness(harness)
 

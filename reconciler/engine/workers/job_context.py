@@ -53,6 +53,7 @@ class JobsConfig:
     log_chunks_per_pass: int = 8
     log_cap: LogCap | None = None  # head and tail kept of each log (None: everything)
     disk: DiskWatch | None = None  # the data dir: nearly full, logs wait on the agent
+    disk_poll: float = 3.0  # an ended job whose log waits for that space: looked at again
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,8 +196,8 @@ class RunningJobs:
         if state.status.is_finished():
             if self.config.disk is not None and not drained:
                 disk = self.config.disk.check()  # logs wait on the agent until space returns
-                if disk.low:
-                    return update | {"status_message": disk.problem}, self.config.wait_backoff
+                if disk.low:  # nothing wakes it when space returns: it looks (a statvfs)
+                    return update | {"status_message": disk.problem}, self.config.disk_poll
             if not drained:
                 return update, 0.0
             reason, message = _exit_reason(state)
