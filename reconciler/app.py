@@ -26,12 +26,14 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from agent.client import AgentClient, AgentError
 from agent.httpheads import bounded_heads
 from agent.tunnel import AgentUnreachable, SSHTarget, UnreachableKind
+from reconciler.adapters.backendsfile import load_server_backends
 from reconciler.adapters.db import Store, resolve_db_url
 from reconciler.adapters.db.readmodels.bootstrap import ensure_admin
 from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.api.config import ProjectConfig, add_project, load_projects
+from reconciler.core.clusterbackends import ServerBackends
 from reconciler.domain.inventory import InstanceRecord
 from reconciler.engine.deployedpolicy import rules_at
 from reconciler.engine.service_stats import RequestStats
@@ -60,12 +62,16 @@ class Server:
 
 
 def load_controller(
-    settings: Settings, store: Store, stats: RequestStats, reporter: PullRequestBot | None = None
+    settings: Settings,
+    store: Store,
+    stats: RequestStats,
+    reporter: PullRequestBot | None = None,
+    clusters: ServerBackends | None = None,
 ) -> Controller:
     """The runtime from `reconciler.engine` (`build_controller(settings, store, stats=)`)."""
     from reconciler.engine.controller import build_controller
 
-    return build_controller(settings, store, stats=stats, reporter=reporter)
+    return build_controller(settings, store, stats=stats, reporter=reporter, clusters=clusters)
 
 
 def build_tunnel_opener(controller: Controller) -> OpenTunnel | None:
@@ -141,6 +147,10 @@ def build_server(
 ) -> Server:
     settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     settings.data_dir.chmod(0o700)  # admin token, database, secrets key: the server's only
+    # the clusters projects may use: a bad backends file stops the start (file:line errors)
+    clusters = load_server_backends(
+        settings.backends_config, settings.data_dir, settings.dstack_server_config
+    )
     db_url = resolve_db_url(settings.db, settings.data_dir)
     check_database_for(db_url, this_server())  # before migrating: no other version runs
     store = Store.from_url(db_url, migrate=True)
@@ -152,7 +162,7 @@ def build_server(
     if controller_factory is not None:
         controller = controller_factory(settings, store)
     else:
-        controller = load_controller(settings, store, stats, reporter=bot)
+        controller = load_controller(settings, store, stats, reporter=bot, clusters=clusters)
     # approvers: the deployed `.dockyard.yml`'s, read from the config repo (deployedpolicy)
     deployed = rules_at(getattr(controller, "source", None))
     for pr_bot in (bot, notes):  # PR plans preview with the reconcile's engines
@@ -172,6 +182,7 @@ def build_server(
         pull_requests=bot,
     )
     app.state.gitlab_pull_requests = notes  # reconciler.web.hooks_gitlab
+    app.state.server_backends = clusters  # backends/list (reconciler.web.routes_backends)
     app.state.deployed_rules = deployed  # POST plan/files (reconciler.web.routes_pr)
     # preview runs of pull requests (docs/previews.md): label or `/dockyard preview` → pr-<n>
     app.state.preview_runs = build_previews(settings, store, controller)

@@ -115,6 +115,7 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_WEBHOOK_SECRET": "webhook_secret",
     "DOCKYARD_PROJECT": "project",
     "DOCKYARD_CONFIG": "cli_config",
+    "DOCKYARD_BACKENDS_CONFIG": "backends_config",
     "DOCKYARD_FETCH_INTERVAL": "fetch_interval",
     "DOCKYARD_GITHUB_TOKEN": "github_token",
     "DOCKYARD_GITHUB_API_URL": "github_api_url",
@@ -233,6 +234,13 @@ class Settings(BaseModel):
     webhook_secret: SecretStr | None = None
     project: str = Field(default="main", description="project the webhooks reconcile")
     cli_config: Path = Field(default_factory=default_cli_config)
+    # the clusters (Slurm, Kubernetes) projects may use: reconciler.adapters.backendsfile
+    backends_config: Path | None = Field(
+        default=None, description="backends file; default <data-dir>/backends.yml"
+    )
+    dstack_server_config: Path | None = Field(
+        default=None, description="dstack's server config.yml, read when no backends file is"
+    )
     fetch_interval: float = Field(default=60.0, gt=0)
     max_webhook_bytes: int = Field(
         default=MAX_WEBHOOK_BYTES, gt=0, description="bytes of one webhook delivery"

@@ -38,6 +38,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "attach",
         "Forward a run's ports, write its SSH alias, optionally stream its logs.",
     ),
+    CommandEntry("backend", "backend", "Show the server's cluster backends (Slurm, Kubernetes)."),
     CommandEntry(
         "delete",
         "delete",

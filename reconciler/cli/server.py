@@ -180,6 +180,14 @@ def register(app: typer.Typer) -> None:
                 "for the local agent; default: free ports). [DOCKYARD_ATTACH_PORTS]"
             ),
         ] = None,
+        backends_config: Annotated[
+            Path | None,
+            typer.Option(
+                help="The backends file: Slurm and Kubernetes clusters per project, in dstack's "
+                "server config shape (default <data-dir>/backends.yml, else "
+                "~/.dstack/server/config.yml when it exists). [DOCKYARD_BACKENDS_CONFIG]"
+            ),
+        ] = None,
         key_dir: Annotated[
             list[Path] | None,
             typer.Option(
@@ -207,6 +215,8 @@ def register(app: typer.Typer) -> None:
             attach_host=attach_host,
             attach_ports=attach_ports,
             key_dirs=":".join(str(path) for path in key_dir) if key_dir else None,
+            backends_config=backends_config,
+            dstack_server_config=Path.home() / ".dstack" / "server" / "config.yml",
             **limits,
         )
         built = build_server(settings)

@@ -35,6 +35,7 @@ from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
+from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.gpugroups import gpu_groups
 from reconciler.core.jobusers import JobUserRule
 from reconciler.core.policy import PolicyRules, RepoPolicy
@@ -109,6 +110,7 @@ class EngineController:
         self.store = runtime.store
         self.agents = runtime.deps.agents
         self.source: ConfigSource | None = None  # the config repo (its policy's run limits)
+        self.clusters: ServerBackends | None = None  # the server's backends file
         self.policies: dict[str, RepoPolicy] = {}  # the last policy each reconcile saw
         self.pool = pool
         self.setup: AgentSetup | None = None  # the SSH deployer (build_controller)
@@ -174,7 +176,7 @@ class EngineController:
         with it, as the reconcile does (`reconciler.engine.planning`)."""
         if self.runtime.reconciler is not None:
             return self.runtime.reconciler.previewer
-        return Previewer(self.runtime.deps.engines)
+        return Previewer(self.runtime.deps.engines, clusters=self.clusters)
 
     # -- dstack's attach on SSH fleets ----------------------------------------------------
 
@@ -461,6 +463,7 @@ def build_controller(
     stats: Any = None,
     timings: WorkerTimings | None = None,
     environ: Mapping[str, str] | None = None,
+    clusters: ServerBackends | None = None,
 ) -> EngineController:
     """The engine's runtime for `settings` (see the module docstring)."""
     data_dir = settings.data_dir
@@ -515,6 +518,7 @@ def build_controller(
     # Cloud credentials are checked on the server's own engines (injected ones are doubles).
     credentials = None if engines is not None else host_credentials
     controller = EngineController(runtime, pool=pool)
+    controller.clusters = clusters
     controller.setup = agents
     if settings.attach_host is not None:  # dstack clients on other machines attach there
         controller.forwards = SessionForwards(
@@ -542,7 +546,7 @@ def build_controller(
         runtime.reconciler = Reconciler(
             store,
             source,
-            previewer=Previewer(runtime.deps.engines, credentials=credentials),
+            previewer=Previewer(runtime.deps.engines, credentials=credentials, clusters=clusters),
             hint=runtime.deps.hint,
             reporter=reporter,
             retry=controller.retry_later,

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
+from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.elastic import Growth, choose_growth, failure_message
 from reconciler.core.jobspecs import requirements_of
 from reconciler.core.scheduling import NoFit, place_job
@@ -136,8 +137,10 @@ class Previewer:
         credentials: CredentialCheck | None = None,
         catalog: Sequence[CatalogRow] | None = None,
         prices: Sequence[PriceRow] | None = None,
+        clusters: ServerBackends | None = None,
     ) -> None:
         self._engines = engines
+        self._clusters = clusters  # the backends file: why a slurm/kubernetes fleet waits
         self._credentials = credentials
         self._catalog = load_catalog() if catalog is None else tuple(catalog)
         self._prices = load_prices() if prices is None else tuple(prices)
@@ -172,6 +175,10 @@ class Previewer:
         if engine is not None and engine.name == "pulumi":
             missing = self._blocked_by_credentials(action.kind.value, spec)
             engine, why = (None, missing) if missing is not None else (engine, why)
+        if engine is None and self._clusters is not None and action.kind.value == "fleet":
+            raw = spec.get("backends")
+            named = [str(b) for b in raw] if isinstance(raw, list) else []
+            why = self._clusters.block_reason(action.project, named) or why
         if engine is None:
             return PreviewResult(_unrun(resource.stack_name, price, why), blocked=why)
         try:

@@ -33,6 +33,7 @@ from reconciler.web.forwarding import OpenTunnel, build_forward_router
 from reconciler.web.gate import TokenGate
 from reconciler.web.metrics import Metrics, RequestTotals
 from reconciler.web.pages import build_pages_router
+from reconciler.web.routes_backends import build_backends_router
 from reconciler.web.routes_capacity import build_capacity_router
 from reconciler.web.routes_core import SERVER_VERSION, build_core_router
 from reconciler.web.routes_dstack import build_dstack_global_router, build_dstack_project_router
@@ -155,6 +156,7 @@ def create_app(
         build_capacity_router(),
         build_logs_router(),
         build_project_router(),
+        build_backends_router(),
         build_deliveries_router(),
         build_webhooks_router(),
         build_forward_router(open_tunnel),

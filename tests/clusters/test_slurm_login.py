@@ -86,6 +86,7 @@ def test_a_drained_node_is_offered_as_not_available(slurm: RunningSlurm, login: 
         assert [(o.nodes, o.available) for o in offers] == [(1, 0), (1, 0)]
     finally:
         slurm.run("scontrol", "update", f"nodename={slurm.node}", "state=resume")
+        slurm.wait_idle()
     assert [o.available for o in asyncio.run(read_cluster(_entry(login)))] == [1, 1]
 
 

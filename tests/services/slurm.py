@@ -54,6 +54,10 @@ class SlurmCluster:
             argv, env=self.env, capture_output=True, text=True, check=True, timeout=30
         ).stdout
 
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Until Slurm says the node is idle and responding (after a change of its state)."""
+        _wait_idle(self, time.monotonic() + timeout)
+
     def stop(self) -> None:
         for process in reversed(self.processes):
             if process.poll() is None:
@@ -108,7 +112,7 @@ def _wait_idle(cluster: SlurmCluster, deadline: float) -> None:
         done = subprocess.run(
             ["sinfo", "-h", "-n", NODE, "-o", "%T"], env=cluster.env, capture_output=True, text=True
         )
-        if done.returncode == 0 and "idle" in done.stdout:
+        if done.returncode == 0 and done.stdout.strip() == "idle":  # not `idle*`, `drained`
             return
         time.sleep(0.1)
     raise RuntimeError(f"the Slurm node did not become idle in time; logs in {cluster.workdir}")

@@ -1,0 +1,114 @@
+"""The clusters a server has (its backends file), as the plan and `backend list` see them.
+
+Pure: built from the parsed file (`schemas.serverbackends`) and the path it was read from
+(`reconciler.adapters.backendsfile` reads it at server start). Called by the previewer
+(`reconciler.engine.previewing`: a `backends: [slurm]` / `[kubernetes]` fleet that no
+engine serves is `blocked` with `block_reason`'s line: which file and key to add when the
+project's entry lacks the backend) and by the API's `backends/list` (`listing`: what the
+server has, with no secret: a key or kubeconfig is named by its file or as "inline",
+never shown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.serverbackends import (
+    BackendsConfig,
+    KubernetesBackend,
+    PrivateKey,
+    ProxyJump,
+    SlurmBackend,
+)
+
+CLUSTER_BACKENDS = ("slurm", "kubernetes")
+_EXAMPLE = {
+    "slurm": "`- type: slurm` with its `clusters:` (hostname, user, private_key, gpu_partitions)",
+    "kubernetes": "`- type: kubernetes` with its `kubeconfig:`",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerBackends:
+    """The backends file in force: where it is (or would be) and what it says."""
+
+    path: str
+    config: BackendsConfig
+    found: bool = True  # False: no file there (the server has no clusters)
+
+    def configured(self, project: str) -> tuple[str, ...]:
+        return tuple(backend.type for backend in self.config.backends_of(project))
+
+    def block_reason(self, project: str, backends: Iterable[str]) -> str | None:
+        """Why a fleet of `project` naming `backends` cannot be brought up here, for the
+        cluster backends among them (None when it names none)."""
+        wanted = [
+            b for b in dict.fromkeys(str(x).lower() for x in backends) if b in CLUSTER_BACKENDS
+        ]
+        if not wanted:
+            return None
+        have = self.configured(project)
+        missing = [b for b in wanted if b not in have]
+        if missing:
+            kind = missing[0]
+            where = self.path if self.found else f"{self.path} (no such file yet)"
+            return (
+                f"backend `{kind}` is not configured for project `{project}` on this server: "
+                f"add {_EXAMPLE[kind]} under `projects: - name: {project}` → `backends:` in "
+                f"{where}, then restart the server (docs/backends.md)"
+            )
+        return (
+            f"backend `{wanted[0]}` is configured for project `{project}` in {self.path}, but "
+            "Dockyard does not allocate on it yet (issue 27; `dockyard backend list` shows "
+            "the cluster)"
+        )
+
+    def listing(self, project: str) -> list[dict[str, Any]]:
+        """The project's cluster backends as `backends/list` returns them (no secrets)."""
+        return [_describe(backend) for backend in self.config.backends_of(project)]
+
+
+def _key(key: PrivateKey | None) -> str | None:
+    if key is None:
+        return None
+    return f"file {key.path}" if key.path is not None else "inline"
+
+
+def _jump(jump: ProxyJump | None) -> dict[str, Any] | None:
+    if jump is None:
+        return None
+    return {
+        "hostname": jump.hostname,
+        "port": jump.port,
+        "user": jump.user,
+        "private_key": _key(jump.private_key),
+    }
+
+
+def _describe(backend: SlurmBackend | KubernetesBackend) -> dict[str, Any]:
+    if isinstance(backend, KubernetesBackend):
+        config = backend.kubeconfig
+        return {
+            "type": "kubernetes",
+            "kubeconfig": f"file {config.filename}" if config.filename is not None else "inline",
+            "proxy_jump": _jump(backend.proxy_jump),
+        }
+    return {
+        "type": "slurm",
+        "clusters": [
+            {
+                "name": cluster.name,
+                "hostname": cluster.hostname,
+                "port": cluster.port,
+                "user": cluster.user,
+                "private_key": _key(cluster.private_key),
+                "proxy_jump": _jump(cluster.proxy_jump),
+                "gpu_partitions": {e.gpu: list(e.partitions) for e in cluster.gpu_partitions},
+                "cpu_partitions": list(cluster.cpu_partitions),
+                "price": cluster.price,
+            }
+            for cluster in backend.clusters
+        ],
+    }

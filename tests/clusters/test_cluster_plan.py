@@ -1,0 +1,89 @@
+"""A `backends: [slurm]` / `[kubernetes]` fleet in the plan: blocked, saying which file
+and key to add when the project's entry of the server's backends file lacks the backend
+(the one plan function, `engine.planning.plan_commit`, with the server's previewer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.core.clusterbackends import ServerBackends
+from reconciler.core.policy import RepoPolicy
+from reconciler.domain.desired import DesiredResource
+from reconciler.domain.plan import ActionKind
+from reconciler.engine.planning import plan_commit
+from reconciler.engine.previewing import Previewer
+from schemas.serverbackends import BackendsConfig, parse_backends_config
+from tests.engine.cloud_double import CloudDouble
+from tests.planning.factories import live, resource, state
+
+SLURM_FLEET = resource("type: fleet\nname: hpc\nbackends: [slurm]\nnodes: 2\n")
+KUBE_FLEET = resource("type: fleet\nname: pods\nbackends: [kubernetes]\nnodes: 1\n")
+TASK = resource("type: task\nname: train\nfleets: [hpc]\ncommands: [nvidia-smi]\n")
+FILE = """\
+projects:
+- name: main
+  backends:
+  - type: slurm
+    clusters:
+    - name: hpc1
+      hostname: login
+      user: alice
+      private_key: {path: /srv/keys/hpc1}
+      gpu_partitions: [{gpu: H100, partitions: [gpu]}]
+- name: other
+  backends:
+  - type: kubernetes
+    kubeconfig: {filename: /srv/kube}
+"""
+
+
+async def _reasons(clusters: ServerBackends | None, *resources: DesiredResource) -> dict[str, str]:
+    previewer = Previewer({"pulumi": CloudDouble()}, clusters=clusters)
+    planned = await plan_commit(
+        state(*resources),
+        RepoPolicy(),
+        live(),
+        base=None,
+        previewer=previewer,
+    )
+    assert all(a.action is ActionKind.BLOCKED for a in planned.plan.actions)
+    return {a.name: a.reason or "" for a in planned.plan.actions}
+
+
+async def test_a_project_without_the_backend_is_told_which_file_and_key_to_add() -> None:
+    clusters = ServerBackends("/etc/dockyard/backends.yml", parse_backends_config(FILE, "b"))
+    reasons = await _reasons(clusters, KUBE_FLEET)
+    assert reasons["pods"] == (
+        "blocked: backend `kubernetes` is not configured for project `main` on this server: "
+        "add `- type: kubernetes` with its `kubeconfig:` under `projects: - name: main` → "
+        "`backends:` in /etc/dockyard/backends.yml, then restart the server "
+        "(docs/backends.md)"
+    )
+
+
+async def test_no_backends_file_names_the_default_one_to_create() -> None:
+    clusters = ServerBackends("/data/backends.yml", BackendsConfig(), found=False)
+    reasons = await _reasons(clusters, SLURM_FLEET, TASK)
+    assert reasons["hpc"].startswith(
+        "blocked: backend `slurm` is not configured for project `main` on this server: add "
+        "`- type: slurm` with its `clusters:` (hostname, user, private_key, gpu_partitions) "
+        "under `projects: - name: main` → `backends:` in /data/backends.yml (no such file yet)"
+    )
+    # the run that can only run there waits for it, with the same line
+    assert reasons["train"] == "blocked: waits for fleet `hpc`, which is " + reasons["hpc"]
+
+
+async def test_a_configured_cluster_is_still_blocked_but_says_so_honestly() -> None:
+    clusters = ServerBackends("/etc/dockyard/backends.yml", parse_backends_config(FILE, "b"))
+    reasons = await _reasons(clusters, SLURM_FLEET)
+    assert reasons["hpc"] == (
+        "blocked: backend `slurm` is configured for project `main` in "
+        "/etc/dockyard/backends.yml, but Dockyard does not allocate on it yet (issue 27; "
+        "`dockyard backend list` shows the cluster)"
+    )
+
+
+@pytest.mark.parametrize("clusters", [None])
+async def test_without_a_backends_file_loaded_the_old_line_stays(clusters: None) -> None:
+    reasons = await _reasons(clusters, SLURM_FLEET)
+    assert reasons["hpc"].startswith("blocked: backend slurm is not supported by Dockyard")
