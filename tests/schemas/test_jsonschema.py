@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import Field
 
 from reconciler.cli.schema import DEFAULT_DIR, all_schemas, stale_files
 from schemas import CONFIG_TYPES
-from schemas.jsonschema import COMBINED_NAME
+from schemas.base import StrictModel
+from schemas.jsonschema import COMBINED_NAME, DocumentedSchema
 from tests.schemas.corpus import Case, case_ids, valid_cases
 from tests.services.missing import need_module
 
@@ -48,3 +50,30 @@ def test_combined_schema_rejects_unknown_keys_and_types() -> None:
     assert not validator.is_valid({"type": "task", "comands": ["x"]})
     assert not validator.is_valid({"type": "tsk"})
     assert validator.is_valid({"type": "task", "commands": ["x"], "resources": {"gpu": "A100:2"}})
+
+
+class _Parent(StrictModel):
+    kept: int = 0
+    """Inherited as is."""
+    redeclared: int = 0
+    """The parent's word."""
+
+
+class _Child(_Parent):
+    redeclared: int = 1
+    explicit: int = Field(default=0, description="From Field.")
+    """Not this one."""
+    own: str = ""
+    """Line one.
+
+    Line two."""
+
+
+def test_field_docstrings_become_descriptions_as_pydantic_made_them() -> None:
+    # what `use_attribute_docstrings=True` gave, read only when a schema is made
+    properties = _Child.model_json_schema(schema_generator=DocumentedSchema)["properties"]
+    assert properties["kept"]["description"] == "Inherited as is."
+    assert "description" not in properties["redeclared"]  # declared again, without a doc
+    assert properties["explicit"]["description"] == "From Field."
+    assert properties["own"]["description"] == "Line one.\n\nLine two."
+    assert "description" not in _Child.model_json_schema()["properties"]["own"]
