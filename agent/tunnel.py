@@ -174,6 +174,7 @@ class _Entry:
     unreachable_since: float | None = None
     next_attempt_at: float | None = None
     last_error: str | None = None
+    eager_until: float = 0.0  # no back-off before then (an agent is starting there)
 
 
 def _is_alive(conn: asyncssh.SSHClientConnection | None) -> bool:
@@ -260,7 +261,7 @@ class TunnelPool:
         entry.last_error = detail
         if entry.unreachable_since is None:
             entry.unreachable_since = now
-        delay = self._backoff.delay(entry.failures)
+        delay = 0.0 if now < entry.eager_until else self._backoff.delay(entry.failures)
         entry.next_attempt_at = now + delay
         return AgentUnreachable(
             str(target), kind, detail, unreachable_since=entry.unreachable_since, retry_in=delay
@@ -314,12 +315,13 @@ class TunnelPool:
                 unreachable_since=entry.unreachable_since,
             ) from exc
 
-    def retry_now(self, target: SSHTarget) -> None:
-        """Forget the back-off of `target`: the next caller connects at once (an agent was
-        just started there; its predecessor's failures say nothing about it)."""
-        entry = self._entries.get(target)
-        if entry is not None:
-            entry.failures, entry.next_attempt_at = 0, None
+    def retry_now(self, target: SSHTarget, *, for_seconds: float = 30.0) -> None:
+        """Forget the back-off of `target` and hold none for `for_seconds`: an agent is
+        being started there, and each caller connects as soon as it listens (its
+        predecessor's failures, and its own start-up's, say nothing about when it will)."""
+        entry = self._entries.setdefault(target, _Entry())
+        entry.failures, entry.next_attempt_at = 0, None
+        entry.eager_until = self._clock() + for_seconds
 
     def drop(self, target: SSHTarget) -> None:
         """Close the connection to `target` (the next caller reconnects)."""

@@ -97,6 +97,40 @@ async def test_failed_connects_back_off_on_the_clock(keys: Keys):
     assert pool.state(target).failures == 5
 
 
+async def test_an_agent_being_started_is_tried_without_back_off_for_a_while(keys: Keys):
+    """`retry_now`: the failures of the agent that died (and of its successor's start-up)
+    hold no caller back while the new one starts; after the window, back-off again."""
+    now = 100.0
+    attempts = 0
+
+    async def refusing(target: SSHTarget, tunnel: object):  # type: ignore[no-untyped-def]
+        nonlocal attempts
+        attempts += 1
+        raise ConnectionRefusedError("connection refused")
+
+    pool = TunnelPool(connect=refusing, backoff=BackoffPolicy(1.0, 2.0, 5.0), clock=lambda: now)
+    target = SSHTarget("127.0.0.1", free_port(), identity_file=str(keys.private))
+
+    async def refused() -> UnreachableKind:
+        with pytest.raises(AgentUnreachable) as info:
+            await pool.connection(target)
+        return info.value.kind
+
+    for _ in range(3):  # the old agent's failures: the next attempt is seconds away
+        await refused()
+        now += 0.1
+    assert await refused() is UnreachableKind.backing_off
+    pool.retry_now(target, for_seconds=10.0)
+    tried = attempts
+    for _ in range(20):  # its successor starting: every call tries (local, cheap)
+        assert await refused() is UnreachableKind.connect_failed
+        now += 0.1
+    assert attempts == tried + 20
+    now += 10.0  # the window is over: failures back off again
+    await refused()
+    assert await refused() is UnreachableKind.backing_off
+
+
 async def test_reconnects_after_the_connection_drops(embedded_ssh: EmbeddedSSH, http_port: int):
     pool = TunnelPool()
     target = embedded_ssh.target()
