@@ -2,19 +2,22 @@
 SIGKILLed must end `terminated` / `stopped_by_user`, never `done`; prints JSON.
 
 The whole runtime in-process (`build_controller`: every worker, the real local agent, SQLite
-in a temp dir or `--db`). Tasks print a line a second for `--seconds` and end on their own;
-in each of `--kills` rounds, a round's share of `--tasks` is submitted, and once all run, its
-share of `--stopped` is stopped (`stop_run`, `abort: false`, as `runs/stop`) and the local
+in a temp dir, or with `--postgres` a throwaway PostgreSQL cluster as the tests start one).
+Tasks print a line a second for `--seconds` and end on their own; in each of `--kills`
+rounds, a round's share of `--tasks` is submitted, and once all run, its share of
+`--stopped` is stopped (`stop_run`, `abort: false`, as `runs/stop`) and the local
 agent is SIGKILLed 0.15 s later; the next round starts once the server has started another
 agent. Figures, beside a control phase that does the same without the kills:
 
 - ``stopped_runs``: the stopped runs by final status and reason (``done_after_stop``: those
   ending `done`, which must be 0);
 - ``stop_to_gone_s``: for each stopped run, seconds from its stop to the moment no process
-  of its job is left on the host (found by the job's marker in /proc), p50 and max.
+  of its job is left on the host (found by the job's marker in /proc), p50 and max;
+- ``kill_to_new_agent_s``: seconds from each kill to the next agent's process running (the
+  server noticing the death and starting another; its Python start-up is most of it).
 
     .venv/bin/python bench/stop_restart.py [--tasks 100] [--stopped 50] [--kills 9]
-        [--seconds 10] [--db URL]
+        [--seconds 10] [--postgres]
 
 Jobs run as processes as the server's own user (`local_job_user="self"`, no sandbox):
 the kills, not the sandbox, are measured. On the shared 2-CPU dev VM it takes minutes.
@@ -44,6 +47,7 @@ from agent.server.jobaccount import agent_tag
 from reconciler.adapters.db.store import Store
 from reconciler.engine.controller import EngineController, build_controller
 from reconciler.settings import Settings
+from tests.services.postgres import find_postgres_bin, start_postgres
 
 TASK = """type: task
 name: {name}
@@ -80,6 +84,7 @@ class Phase:
         self.stopped_at: dict[str, float] = {}  # agent job id -> when its run was stopped
         self.gone_at: dict[str, float] = {}
         self.stopped_runs: list[str] = []
+        self.agent_back: list[float] = []  # seconds from each kill to its successor running
 
     def _runs(self, names: list[str]) -> dict[str, Any]:
         wanted = set(names)
@@ -137,8 +142,10 @@ class Phase:
                 if kill:
                     await asyncio.sleep(0.15)
                     os.kill(before, signal.SIGKILL)
+                    killed_at = time.monotonic()
                     kills += 1
                     await _until(lambda b=before: self._new_agent(b), 120, "a new agent")
+                    self.agent_back.append(time.monotonic() - killed_at)
             await _until(lambda: all(r.status in FINAL for r in self._runs(names_all).values()),
                          300, "every run to end")  # fmt: skip
             await _until(lambda: len(self.gone_at) == len(self.stopped_at), 60, "processes gone")
@@ -159,11 +166,13 @@ class Phase:
             "stopped_runs": dict(outcomes),
             "done_after_stop": sum(r.status == "done" for r in runs.values()),
             "other_runs": dict(others),
-            "stop_to_gone_s": {
-                "p50": round(statistics.median(gone), 3),
-                "max": round(gone[-1], 3),
-            },
+            "stop_to_gone_s": _spread(gone),
+            "kill_to_new_agent_s": _spread(sorted(self.agent_back)) if self.agent_back else None,
         }
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 3), "max": round(max(values), 3)}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -214,5 +223,15 @@ if __name__ == "__main__":
     parser.add_argument("--stopped", type=int, default=50)
     parser.add_argument("--kills", type=int, default=9)
     parser.add_argument("--seconds", type=int, default=10, help="how long each task prints")
-    parser.add_argument("--db", default=None, help="a PostgreSQL URL (default: SQLite)")
-    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
+    parser.add_argument("--postgres", action="store_true", help="PostgreSQL (default: SQLite)")
+    args = parser.parse_args()
+    args.db = None
+    if not args.postgres:
+        print(json.dumps(asyncio.run(main(args)), indent=2))
+        sys.exit(0)
+    bin_dir = find_postgres_bin()
+    if bin_dir is None:
+        parser.error("no PostgreSQL binaries found (initdb, pg_ctl)")
+    with start_postgres(bin_dir) as server:
+        args.db = server.create_database()
+        print(json.dumps(asyncio.run(main(args)), indent=2))
