@@ -250,11 +250,14 @@ class JobAccount:
     ) -> dict[str, str]:
         """What the job inherits from the host, before its own env (see the docstring);
         `owner`: the uid it runs as (None: the agent's)."""
-        env = {k: v for k, v in environ.items() if not k.startswith(_AGENT_ENV_PREFIX)}
         if not self.is_foreign(spec) or owner is None:
-            return env
-        name = pwd.getpwuid(owner).pw_name if _has_uid(owner) else f"job-{spec.id}"[:32]
-        env = {key: env[key] for key in _HOST_ENV if key in env}
+            return {k: v for k, v in environ.items() if not k.startswith(_AGENT_ENV_PREFIX)}
+        # only the few neutral ones (none is Dockyard's), picked without a pass over all
+        env = {key: environ[key] for key in _HOST_ENV if key in environ}
+        try:
+            name = pwd.getpwuid(owner).pw_name
+        except KeyError:  # a sandboxed job's own uid has no account
+            name = f"job-{spec.id}"[:32]
         env.update(USER=name, LOGNAME=name, HOME=work_dir)
         return env
 

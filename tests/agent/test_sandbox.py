@@ -8,6 +8,7 @@ from pathlib import Path
 from agent.protocol import GpuVendor, JobSpec
 from agent.server.archives import resolve_target
 from agent.server.executors.process import export_lines
+from agent.server.jobaccount import JobAccount
 from agent.server.sandbox import (
     Sandbox,
     clean_environment,
@@ -189,3 +190,24 @@ def test_volumes_are_bound_where_their_links_point_read_only_when_asked(tmp_path
     assert f"--bind {WORK} {WORK} --bind {real} /data --ro-bind {real} /ro --remount-ro /" in (
         joined
     )
+
+
+def test_a_sandboxed_job_inherits_only_the_hosts_neutral_variables() -> None:
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": "/root",
+        "DOCKYARD_ADMIN_TOKEN": "server-secret",
+        "AWS_SECRET_ACCESS_KEY": "host-secret",
+    }
+    sandboxed = JobAccount(sandbox=Sandbox("/usr/bin/bwrap", "/usr/bin/setpriv"))
+    env = sandboxed.base_environment(spec(), environ, "/workflow", 2_000_000_007)
+    assert env == {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "USER": "job-job",
+        "LOGNAME": "job-job",
+        "HOME": "/workflow",
+    }
+    own = JobAccount().base_environment(spec(), environ, "/w", None)  # the agent's account
+    assert own == {key: value for key, value in environ.items() if key != "DOCKYARD_ADMIN_TOKEN"}
