@@ -1,4 +1,5 @@
-"""`dockyard backend list [--json]`: the clusters the server has for the project.
+"""`dockyard backend list [--json]`: the clusters the server has for the project; and the
+Slurm clusters' offers `dockyard offer` lists (`cluster_offers`).
 
 Shows the project's entries of the server's backends file (`POST …/backends/list`,
 `reconciler.web.routes_backends`): one row per Slurm cluster (login node, GPU and CPU
@@ -12,7 +13,38 @@ from typing import Any
 
 import typer
 
-from reconciler.cli.console import JsonOption, ProjectOption, open_client, out, print_json, table
+from reconciler.api import Client
+from reconciler.cli.console import (
+    JsonOption,
+    ProjectOption,
+    err,
+    open_client,
+    out,
+    print_json,
+    table,
+)
+
+RESOURCE_FILTERS = ("gpu", "cpu", "memory", "disk")
+
+
+def cluster_offers(
+    client: Client, filters: dict[str, Any], backends: list[str], fleets: list[str]
+) -> list[dict[str, Any]]:
+    """The project's Slurm clusters' offers for `dockyard offer` (none with `--fleet`: a
+    cluster is not a fleet yet); a cluster that cannot be read is a warning on stderr."""
+    if fleets or (backends and "slurm" not in backends):
+        return []
+    body = {
+        "resources": {k: str(filters[k]) for k in RESOURCE_FILTERS if filters.get(k)},
+        "spot_policy": filters["spot_policy"],
+        "regions": filters["regions"],
+        "max_price": filters["max_price"],
+    }
+    answer: dict[str, Any] = client.post("backends/offers", body)
+    for line in answer["errors"]:
+        err().print(f"warning: {line}", highlight=False, markup=False)
+    offers: list[dict[str, Any]] = answer["offers"]
+    return offers
 
 
 def _rows(backends: list[dict[str, Any]]) -> list[tuple[str, ...]]:

@@ -6,7 +6,9 @@ the instances of its fleets a run with these requirements could use (the server'
 to a plan of such a run, idle first), then — only when the project has cloud fleets —
 the offers of the built-in catalog (`stacks.catalog`, its source in
 `stacks/catalog/SOURCE.md`) on those fleets' backends, cheapest first. A project with only
-local or SSH capacity therefore lists no cloud offers. `--catalog` lists the whole catalog
+local or SSH capacity therefore lists no cloud offers. The offers of the project's Slurm
+clusters (the server's backends file, read from the clusters now: `reconciler.cli.backend.
+cluster_offers`) come with the instances. `--catalog` lists the whole catalog
 without a server. The columns are dstack's: #, BACKEND, RESOURCES, INSTANCE TYPE, PRICE.
 As in dstack, `--cpu`, `--memory` and `--disk` take its ranges (`8..`, `32GB..64GB`), and
 `--fleet` (repeatable) keeps the offers of those fleets: their instances, and catalog offers
@@ -21,6 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from reconciler.api import Client
+from reconciler.cli.backend import cluster_offers
 from reconciler.cli.console import JsonOption, ProjectOption, open_client, out, print_json, table
 from reconciler.cli.planview import show_offers
 from reconciler.errors import UsageError
@@ -124,6 +127,7 @@ def _project_offers(
         if (not backends or o.get("backend") in backends)
         and (not fleets or o.get("fleet") in fleets)
     ]
+    local += cluster_offers(client, filters, backends, fleets)  # the project's Slurm clusters
     catalog = catalog_offers(filters, wanted) if wanted else ()
     return local, catalog
 
