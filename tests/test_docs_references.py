@@ -4,7 +4,7 @@ The docs say which test shows a behaviour and which bench printed a figure; a re
 deleted test would leave the promise citing nothing. This walks README.md and docs/**/*.md
 and checks each reference it finds:
 
-- a repository path (`tests/…py`, `tests/…py::name`, `bench/x.py`, `agent/…`, `reconciler/…`,
+- a repository path (`tests/…py`, `tests/…py::name`, `bench/<name>.py`, `agent/…`, `reconciler/…`,
   `schemas/…`, `stacks/…`, `scripts/…`) exists, and for `::name` the file defines `name`;
 - a dotted module name (`reconciler.engine.hostkeys.host_keys_text`) is a module of the
   tree, or a name defined in the module its longest existing prefix names;
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOP = ("tests", "bench", "agent", "reconciler", "schemas", "stacks", "scripts")
 PACKAGES = ("reconciler", "agent", "schemas", "stacks")
 # dotted words in the docs that are file names, not modules: the agent's files in its data dir
-FILE_NAMES = {"agent.lock", "agent.log", "agent.options", "agent.json"}
+FILE_NAMES = {"agent.lock", "agent.log", "agent.log.1", "agent.options", "agent.json", "agent.pid"}
 
 PATH = re.compile(rf"(?<![\w/.<-])((?:{'|'.join(TOP)})/[\w/.-]*\w)(?![\w*{{<])(::\w+)?")
 DOTTED = re.compile(rf"(?<![\w/.<-])((?:{'|'.join(PACKAGES)})(?:\.\w+)+)(?![\w*/<-])")
@@ -38,8 +38,12 @@ def documents() -> list[Path]:
 
 
 def defines(source: str, name: str) -> bool:
-    """Whether Python `source` defines `name` at any level (def, class, assignment, import)."""
-    pattern = rf"^\s*(?:async\s+def|def|class)\s+{name}\b|^\s*{name}\s*[:=]|\bimport\b.*\b{name}\b"
+    """Whether Python `source` defines `name` at any level (def, class, assignment, import,
+    a line of a parenthesized import)."""
+    pattern = (
+        rf"^\s*(?:async\s+def|def|class)\s+{name}\b|^\s*{name}\s*[:=]|\bimport\b.*\b{name}\b"
+        rf"|^\s+(?:\w+\s+as\s+)?{name},?\s*(?:#.*)?$"
+    )
     return re.search(pattern, source, re.M) is not None
 
 

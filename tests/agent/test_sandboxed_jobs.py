@@ -1,7 +1,7 @@
 """Process jobs keep their semantics inside the sandbox (a root agent with bubblewrap): a
 stop's SIGTERM reaches the job and its status is kept, SIGKILL follows the grace period,
 processes the job left behind or hid in another session end with it, and a restarted
-agent adopts a running job. The stop tests of `test_process_faults` run here again, on an
+agent adopts a running job. The stop tests of `test_process_faults.py` run here again, on an
 agent whose process jobs are sandboxed (the `agent_config` below)."""
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """A database that refuses writes for a while, as a full disk makes it: a fault injector at
-the DB-API edge, for the store-failure tests (tests/engine/test_store_refusals.py,
-tests/e2e/test_full_store.py).
+the DB-API edge, for the store-failure tests (tests/engine/test_store_refusals.py).
 
 SQLAlchemy's `do_execute`/`do_executemany` dialect hooks run where the driver would run
 the statement: while refusing, a writing statement (INSERT, UPDATE, DELETE) raises the

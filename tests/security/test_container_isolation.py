@@ -140,7 +140,7 @@ async def test_no_container_mounts_dockyards_data(
                 refused = await http.post("/jobs", json=job(name, path))
                 assert refused.status_code == 422, (name, refused.text)
                 message = refused.json()["message"]
-                # `/` and the socket are outside the roots (tests/security/test_volume_roots)
+                # `/` and the socket are outside the roots (tests/security/test_volume_roots.py)
                 outside = name in ("root", "docker-socket")
                 assert ("--volume-root" if outside else "which no job may mount") in message
             volume = await http.post("/jobs", json=job("volume", volumes))
