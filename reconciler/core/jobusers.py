@@ -10,7 +10,7 @@ submit; this rule says so at plan time, with the file, the run, the field and th
 
 Pure: called by the one plan function (`reconciler.engine.planning._pure`) and by
 `reconciler.engine.unmanaged.plan_one` (`dockyard apply`, the dstack API); the engine
-builds the rule from the server's settings (`engine.agentsetup.job_user_rule`). A run it
+builds the rule from the server's settings (`settings.Settings.job_user_rule`). A run it
 refuses is planned `blocked` with the line in its violations; no approval lets it through
 (it is the operator's, not the repo's).
 """
