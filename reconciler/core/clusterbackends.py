@@ -4,17 +4,20 @@ Pure: built from the parsed file (`schemas.serverbackends`) and the path it was 
 (`reconciler.adapters.backendsfile` reads it at server start). Called by the previewer
 (`reconciler.engine.previewing`: a `backends: [slurm]` / `[kubernetes]` fleet that no
 engine serves is `blocked` with `block_reason`'s line: which file and key to add when the
-project's entry lacks the backend) and by the API's `backends/list` (`listing`: what the
-server has, with no secret: a key or kubeconfig is named by its file or as "inline",
-never shown).
+project's entry lacks the backend), by the plan function (`block_cluster_runs`: a run
+whose `backends:` are only such backends is blocked the same way) and by the API's
+`backends/list` (`listing`: what the server has, with no secret: a key or kubeconfig is
+named by its file or as "inline", never shown).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+from reconciler.core.blocking import BLOCKED_PREFIX
+from reconciler.domain.plan import Action, ActionKind
 from schemas.serverbackends import (
     BackendsConfig,
     KubernetesBackend,
@@ -68,6 +71,30 @@ class ServerBackends:
     def listing(self, project: str) -> list[dict[str, Any]]:
         """The project's cluster backends as `backends/list` returns them (no secrets)."""
         return [_describe(backend) for backend in self.config.backends_of(project)]
+
+
+def block_cluster_runs(actions: Sequence[Action], clusters: ServerBackends) -> tuple[Action, ...]:
+    """`actions`, each run being created, updated or replaced whose `backends:` names only
+    cluster backends (`[slurm]`, `[kubernetes]`: no instance of another backend may take
+    it) blocked with `block_reason`'s line."""
+    return tuple(_cluster_run(action, clusters) for action in actions)
+
+
+def _cluster_run(action: Action, clusters: ServerBackends) -> Action:
+    if (
+        not action.kind.is_run
+        or action.action not in (ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE)
+        or action.spec is None
+    ):
+        return action
+    raw = action.spec.get("backends")
+    named = [str(b).lower() for b in raw] if isinstance(raw, list) else []
+    if not named or not all(b in CLUSTER_BACKENDS for b in named):
+        return action
+    reason = clusters.block_reason(action.project, named)
+    if reason is None:
+        return action
+    return replace(action, action=ActionKind.BLOCKED, reason=BLOCKED_PREFIX + reason)
 
 
 def _key(key: PrivateKey | None) -> str | None:

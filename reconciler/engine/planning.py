@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.core.blocking import block_actions
+from reconciler.core.clusterbackends import block_cluster_runs
 from reconciler.core.jobusers import JobUserRule, check_job_users
 from reconciler.core.planning import plan as pure_plan
 from reconciler.core.policy import PolicyRules, RepoPolicy
@@ -118,6 +119,8 @@ async def plan_commit(
         replace(a, preview=results[a.key].preview) if a.key in results else a for a in plan.actions
     ]
     actions = list(block_actions(actions, blocked))
+    if previewer.clusters is not None:  # runs only a Slurm/Kubernetes cluster could take
+        actions = list(block_cluster_runs(actions, previewer.clusters))
     if refresh and plan.ok:
         from reconciler.engine.drifting import drift_actions
 

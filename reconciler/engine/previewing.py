@@ -145,6 +145,11 @@ class Previewer:
         self._catalog = load_catalog() if catalog is None else tuple(catalog)
         self._prices = load_prices() if prices is None else tuple(prices)
 
+    @property
+    def clusters(self) -> ServerBackends | None:
+        """The server's backends file (None: not loaded, e.g. a test's previewer)."""
+        return self._clusters
+
     def estimate(self, kind: str, spec: Mapping[str, object]) -> Estimate:
         """The estimated $/h of a fleet, volume or gateway at `spec` (see `estimate`)."""
         return estimate(kind, spec, catalog=self._catalog, prices=self._prices)

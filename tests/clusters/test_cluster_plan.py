@@ -87,3 +87,22 @@ async def test_a_configured_cluster_is_still_blocked_but_says_so_honestly() -> N
 async def test_without_a_backends_file_loaded_the_old_line_stays(clusters: None) -> None:
     reasons = await _reasons(clusters, SLURM_FLEET)
     assert reasons["hpc"].startswith("blocked: backend slurm is not supported by Dockyard")
+
+
+SLURM_RUN = resource("type: task\nname: solo\nbackends: [slurm]\ncommands: [nvidia-smi]\n")
+MIXED_RUN = resource("type: task\nname: either\nbackends: [slurm, aws]\ncommands: [nvidia-smi]\n")
+
+
+async def test_a_run_that_only_a_cluster_could_take_is_blocked_the_same_way() -> None:
+    clusters = ServerBackends("/data/backends.yml", BackendsConfig(), found=False)
+    previewer = Previewer({"pulumi": CloudDouble()}, clusters=clusters)
+    planned = await plan_commit(
+        state(SLURM_RUN, MIXED_RUN), RepoPolicy(), live(), base=None, previewer=previewer
+    )
+    actions = {a.name: a for a in planned.plan.actions}
+    assert actions["solo"].action is ActionKind.BLOCKED
+    assert (actions["solo"].reason or "").startswith(
+        "blocked: backend `slurm` is not configured for project `main` on this server: add "
+    )
+    assert "/data/backends.yml (no such file yet)" in (actions["solo"].reason or "")
+    assert actions["either"].action is ActionKind.CREATE  # aws may take it
