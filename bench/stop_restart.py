@@ -14,7 +14,10 @@ agent. Figures, beside a control phase that does the same without the kills:
 - ``stop_to_gone_s``: for each stopped run, seconds from its stop to the moment no process
   of its job is left on the host (found by the job's marker in /proc), p50 and max;
 - ``kill_to_new_agent_s``: seconds from each kill to the next agent's process running (the
-  server noticing the death and starting another; its Python start-up is most of it).
+  server noticing the death and starting another), ``kill_to_agent_listening_s`` to its
+  HTTP port accepting connections (its Python start-up and re-adoption are most of it), and
+  ``agent_listening_to_gone_s``: for each stopped job still running then, seconds from the
+  new agent listening to its processes gone (the server seeing it back and sending the stop).
 
     .venv/bin/python bench/stop_restart.py [--tasks 100] [--stopped 50] [--kills 9]
         [--seconds 10] [--postgres]
@@ -31,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import statistics
 import sys
 import tempfile
@@ -85,6 +89,8 @@ class Phase:
         self.gone_at: dict[str, float] = {}
         self.stopped_runs: list[str] = []
         self.agent_back: list[float] = []  # seconds from each kill to its successor running
+        self.listening: list[float] = []  # ... to its successor accepting connections
+        self.back_at: dict[str, float] = {}  # agent job id -> when its new agent listened
 
     def _runs(self, names: list[str]) -> dict[str, Any]:
         wanted = set(names)
@@ -95,6 +101,12 @@ class Phase:
     def _all_running(self, names: list[str]) -> bool:
         runs = self._runs(names)
         return len(runs) == len(names) and all(r.status == "running" for r in runs.values())
+
+    def _listening(self) -> bool:
+        state = json.loads((local_paths(self.data_dir).root / "state.json").read_text())
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex(("127.0.0.1", int(state["http_port"]))) == 0
 
     def _new_agent(self, before: int) -> bool:
         return _agent_pid(self.data_dir) != before and local_agent_alive(self.data_dir)
@@ -146,6 +158,10 @@ class Phase:
                     kills += 1
                     await _until(lambda b=before: self._new_agent(b), 120, "a new agent")
                     self.agent_back.append(time.monotonic() - killed_at)
+                    await _until(self._listening, 120, "the new agent to listen")
+                    self.listening.append(time.monotonic() - killed_at)
+                    for name in names[:stop]:
+                        self.back_at[ids[name]] = time.monotonic()
             await _until(lambda: all(r.status in FINAL for r in self._runs(names_all).values()),
                          300, "every run to end")  # fmt: skip
             await _until(lambda: len(self.gone_at) == len(self.stopped_at), 60, "processes gone")
@@ -159,6 +175,7 @@ class Phase:
             if n not in runs
         )
         gone = sorted(self.gone_at[j] - self.stopped_at[j] for j in self.stopped_at)
+        after = [self.gone_at[j] - t for j, t in self.back_at.items() if self.gone_at[j] >= t]
         return {
             "agent_kills": kills,
             "tasks": len(names_all),
@@ -167,7 +184,10 @@ class Phase:
             "done_after_stop": sum(r.status == "done" for r in runs.values()),
             "other_runs": dict(others),
             "stop_to_gone_s": _spread(gone),
-            "kill_to_new_agent_s": _spread(sorted(self.agent_back)) if self.agent_back else None,
+            "kill_to_new_agent_s": _spread(self.agent_back) if self.agent_back else None,
+            "kill_to_agent_listening_s": _spread(self.listening) if self.listening else None,
+            "agent_listening_to_gone_s": _spread(after) if after else None,
+            "gone_before_agent_listened": len(gone) - len(after),
         }
 
 
