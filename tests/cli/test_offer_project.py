@@ -4,47 +4,22 @@ on the backends of its cloud fleets (a project with local or SSH capacity gets n
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from reconciler.adapters.db.models import Fleet, Instance
-from reconciler.core.rendering_json import action_to_dict
-from reconciler.domain.metrics import JobSample
-from reconciler.engine import unmanaged
 from tests.cli.conftest import Cli
 from tests.web.fakes import FakeController
 from tests.web.serving import running_server
 
 
-class OffersController(FakeController):
-    """Plans posted configs as the real controller does: the real planner and offers."""
-
-    async def plan_unmanaged(
-        self, project: str, *, text: str, path: str, user: str, **_: Any
-    ) -> dict[str, Any]:
-        action = unmanaged.plan_one(self.store, project, text=text, path=path, user=user)
-        offers = unmanaged.offers_for(self.store, project, action)
-        return {**action_to_dict(action), "offers": offers}
-
-    async def sample_job(
-        self, project_id: str, run_name: str, *, job_num: int = 0, replica_num: int = 0
-    ) -> JobSample | None:
-        return None
-
-    async def list_gpus(
-        self, project_id: str, group_by: Sequence[str] = ()
-    ) -> list[dict[str, Any]]:
-        return []
-
-
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    with running_server(tmp_path, lambda _settings, store: OffersController(store)) as server:
+    with running_server(tmp_path, lambda _settings, store: FakeController(store)) as server:
         env = {
             "DOCKYARD_CONFIG": str(server.settings.cli_config),
             "HOME": str(tmp_path / "home"),
@@ -61,7 +36,7 @@ CLOUD = "type: fleet\nname: cloud\nnodes: 0..2\nbackends: [aws]\n"
 def _apply(cli: Cli, tmp_path: Path, name: str, text: str) -> None:
     path = tmp_path / f"{name}.dstack.yml"
     path.write_text(text)
-    applied = cli("apply", "-f", str(path), "-y")
+    applied = cli("apply", "-f", str(path), "-y", "-d")  # no worker provisions it here
     assert applied.exit_code == 0, applied.stderr + applied.stdout
 
 
