@@ -218,9 +218,8 @@ class Sandbox:
         job needs (its working dir, its volumes) already exists on the host or lies in the
         sandbox's own /tmp. Else each entry of `/` is bound on bubblewrap's own root, where
         a new top-level mount point can be made. Both give the same read-only view; the
-        whole root costs bubblewrap one read of the mount table instead of one per entry
-        (~2 ms of CPU and ~10 ms of wall time per job start on the dev VM,
-        docs/reconcile.md)."""
+        whole root costs bubblewrap one read of the whole mount table instead of one per
+        entry (a third of its CPU went there: docs/reconcile.md, issue 25's figures)."""
         for target in targets:
             path = posixpath.normpath(target)
             if not (path == "/tmp" or path.startswith("/tmp/") or self.exists(path)):
