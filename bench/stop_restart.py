@@ -187,7 +187,7 @@ class Phase:
             "kill_to_new_agent_s": _spread(self.agent_back) if self.agent_back else None,
             "kill_to_agent_listening_s": _spread(self.listening) if self.listening else None,
             "agent_listening_to_gone_s": _spread(after) if after else None,
-            "gone_before_agent_listened": len(gone) - len(after),
+            "gone_before_agent_listened": len(gone) - len(after) if self.back_at else None,
         }
 
 
