@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 GpuSampler = Callable[[], Awaitable[list[GpuMetrics]]]
 ENGINE_RETRY_SECONDS = (1.0, 2.0, 5.0)
+UNWRITTEN_RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0)
+"""Back-off of writing job records a full disk refused (the last step repeats)."""
 CPU_SAMPLE_WINDOW = 0.25
 RELEASE_STEP = 1024 * 1024  # a job's log gives disk back in steps of at least this
 
@@ -119,6 +121,8 @@ class JobManager:
         self._isolation = isolation  # None: a job without an image is a process job
         self._archive_limits = archive_limits  # what a job's archives may extract to
         self._jobs: dict[str, _Job] = {}
+        self._unwritten: set[str] = set()  # jobs whose record a full disk refused
+        self._writer: asyncio.Task[None] | None = None  # writes them once it takes them
         self._closing = False
         self.events = JobEventFeed(running_logs=self._running_logs)  # the server follows it
         # called with a finished job's id just before it is removed (the SSH service keeps
@@ -155,6 +159,7 @@ class JobManager:
         self._closing = True
         await self.strays.close()
         tasks = [t for job in self._jobs.values() for t in (job.supervisor, job.stopper) if t]
+        tasks += [self._writer] if self._writer is not None else []
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -466,11 +471,45 @@ class JobManager:
         state = job.state.model_copy(update=changes) if changes else job.state
         job.stored = job.stored.model_copy(update={"state": state, "stop": stop or job.stored.stop})
         if persist:
-            self._store.save(job.stored)
+            self._persist(job)
         if state.status != before.state.status or job.stored.stop != before.stop:
             ended = state.status.is_finished() and not before.state.status.is_finished()
             end = JobEnd(state=state, log=_short_log(job.files.log)) if ended else None
             self.events.publish(job.spec.id, JobEventKind.STATE, state.status.value, end)
+
+    def _persist(self, job: _Job) -> None:
+        """Write the job's record. A disk that refuses it (full) does not stop the job's
+        story: the state is kept, answered and told (its event, its end) as usual, and the
+        record is written once the disk takes it (`_write_unwritten`); a failed write must
+        not fail a job that ran well (its supervisor would kill and fail it)."""
+        try:
+            self._store.save(job.stored)
+        except OSError as error:
+            log.warning(
+                "job %s: its record is written once the disk takes it: %s", job.spec.id, error
+            )
+            self._unwritten.add(job.spec.id)
+            if self._writer is None or self._writer.done():
+                with contextlib.suppress(RuntimeError):  # no running loop: the next save
+                    self._writer = asyncio.get_running_loop().create_task(self._write_unwritten())
+        else:
+            self._unwritten.discard(job.spec.id)
+
+    async def _write_unwritten(self) -> None:
+        for attempt in itertools.count():
+            await asyncio.sleep(
+                UNWRITTEN_RETRY_SECONDS[min(attempt, len(UNWRITTEN_RETRY_SECONDS) - 1)]
+            )
+            for job_id in sorted(self._unwritten):
+                job = self._jobs.get(job_id)
+                try:
+                    if job is not None:
+                        self._store.save(job.stored)
+                except OSError:
+                    break  # still full: all again later
+                self._unwritten.discard(job_id)
+            if not self._unwritten:
+                return
 
     def _unfinished(self) -> set[str]:
         return {i for i, job in self._jobs.items() if not job.state.status.is_finished()}

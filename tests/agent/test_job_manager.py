@@ -16,6 +16,7 @@ from agent.server.executors.containers import to_pull_fraction
 from agent.server.jobs import JobManager
 from agent.server.store import JobFiles, JobStore
 from tests.agent.conftest import wait_for
+from tests.operations.tmpfs import fill, tmpfs
 
 
 class ScriptedExecutor:
@@ -209,3 +210,36 @@ def test_pull_fraction_from_engine_events() -> None:
     ]
     fractions = [to_pull_fraction(layers, event) for event in events]
     assert fractions == [None, None, 0.25, 0.3, 0.9]
+
+
+async def test_an_end_a_full_disk_refuses_to_record_is_kept_and_written_once_it_can(
+    tmp_path: Path, executor: ScriptedExecutor
+) -> None:
+    # The agent's data dir on a real tmpfs, filled to the last byte as the job ends: its
+    # record cannot be written. The job ran well: it is `exited 0` (answered, told by its
+    # event), not failed by an agent error and killed, and its record follows once the
+    # disk takes it. (Without that, the supervisor died with the OSError and the job's end
+    # was never told: the server saw it running until its 600 s safety pass.)
+    with tmpfs(tmp_path / "small", 4) as mount:
+        manager = manager_for(mount, executor)
+        await manager.submit(SPEC)
+        executor.pulled.set()
+        await status_of(manager, JobStatus.RUNNING)
+        filler = fill(mount, leave_mib=0)
+        executor.exit_status.set_result(0)
+        ended = await status_of(manager, JobStatus.EXITED, JobStatus.FAILED)
+        assert (ended.status, ended.exit_status) == (JobStatus.EXITED, 0)
+        assert executor.signals == []  # not killed
+
+        def on_disk() -> JobStatus:
+            [stored], _ = JobStore(mount).load_all()
+            return stored.state.status
+
+        assert on_disk() is JobStatus.RUNNING  # the disk took nothing
+        filler.unlink()
+
+        async def written() -> bool | None:
+            return True if on_disk() is JobStatus.EXITED else None
+
+        await wait_for(written, "the record written once space returned", deadline=10)
+        await manager.close()
