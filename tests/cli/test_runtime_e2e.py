@@ -8,6 +8,7 @@ local agent it starts is stopped at the end (jobs are stopped first).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -168,3 +169,32 @@ def test_apply_brings_the_local_repo_and_files(real_cli: Cli, tmp_path: Path) ->
     changed = real_cli("apply", "-f", str(task), "-y")
     assert changed.exit_code == 0, changed.stdout
     assert "app-v2" in changed.stdout, "changed code re-runs the task"
+
+
+def _status(cli: Cli, run: str) -> str | None:
+    listed = json.loads(cli("ps", "-a", "--json").stdout)["runs"]
+    return next((r["status"] for r in listed if r["run_spec"]["run_name"] == run), None)
+
+
+def test_stop_and_delete_carried_out_by_the_runtime(real_cli: Cli, tmp_path: Path) -> None:
+    """What tests/cli/test_commands.py sees only asked of the store (a stand-in runtime),
+    carried out: a stopped run ends `terminated` and leaves `ps`, a file's run is deleted
+    once it has ended (refused while it runs), and a deleted fleet goes away."""
+    _fleet(real_cli, tmp_path)
+    task = tmp_path / "nap.dstack.yml"
+    task.write_text("type: task\nname: nap\ncommands:\n  - sleep 600\n")
+    assert real_cli("apply", "-f", str(task), "-y", "-d").exit_code == 0
+    wait_until(lambda: _status(real_cli, "nap") == "running", 90, "the task to run")
+    active = real_cli("delete", "-f", str(task), "-y")
+    assert active.exit_code == 1 and "still active: stop it first" in active.stderr
+    assert real_cli("stop", "nap", "-y").exit_code == 0
+    wait_until(lambda: _status(real_cli, "nap") == "terminated", 90, "the stop")
+    assert "nap" not in real_cli("ps").stdout and "nap" in real_cli("ps", "-a").stdout
+    assert real_cli("delete", "-f", str(task), "-y").exit_code == 0
+    assert _status(real_cli, "nap") is None
+    assert real_cli("fleet", "delete", "local", "-y").exit_code == 0
+    wait_until(
+        lambda: json.loads(real_cli("fleet", "list", "--json").stdout) == [],
+        90,
+        "the fleet to go",
+    )
