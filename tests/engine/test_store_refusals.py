@@ -189,3 +189,15 @@ async def test_events_whose_wakes_were_refused_are_not_passed_over(db_url: str) 
         await follower.aclose()
         faults.close()
         store.close()
+
+
+def test_what_counts_as_the_store_refusing_work() -> None:
+    import errno
+
+    from sqlalchemy.exc import IntegrityError
+
+    assert refused_by_store(OSError(errno.ENOSPC, "No space left on device"))  # a job log
+    assert refused_by_store(OSError(errno.EROFS, "Read-only file system"))
+    assert not refused_by_store(FileNotFoundError(errno.ENOENT, "gone"))  # a bug: error delay
+    assert not refused_by_store(IntegrityError("INSERT", {}, Exception("unique")))
+    assert not refused_by_store(ValueError("bad"))
