@@ -64,3 +64,21 @@ def test_disk_watch_names_every_path_below_the_threshold(tmp_path: Path) -> None
     assert state.low and "data dir" in state.problem and "docker root" not in state.problem
     assert dict(state.free) == {"data dir": 10, "docker root": 5000}
     assert not DiskWatch({"x": tmp_path / "b"}, 100, free.get).check().low  # type: ignore[arg-type]
+
+
+async def test_a_job_that_ends_on_a_full_disk_keeps_its_exit_status(
+    small_agent: AgentApi,
+) -> None:
+    # The disk fills while the job runs: how it ended (the wrapper's exit code file, the
+    # job's record) must not be lost to it — not `lost`/"vanished without an exit status",
+    # not failed by an agent error: exited 3, as it did.
+    agent = small_agent
+    started = await agent.submit(id="ends", commands=["echo started; sleep 1; exit 3"])
+    assert started.status_code == 200, started.text
+    await agent.wait_log("ends", b"started")
+    filler = fill(agent.data_dir.parent, leave_mib=0)
+    try:
+        ended = await agent.wait_finished("ends")
+        assert (ended.status, ended.exit_status) == (JobStatus.EXITED, 3), ended
+    finally:
+        filler.unlink()

@@ -49,6 +49,7 @@ WRAPPER = (
 # fds are higher), so they stay open in the job: they hold only the job's own data.
 
 FILES_TAR = "files.tar"  # in the job's directory, from prepare until the job starts
+EXIT_CODE_ROOM = b" " * 16  # the exit code file's bytes, written at launch (`launch_process`)
 
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PASSED_OVER_ENV = ("DOCKYARD_AGENT_", proctable.MARKER_ENV, proctable.AGENT_MARKER_ENV)
@@ -142,7 +143,12 @@ def spawn(
         if has_files:
             opened.append(files_fd)
         argv += [make_dir, str(env_fd), str(files_fd) if has_files else ""]
-        opened.append(os.open(files.exit_code, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        exit_fd = os.open(files.exit_code, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        opened.append(exit_fd)
+        # its space taken now: the wrapper's status overwrites these blanks, so a disk that
+        # fills while the job runs cannot lose how it ended (read back stripped)
+        os.write(exit_fd, EXIT_CODE_ROOM)
+        os.lseek(exit_fd, 0, os.SEEK_SET)
         with open(files.log, "ab") as log:
             child = subprocess.Popen(
                 argv,
