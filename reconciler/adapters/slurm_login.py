@@ -15,6 +15,7 @@ Host keys are checked against `known_hosts` when given (None: not checked, as SS
 
 from __future__ import annotations
 
+import asyncio
 import os
 from contextlib import AsyncExitStack
 
@@ -80,34 +81,60 @@ async def _connect(
     )
 
 
-async def _run(conn: asyncssh.SSHClientConnection, command: str, limit_s: float) -> str:
+async def _bounded(reader: asyncssh.SSHReader[str], limit: int) -> tuple[str, bool]:
+    """What `reader` gives until EOF, at most `limit` characters kept; (text, cut short)."""
+    kept: list[str] = []
+    size = 0
+    while chunk := str(await reader.read(65536)):
+        if size + len(chunk) > limit:
+            kept.append(chunk[: limit - size])
+            return "".join(kept), True
+        kept.append(chunk)
+        size += len(chunk)
+    return "".join(kept), False
+
+
+async def _run(
+    conn: asyncssh.SSHClientConnection, command: str, limit_s: float, max_output: int
+) -> str:
+    """`command`'s output; its size is bounded while it is read, not after (a login node
+    that prints without end costs `max_output` bytes of memory, then the channel closes)."""
     try:
-        result = await conn.run(command, check=False, timeout=limit_s)
-    except (asyncssh.TimeoutError, TimeoutError):
+        async with (
+            asyncio.timeout(limit_s),
+            conn.create_process(command, encoding="utf-8", errors="replace") as proc,
+        ):
+            out, too_long = await _bounded(proc.stdout, max_output)
+            if too_long:  # leaving the block closes the channel: the rest is never read
+                raise SlurmUnavailable(f"`{command}` printed more than {max_output} bytes")
+            err, _ = await _bounded(proc.stderr, 4096)
+            await proc.wait(check=False)
+            status = proc.exit_status
+    except TimeoutError:
         raise SlurmUnavailable(f"`{command}` did not finish in {limit_s:g} s") from None
-    out = result.stdout if isinstance(result.stdout, str) else ""
-    if result.exit_status != 0:
-        err = result.stderr if isinstance(result.stderr, str) else ""
+    if status != 0:
         raise SlurmUnavailable(
-            f"`{command}` exited with {result.exit_status}: {err.strip()[:500] or out[:500]}"
+            f"`{command}` exited with {status}: {err.strip()[:500] or out[:500]}"
         )
-    if len(out) > MAX_OUTPUT:
-        raise SlurmUnavailable(f"`{command}` printed more than {MAX_OUTPUT} bytes")
     return out
 
 
 async def read_cluster(
-    cluster: SlurmCluster, *, known_hosts: str | None = None, limit_s: float = 30.0
+    cluster: SlurmCluster,
+    *,
+    known_hosts: str | None = None,
+    limit_s: float = 30.0,
+    max_output: int = MAX_OUTPUT,
 ) -> tuple[ClusterOffer, ...]:
     """The cluster's offers, read on its login node (see the module docstring); `limit_s`
-    bounds the login and each command."""
+    bounds the login and each command, `max_output` what one command may print."""
     login = f"{cluster.user}@{cluster.hostname}:{cluster.port}"
     where = f"Slurm cluster `{cluster.name}` (login node {login})"
     try:
         async with AsyncExitStack() as stack:
             conn = await _connect(stack, cluster, known_hosts, limit_s)
-            nodes_text = await _run(conn, NODES_COMMAND, limit_s)
-            partitions_text = await _run(conn, PARTITIONS_COMMAND, limit_s)
+            nodes_text = await _run(conn, NODES_COMMAND, limit_s, max_output)
+            partitions_text = await _run(conn, PARTITIONS_COMMAND, limit_s, max_output)
         nodes = parse_nodes(nodes_text)
         partitions = parse_partitions(partitions_text)
     except SlurmUnavailable as exc:

@@ -157,3 +157,22 @@ def test_the_login_node_is_reached_through_proxy_jump(login: SSHHost, tmp_path: 
     # the jump host is really on the path: with it gone, the login node is not reached
     with pytest.raises(SlurmUnavailable, match="cannot log in"):
         asyncio.run(read_cluster(entry, limit_s=5))
+
+
+def test_a_login_node_printing_without_end_is_cut_off_at_the_bound(tmp_path: Path) -> None:
+    """The attack: a hostile or broken login node's `scontrol` never stops printing. The
+    server keeps at most `max_output` bytes of it and closes the channel, instead of
+    collecting it all (memory) until the time limit."""
+    reason = sshd_unavailable_reason()
+    if reason:
+        skip_or_fail(reason)
+    host = start_sshd(  # whatever the server runs there, the node answers without end
+        tmp_path / "sshd",
+        make_client_key(tmp_path / "c"),
+        extra_config="ForceCommand exec yes NodeName=n1\n",
+    )
+    try:
+        with pytest.raises(SlurmUnavailable, match=r"printed more than 1048576 bytes"):
+            asyncio.run(read_cluster(_entry(host), max_output=1024 * 1024, limit_s=60))
+    finally:
+        host.stop()
