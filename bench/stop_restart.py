@@ -102,6 +102,13 @@ class Phase:
         runs = self._runs(names)
         return len(runs) == len(names) and all(r.status == "running" for r in runs.values())
 
+    def _describe(self, names: list[str]) -> str:
+        found = []
+        for name, run in self._runs(names).items():
+            jobs = [f"{j.status} {j.status_message!r}" for j in self.store.list_jobs(run.id)]
+            found.append(f"{name}: {run.status} {run.status_message!r} {jobs}")
+        return "; ".join(found)
+
     def _listening(self) -> bool:
         state = json.loads((local_paths(self.data_dir).root / "state.json").read_text())
         with socket.socket() as sock:
@@ -144,7 +151,10 @@ class Phase:
                     await self.controller.apply_unmanaged(
                         "main", text=text, path=f"{name}.dstack.yml", user="bench", force=True
                     )
-                await _until(lambda n=names: self._all_running(n), 120, "runs running")
+                try:
+                    await _until(lambda n=names: self._all_running(n), 120, "runs running")
+                except TimeoutError as exc:
+                    raise TimeoutError(f"{exc}: {self._describe(names)}") from None
                 ids = self._job_ids(names)
                 before = _agent_pid(self.data_dir)
                 for name in names[:stop]:
