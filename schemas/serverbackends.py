@@ -13,6 +13,7 @@ Pure: text in, models out.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, ValidationError, model_validator
@@ -164,8 +165,36 @@ class BackendsConfig(StrictModel):
         )
 
 
-def parse_backends_config(text: str | bytes, path: str) -> BackendsConfig:
-    """The backends file's models, or `ConfigError` naming every problem by line."""
+def named_files(config: BackendsConfig) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """(where in the file, the path) of every credential file the file names."""
+    for p, entry in enumerate(config.projects):
+        for b, backend in enumerate(entry.backends):
+            at: tuple[str | int, ...] = ("projects", p, "backends", b)
+            if isinstance(backend, KubernetesBackend):
+                if backend.kubeconfig.filename is not None:
+                    yield (*at, "kubeconfig", "filename"), backend.kubeconfig.filename
+                jumps = [((*at, "proxy_jump"), backend.proxy_jump)]
+            elif isinstance(backend, SlurmBackend):
+                jumps = []
+                for c, cluster in enumerate(backend.clusters):
+                    where = (*at, "clusters", c)
+                    if cluster.private_key.path is not None:
+                        yield (*where, "private_key", "path"), cluster.private_key.path
+                    jumps.append(((*where, "proxy_jump"), cluster.proxy_jump))
+            else:
+                continue
+            for where, jump in jumps:
+                if jump is not None and jump.private_key is not None and jump.private_key.path:
+                    yield (*where, "private_key", "path"), jump.private_key.path
+
+
+def parse_backends_config(
+    text: str | bytes, path: str, readable: Callable[[str], str | None] | None = None
+) -> BackendsConfig:
+    """The backends file's models, or `ConfigError` naming every problem by line.
+
+    `readable(path)`: None when a credential file the file names can be read, else why not
+    (the caller's I/O; None here: not checked)."""
     size = len(text) if isinstance(text, bytes) else len(text.encode())
     source, problems = decode(text, path)
     bound = size_problem(size, path, DEFAULT_LIMITS) or measure(source, path, DEFAULT_LIMITS)
@@ -178,10 +207,22 @@ def parse_backends_config(text: str | bytes, path: str) -> BackendsConfig:
     if not isinstance(data, dict):
         raise ConfigError([Problem(path, 1, 1, "", "the backends file must be a mapping")])
     try:
-        return BackendsConfig.model_validate(data)
+        config = BackendsConfig.model_validate(data)
     except ValidationError as exc:
         errors = [_untagged(e) for e in exc.errors(include_url=False)[:MAX_PROBLEMS]]
         raise ConfigError(locate_errors(errors, document.node, BackendsConfig, path)) from None
+    if readable is None:
+        return config
+    unreadable: list[Any] = []
+    for loc, named in named_files(config):
+        why = readable(named)
+        if why is not None:
+            msg = f"{named}: {why} (the server reads credentials from this file)"
+            unreadable.append({"type": "value_error", "loc": loc, "msg": msg, "input": named})
+    if unreadable:
+        found = locate_errors(unreadable[:MAX_PROBLEMS], document.node, BackendsConfig, path)
+        raise ConfigError(found)
+    return config
 
 
 def _untagged(error: Any) -> Any:

@@ -11,12 +11,14 @@ Which file (`backends_file_path`):
 4. else none: the server has no clusters, and the plan's `blocked` line names
    `<data-dir>/backends.yml` as the file to create.
 
-The file may hold credentials (an inline key, a kubeconfig's text): it is read here only,
-and nothing of it is logged.
+The key and kubeconfig files it names must be readable at start (a missing one is a
+problem at its line). The file may hold credentials (an inline key, a kubeconfig's
+text): it is read here only, and nothing of it is logged.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from reconciler.core.clusterbackends import ServerBackends
@@ -26,6 +28,15 @@ from schemas.serverbackends import BackendsConfig, parse_backends_config
 
 DEFAULT_NAME = "backends.yml"
 MAX_BYTES = 1024 * 1024
+
+
+def _readable(named: str) -> str | None:
+    """None when the credential file can be opened for reading, else why not."""
+    try:
+        with open(os.path.expanduser(named), "rb"):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 def backends_file_path(
@@ -60,7 +71,7 @@ def load_server_backends(
     if len(data) > MAX_BYTES:
         raise UsageError(f"backends file {path}: larger than {MAX_BYTES} bytes")
     try:
-        config = parse_backends_config(data, str(path))
+        config = parse_backends_config(data, str(path), readable=_readable)
     except ConfigError as exc:
         lines = "\n".join(problem.format() for problem in exc.problems)
         raise UsageError(

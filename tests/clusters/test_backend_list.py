@@ -22,6 +22,8 @@ def _backends_file(tmp_path: Path) -> tuple[Path, str, str]:
     """A file with an inline private key and an inline kubeconfig: (path, key, kubeconfig)."""
     key = asyncssh.generate_private_key("ssh-ed25519").export_private_key().decode()
     kubeconfig = "apiVersion: v1\nusers:\n- name: u\n  user: {token: kube-s3cr3t-t0ken}\n"
+    other = tmp_path / "other.key"  # the other project's key file: only its name is read
+    other.write_text("-\n")
     indented_key = "\n".join("          " + line for line in key.splitlines())
     indented_kube = "\n".join("        " + line for line in kubeconfig.splitlines())
     text = (
@@ -34,7 +36,7 @@ def _backends_file(tmp_path: Path) -> tuple[Path, str, str]:
         "  - type: kubernetes\n    kubeconfig:\n      data: |\n"
         f"{indented_kube}\n"
         "- name: other\n  backends:\n  - type: slurm\n    clusters:\n"
-        "    - {name: secret-cluster, hostname: h, user: u, private_key: {path: /k}}\n"
+        f"    - {{name: secret-cluster, hostname: h, user: u, private_key: {{path: {other}}}}}\n"
     )
     path = tmp_path / "backends.yml"
     path.write_text(text)
@@ -119,3 +121,28 @@ def test_the_file_is_found_by_the_documented_order(tmp_path: Path) -> None:
     assert load_server_backends(None, data, dstack).path == str(dstack)
     (data / "backends.yml").write_text("projects: []\n")
     assert load_server_backends(None, data, dstack).path == str(data / "backends.yml")
+
+
+def test_a_credential_file_the_server_cannot_read_stops_the_start_at_its_line(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "hpc.key"
+    key.write_text("not checked here: only that the server can read it\n")
+    bad = tmp_path / "backends.yml"
+    bad.write_text(
+        "projects:\n- name: main\n  backends:\n  - type: slurm\n    clusters:\n"
+        f"    - {{name: ca, hostname: h, user: u, private_key: {{path: {key}}}}}\n"
+        f"    - {{name: cb, hostname: h, user: u, private_key: {{path: {tmp_path}/gone}}}}\n"
+        f"  - type: kubernetes\n    kubeconfig:\n      filename: {tmp_path}/kube\n"
+    )
+    settings = Settings(data_dir=tmp_path / "data", cli_config=tmp_path / "c.yml",
+                        backends_config=bad)  # fmt: skip
+    with pytest.raises(UsageError) as caught:
+        build_server(settings, controller_factory=lambda s, store: FakeController(store))
+    lines = str(caught.value).splitlines()[1:]
+    assert lines == [
+        f"{bad}:7:60: projects[0].backends[0].clusters[1].private_key.path: {tmp_path}/gone: "
+        "No such file or directory (the server reads credentials from this file)",
+        f"{bad}:10:17: projects[0].backends[1].kubeconfig.filename: {tmp_path}/kube: "
+        "No such file or directory (the server reads credentials from this file)",
+    ]
