@@ -24,8 +24,8 @@ name: {name}
 commands:
   - '{command}'
 resources:
-  cpu: 1..
-  memory: 0.1GB..
+  cpu: {cpu}..
+  memory: {memory}..
   disk: {disk}..
 """
 
@@ -36,13 +36,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def config_repo(path: Path, tasks: dict[str, str], *, disk: str = "0.1GB") -> Path:
+def config_repo(
+    path: Path, tasks: dict[str, str], *, cpu: str = "1", memory: str = "0.1GB", disk: str = "0.1GB"
+) -> Path:
     """A git repo holding the local fleet and one task file per `name: command` (each
-    asking for `disk` at least)."""
+    asking for `cpu`, `memory` and `disk` at least: the local fleet runs as many at once as
+    their minimums fit, docs/fleets.md)."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "fleet.dstack.yml").write_text("type: fleet\nname: local\nnodes: 1\n")
     for name, command in tasks.items():
-        (path / f"{name}.dstack.yml").write_text(TASK.format(name=name, command=command, disk=disk))
+        (path / f"{name}.dstack.yml").write_text(
+            TASK.format(name=name, command=command, cpu=cpu, memory=memory, disk=disk)
+        )
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "tasks"]):
         subprocess.run(
             ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args], cwd=path, check=True
