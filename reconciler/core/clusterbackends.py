@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.core.blocking import BLOCKED_PREFIX
+from reconciler.core.slurm_nodes import ClusterOffer
 from reconciler.domain.plan import Action, ActionKind
 from schemas.serverbackends import (
     BackendsConfig,
@@ -71,6 +72,18 @@ class ServerBackends:
     def listing(self, project: str) -> list[dict[str, Any]]:
         """The project's cluster backends as `backends/list` returns them (no secrets)."""
         return [_describe(backend) for backend in self.config.backends_of(project)]
+
+
+def describe_offers(offers: Sequence[ClusterOffer], errors: Sequence[str]) -> str:
+    """What the clusters have, in one line for a plan (`cluster/partition: N nodes of …`)."""
+    parts = [
+        f"{o.cluster}/{o.partition}: {o.nodes} node{'s' if o.nodes != 1 else ''} of "
+        + (f"{o.gpu_count}x{o.gpu_name}, " if o.gpu_count else "")
+        + f"{o.cpus} CPUs, {o.memory_mib} MiB ({o.available} available now)"
+        for o in offers
+    ]
+    text = "; ".join(parts) if parts else "no node in a configured partition"
+    return text + "".join(f"; {line}" for line in errors)
 
 
 def block_cluster_runs(actions: Sequence[Action], clusters: ServerBackends) -> tuple[Action, ...]:

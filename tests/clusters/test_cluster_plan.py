@@ -74,10 +74,11 @@ async def test_no_backends_file_names_the_default_one_to_create() -> None:
 
 
 async def test_a_configured_cluster_is_still_blocked_but_says_so_honestly() -> None:
-    clusters = ServerBackends("/etc/dockyard/backends.yml", parse_backends_config(FILE, "b"))
-    reasons = await _reasons(clusters, SLURM_FLEET)
-    assert reasons["hpc"] == (
-        "blocked: backend `slurm` is configured for project `main` in "
+    text = "projects:\n- name: main\n  backends:\n  - {type: kubernetes, kubeconfig: {data: x}}\n"
+    clusters = ServerBackends("/etc/dockyard/backends.yml", parse_backends_config(text, "b"))
+    reasons = await _reasons(clusters, KUBE_FLEET)
+    assert reasons["pods"] == (
+        "blocked: backend `kubernetes` is configured for project `main` in "
         "/etc/dockyard/backends.yml, but Dockyard does not allocate on it yet (issue 27; "
         "`dockyard backend list` shows the cluster)"
     )

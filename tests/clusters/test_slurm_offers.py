@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.backendsfile import load_server_backends
 from tests.cli.conftest import Cli
 from tests.services.missing import skip_or_fail
 from tests.services.slurm import SlurmCluster, slurm_cluster
@@ -99,3 +100,32 @@ def test_the_offers_follow_the_cluster_s_state(
         assert _slurm(cli("offer", "--json").stdout) == [("hpc", ["cpu"], "", 0, 0.5, False)]
     finally:
         cluster.run("scontrol", "update", "partitionname=gpu", "state=up")
+
+
+async def test_the_plan_of_a_slurm_fleet_says_what_the_cluster_has(
+    tmp_path: Path, login: tuple[SlurmCluster, SSHHost]
+) -> None:
+    from reconciler.core.policy import RepoPolicy
+    from reconciler.engine.planning import plan_commit
+    from reconciler.engine.previewing import Previewer
+    from tests.engine.cloud_double import CloudDouble
+    from tests.planning.factories import live, resource, state
+
+    cluster, host = login
+    cpus = (
+        cluster.run("scontrol", "show", "node", cluster.node, "-o").split("CPUTot=")[1].split()[0]
+    )
+    closed = start_sshd(tmp_path / "closed", host.identity_file)
+    closed.stop()
+    clusters = load_server_backends(_file(tmp_path, host, closed.port), tmp_path)
+    fleet = resource("type: fleet\nname: hpc\nbackends: [slurm]\nnodes: 1\n")
+    previewer = Previewer({"pulumi": CloudDouble()}, clusters=clusters)
+    planned = await plan_commit(state(fleet), RepoPolicy(), live(), base=None, previewer=previewer)
+    (action,) = planned.plan.actions
+    reason = action.reason or ""
+    assert reason.startswith("blocked: backend `slurm` is configured for project `main`")
+    assert (
+        f"; the cluster has: hpc/gpu: 1 node of 1xH200, {cpus} CPUs, 1000 MiB (1 available now); "
+        f"hpc/cpu: 1 node of {cpus} CPUs, 1000 MiB (1 available now); "
+        "Slurm cluster `gone` (login node root@127.0.0.1:"
+    ) in reason
