@@ -6,7 +6,8 @@ agent is frozen (SIGSTOP), half of the runs are stopped through `runs/stop`, tho
 then end on their own (exit 0) while their agent cannot tell anyone, and the agent is
 SIGKILLed: the server starts another, which re-adopts the jobs and reports them `exited 0`.
 Every stopped run still ends `terminated` / `stopped_by_user` (its job `terminated_by_user`),
-as dstack keeps a user's stop; the runs nobody stopped end `done`. Before the fix, a job
+as dstack keeps a user's stop; one stopped task that never ends on its own is stopped by the
+new agent; the runs nobody stopped end `done`. Before the fix, a job
 that ended on its own before the stop reached it ended `done`, and so did its run.
 """
 
@@ -77,6 +78,7 @@ def test_a_stop_met_by_an_agent_kill_ends_the_runs_stopped(tmp_path: Path, serve
     marks.mkdir()
     names = [f"tick-{i}" for i in range(RUNS)]
     stopped, others = names[: RUNS // 2], names[RUNS // 2 :]
+    held = stopped.pop()  # stopped too, but never ends on its own: the new agent stops it
     api = Client(server.url, server.admin_token)
     try:
         api.apply("type: fleet\nname: local\nnodes: 1\n", "fleet.dstack.yml", force=True)
@@ -89,7 +91,7 @@ def test_a_stop_met_by_an_agent_kill_ends_the_runs_stopped(tmp_path: Path, serve
         agent = _agent_pid(server)
         os.kill(agent, signal.SIGSTOP)  # its jobs run on; it tells nobody anything
         try:
-            assert api.stop_runs(stopped) == []  # no warnings: unmanaged runs
+            assert api.stop_runs([*stopped, held]) == []  # no warnings: unmanaged runs
             for name in stopped:  # they end on their own (exit 0) before the stop reaches them
                 (marks / f"{name}.gate").touch()
             wait_until(lambda: all((marks / f"{n}.ended").exists() for n in stopped),
@@ -109,9 +111,10 @@ def test_a_stop_met_by_an_agent_kill_ends_the_runs_stopped(tmp_path: Path, serve
     store = server.server.store
     ended = {n: (runs[n].status, runs[n].termination_reason) for n in names}
     assert ended == {
-        **{n: ("terminated", "stopped_by_user") for n in stopped},
+        **{n: ("terminated", "stopped_by_user") for n in [*stopped, held]},
         **{n: ("done", "all_jobs_done") for n in others},
     }
-    for name in stopped:
+    assert not (marks / f"{held}.ended").exists()  # the stop ended it, once its agent was back
+    for name in [*stopped, held]:
         [job] = store.list_jobs(runs[name].id)
         assert (job.status, job.termination_reason) == ("terminated", "terminated_by_user")
