@@ -21,6 +21,7 @@ from contextlib import AsyncExitStack
 
 import asyncssh
 
+from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.slurm_nodes import (
     ClusterOffer,
     SlurmParseError,
@@ -28,7 +29,7 @@ from reconciler.core.slurm_nodes import (
     parse_nodes,
     parse_partitions,
 )
-from schemas.serverbackends import PrivateKey, ProxyJump, SlurmCluster
+from schemas.serverbackends import PrivateKey, ProxyJump, SlurmBackend, SlurmCluster
 
 NODES_COMMAND = "scontrol show node --oneliner"
 PARTITIONS_COMMAND = "sinfo --noheader --format='%R|%a'"
@@ -152,3 +153,29 @@ async def read_cluster(
         cpu_partitions=cluster.cpu_partitions,
         price=cluster.price,
     )
+
+
+async def read_project_clusters(
+    clusters: ServerBackends, project: str, *, limit_s: float = 15.0
+) -> tuple[tuple[ClusterOffer, ...], tuple[str, ...]]:
+    """(offers, errors) of every Slurm cluster of `project`, read at once; a cluster that
+    cannot be read is its `SlurmUnavailable` line in errors, the others still count."""
+    entries = [
+        cluster
+        for backend in clusters.config.backends_of(project)
+        if isinstance(backend, SlurmBackend)
+        for cluster in backend.clusters
+    ]
+    answers = await asyncio.gather(
+        *(read_cluster(c, limit_s=limit_s) for c in entries), return_exceptions=True
+    )
+    offers: list[ClusterOffer] = []
+    errors: list[str] = []
+    for answer in answers:
+        if isinstance(answer, SlurmUnavailable):
+            errors.append(str(answer))
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            offers.extend(answer)
+    return tuple(offers), tuple(errors)

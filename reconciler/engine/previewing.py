@@ -27,18 +27,16 @@ no instance up could ever hold).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
-from reconciler.adapters.slurm_login import SlurmUnavailable, read_cluster
+from reconciler.adapters.slurm_login import read_project_clusters
 from reconciler.core.clusterbackends import ServerBackends, describe_offers
 from reconciler.core.elastic import Growth, choose_growth, failure_message
 from reconciler.core.jobspecs import requirements_of
 from reconciler.core.scheduling import NoFit, place_job
-from reconciler.core.slurm_nodes import ClusterOffer
 from reconciler.domain.plan import Action, ActionKind, PreviewStep, StackPreview
 from reconciler.engine.outcomes import outcome_of
 from reconciler.engine.workers.growing import elastic_fleets
@@ -171,24 +169,7 @@ class Previewer:
     async def _slurm_has(self, project: str) -> str:
         """What the project's Slurm clusters have now, read from them (one line)."""
         assert self._clusters is not None
-        entries = [
-            cluster
-            for backend in self._clusters.config.backends_of(project)
-            if backend.type == "slurm"
-            for cluster in getattr(backend, "clusters", ())
-        ]
-        answers = await asyncio.gather(
-            *(read_cluster(c, limit_s=15.0) for c in entries), return_exceptions=True
-        )
-        offers: list[ClusterOffer] = []
-        errors: list[str] = []
-        for answer in answers:
-            if isinstance(answer, SlurmUnavailable):
-                errors.append(str(answer))
-            elif isinstance(answer, BaseException):
-                raise answer
-            else:
-                offers.extend(answer)
+        offers, errors = await read_project_clusters(self._clusters, project)
         return describe_offers(offers, errors)
 
     async def preview(self, action: Action, spec: Mapping[str, object]) -> PreviewResult:

@@ -3,7 +3,7 @@
 Called by `POST …/backends/offers` (`reconciler.web.routes_backends`), which `dockyard
 offer` asks beside the plan's instance offers. Every Slurm cluster of the project's entry
 in the server's backends file is read at once over SSH on its login node
-(`reconciler.adapters.slurm_login.read_cluster`); each node shape of a configured
+(`reconciler.adapters.slurm_login.read_project_clusters`); each node shape of a configured
 partition becomes a `stacks.catalog.CatalogRow` (backend `slurm`, region = the cluster,
 on-demand at the cluster's `price`, no spot) and the request's requirements are matched
 against them by the catalog's own matcher, so `--gpu`, `--cpu`, `--memory`, `-r`,
@@ -14,17 +14,13 @@ cluster that cannot be read adds its one-line reason to `errors`, never fails th
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.adapters.slurm_login import SlurmUnavailable, read_cluster
+from reconciler.adapters.slurm_login import read_project_clusters
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.slurm_nodes import ClusterOffer
-from schemas.serverbackends import SlurmBackend, SlurmCluster
 from stacks.catalog import CatalogRow, find_offers, requirements_from_spec
-
-ReadCluster = Callable[[SlurmCluster], Awaitable[tuple[ClusterOffer, ...]]]
 
 
 def _memory_of(gpu: str, catalog: Sequence[CatalogRow]) -> float:
@@ -60,25 +56,8 @@ async def cluster_offers(
     project: str,
     spec: Mapping[str, Any],
     catalog: Sequence[CatalogRow],
-    read: ReadCluster | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(offers as `Offer.to_json`, errors) of `project`'s Slurm clusters matching `spec`."""
-    reader: ReadCluster = read or (lambda cluster: read_cluster(cluster, limit_s=15.0))
-    entries = [
-        cluster
-        for backend in clusters.config.backends_of(project)
-        if isinstance(backend, SlurmBackend)
-        for cluster in backend.clusters
-    ]
-    answers = await asyncio.gather(*(reader(c) for c in entries), return_exceptions=True)
-    found: list[ClusterOffer] = []
-    errors: list[str] = []
-    for answer in answers:
-        if isinstance(answer, SlurmUnavailable):
-            errors.append(str(answer))
-        elif isinstance(answer, BaseException):
-            raise answer
-        else:
-            found.extend(answer)
+    found, errors = await read_project_clusters(clusters, project)
     offers = find_offers(requirements_from_spec(spec), catalog_rows(found, catalog))
-    return [offer.to_json() for offer in offers], errors
+    return [offer.to_json() for offer in offers], list(errors)
