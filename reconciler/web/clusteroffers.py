@@ -58,6 +58,7 @@ async def cluster_offers(
     catalog: Sequence[CatalogRow],
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(offers as `Offer.to_json`, errors) of `project`'s Slurm clusters matching `spec`."""
+    wanted = requirements_from_spec(spec)  # a malformed spec fails before any login
     found, errors = await read_project_clusters(clusters, project)
-    offers = find_offers(requirements_from_spec(spec), catalog_rows(found, catalog))
+    offers = find_offers(wanted, catalog_rows(found, catalog))
     return [offer.to_json() for offer in offers], list(errors)
