@@ -30,7 +30,10 @@ async def test_healthcheck_and_host(agent: AgentApi) -> None:
         "build": agent_build(),
         "disk_problem": "",
         "disk_free": health["disk_free"],
+        "epoch": health["epoch"],
     }
+    # the job events' epoch: new at each agent start, so the server sees a restart
+    assert len(health["epoch"]) == 32
     host = (await agent.http.get("/host")).json()
     assert host["executors"] == ["process"]
     assert host["cpus"] >= 1 and host["memory_mib"] > 0 and host["disk_mib"] > 0
