@@ -21,6 +21,11 @@ if [ "$dev" = 1 ]; then
   command -v ip >/dev/null || need+=(iproute2)
   [ -x /bin/busybox ] || need+=(busybox-static)  # the Docker test image is made from it
   command -v wrk >/dev/null || need+=(wrk)  # bench/proxy*.py: a load generator in C
+  # a one-node Slurm cluster for the Slurm backend's tests (tests/services/slurm.py)
+  command -v slurmctld >/dev/null || need+=(slurmctld)
+  command -v slurmd >/dev/null || need+=(slurmd)
+  command -v sinfo >/dev/null || need+=(slurm-client)
+  command -v munged >/dev/null || need+=(munge)
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
