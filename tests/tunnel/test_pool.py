@@ -97,7 +97,7 @@ async def test_failed_connects_back_off_on_the_clock(keys: Keys):
     assert pool.state(target).failures == 5
 
 
-async def test_an_agent_being_started_is_tried_without_back_off_for_a_while(keys: Keys):
+async def test_an_agent_being_started_is_tried_without_back_off_for_a_while(keys: Keys) -> None:
     """`retry_now`: the failures of the agent that died (and of its successor's start-up)
     hold no caller back while the new one starts; after the window, back-off again."""
     now = 100.0
