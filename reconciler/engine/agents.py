@@ -66,6 +66,9 @@ class AgentDirectory:
         """Whether the instance's agent events are followed now (its jobs may sleep)."""
         self.events: AgentEvents = _NoEvents()
         """What the agents' job events told (`JobEventFollower`; set by the controller)."""
+        self.unsettled: set[str] = set()
+        """Instances whose agent missed a finished job's removal (it did not answer): the
+        instances worker settles them with the store at their next check (`agent_sync`)."""
 
     @property
     def default_key(self) -> str | None:

@@ -5,7 +5,8 @@
   process removes it at its first check), or the agent killed (the agent started in its
   place keeps the record; it is removed once that agent answers). Its record and working
   dir go away; a finished job the store has not recorded ended yet is kept (its own pass
-  reads its end and log first).
+  reads its end and log first). A removal that found the agent away (the jobs worker marks
+  the instance `unsettled`) is done at the instance's next check.
 - Every job the store has active on the host is made due when the agent is new to this
   server process or another agent process answers (started between two checks, its data
   dir wiped, here: told by its healthcheck's epoch): its own pass then asks the agent
@@ -178,5 +179,24 @@ async def test_active_jobs_are_woken_when_the_agent_is_new_or_restarted_not_othe
             row.ssh_port, row.agent_port = second.ssh_port, second.agent_port
         await rig.check()  # it answers, never unreachable to the worker: its epoch tells
         assert _due_now(rig, ghost)
+    finally:
+        await rig.close()
+
+
+async def test_a_removal_that_found_the_agent_away_is_done_at_the_next_check(rig: Rig) -> None:
+    agent = await rig.start()
+    rig.add_instance(agent)
+    try:
+        await rig.check()  # this server process has looked once
+        job_id = await _ended_job(rig, "missed")
+        _record(rig, job_id, "done", "done_by_runner")
+        await rig.check()  # nothing says to look: an ordinary check asks the agent nothing
+        assert await _known(rig, job_id)
+        # the jobs worker's removal met the agent away (`RunningJobs.remove`) and said so
+        rig.worker.deps.agents.unsettled.add(rig.instance_id)
+        await rig.check()
+        assert not await _known(rig, job_id)
+        assert not _job_dir(rig, job_id).exists()
+        assert not rig.worker.deps.agents.unsettled
     finally:
         await rig.close()

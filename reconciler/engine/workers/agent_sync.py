@@ -3,8 +3,9 @@
 Called by the instances worker on every healthcheck its agent answers (`AgentSync.settle`).
 The agent's job list is compared with the store when this server process first reaches the
 agent, when the agent is another process than last time (it restarted: the `epoch` of its
-healthcheck changed), when it answers again after being unreachable, and after the store
-ended jobs there without it; otherwise nothing is asked (one cheap store read at most):
+healthcheck changed), when it answers again after being unreachable, after the store
+ended jobs there without it, and after a finished job's removal did not reach it (the jobs
+worker marks it `unsettled`); otherwise nothing is asked (one cheap store read at most):
 
 - every job the store has active there is made due now: its own pass (`job_running`) asks
   the agent, so a stop still pending reaches the job's processes as soon as the agent is
@@ -15,7 +16,8 @@ ended jobs there without it; otherwise nothing is asked (one cheap store read at
   records ended keeps no process once its agent answers;
 - the agent's finished jobs the store has ended are removed (record, log and work dir): a
   removal that a kill interrupted (the server's, between a job's final write and its
-  removal; the agent's, in the middle of one) is done here, from the store's word.
+  removal; the agent's, in the middle of one), or that found the agent away, is done
+  here, from the store's word.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class AgentSync:
 
     store: Store
     now: Callable[[], datetime]
+    unsettled: set[str] = field(default_factory=set)  # missed a removal (`AgentDirectory`)
     _epochs: dict[str, str] = field(default_factory=dict)  # instance -> agent epoch seen
     _swept: dict[str, datetime] = field(default_factory=dict)  # instance -> last settling
 
@@ -53,6 +56,8 @@ class AgentSync:
         """Whether the agent must be compared with the store now (no I/O but a store read
         when nothing else says so)."""
         if self._epochs.get(row.id) != epoch or row.unreachable_since is not None:
+            return True
+        if row.id in self.unsettled:
             return True
         since = self._swept.get(row.id)
         return since is None or self.store.lost_since(row.id, since)
@@ -62,6 +67,7 @@ class AgentSync:
         if not await asyncio.to_thread(self.due, row, epoch):
             return Settled()
         now = self.now()
+        self.unsettled.discard(row.id)  # a removal missed before this look is done by it
         restarted = self._epochs.get(row.id, epoch) != epoch or row.unreachable_since is not None
         first = row.id not in self._epochs
         states = await client.jobs()

@@ -104,7 +104,8 @@ class InstancesProcessor:
         self._settled: set[str] = set()  # SSH instances whose agent options were checked
         self._options_failed = ""  # the first host whose agent failed with the new options
         self._local_misses: dict[str, int] = {}  # local instance -> failed checks in a row
-        self._sync = AgentSync(deps.store, self._now)  # the agent's jobs beside the store's
+        # the agent's jobs beside the store's
+        self._sync = AgentSync(deps.store, self._now, deps.agents.unsettled)
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now_ts(), UTC)

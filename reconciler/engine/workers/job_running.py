@@ -406,10 +406,13 @@ class RunningJobs:
         if instance is None:
             return
         self.agents.events.ended(instance.id, job_id)  # an end its pass did not use: dropped
-        # Unreachable: the host keeps a finished job's files; nothing depends on them.
-        # With others ending there now: one call for them all (`JobRemovals`).
-        with contextlib.suppress(AgentUnreachable):
+        # With others ending there now: one call for them all (`JobRemovals`). Unreachable:
+        # the instances worker removes it once the agent answers (`agent_sync`), soon.
+        try:
             await self._removals.remove(self.agents.client(instance), job_id)
+        except AgentUnreachable:
+            self.agents.unsettled.add(instance.id)
+            await self.store.in_lane(self.store.wake_instance, instance.id)
 
     async def aclose(self) -> None:
         await self._removals.aclose()
