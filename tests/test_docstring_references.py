@@ -132,7 +132,7 @@ def test_every_docstring_names_what_exists() -> None:
 def test_the_walk_finds_what_is_missing() -> None:
     source = (
         '"""Called by its background loop (`reconciler.pr.previewsweep`) and by\n'
-        "`engine.nowhere`, see `core/no_such_file.py` and tests/e2e/test_full_store.py.\n"
+        "`engine.nowhere`, see `core/no_such_file.py` and tests/e2e/test_no_such_thing.py.\n"
         "Real: `engine.previewruns`, `core.escaping.printable`, `workers/jobs.py`,\n"
         '`reconciler.engine.unmanaged.plan_one`."""\n'
         "# the Pulumi engine (`stacks.pulumi`)\n"
@@ -140,7 +140,7 @@ def test_the_walk_finds_what_is_missing() -> None:
     )
     assert list(problems_in_source(source)) == [
         "1: reconciler.pr.previewsweep: reconciler/pr/__init__.py defines no previewsweep",
-        "2: tests/e2e/test_full_store.py: no such file",
+        "2: tests/e2e/test_no_such_thing.py: no such file",
         "2: engine.nowhere: no package of the tree holds it",
         "2: core/no_such_file.py: no file of the tree ends with it",
         "5: stacks.pulumi: stacks/__init__.py defines no pulumi",
