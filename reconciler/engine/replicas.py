@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 
+from reconciler.adapters.db.refusals import refused_by_store
 from reconciler.adapters.db.replicas import HEARTBEAT_EVERY, ReplicaIdentity, ReplicaStore
 from reconciler.adapters.db.store import Store
 
@@ -49,5 +50,14 @@ class ReplicaHeartbeat:
             try:
                 if not await asyncio.to_thread(self.replicas.beat, self.me):
                     await asyncio.to_thread(self.replicas.join, self.me)
-            except Exception:  # the outermost loop of the heartbeat: log, beat again later
-                log.exception("replica heartbeat failed")
+            except Exception as exc:  # the outermost loop of the heartbeat: log, beat again later
+                if refused_by_store(exc):  # a full disk, a lost connection: one line, no traceback
+                    log.warning("replica heartbeat failed (%s)", _brief(exc))
+                else:
+                    log.exception("replica heartbeat failed")
+
+
+def _brief(exc: BaseException) -> str:
+    """An error's first line (a database error's text goes on with its SQL)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

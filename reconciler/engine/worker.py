@@ -358,8 +358,11 @@ class Worker:
             await asyncio.sleep(self.config.heartbeat_every)
             try:
                 await self.heartbeat_once()
-            except Exception:  # the outermost loop: a failed renew is retried next beat
-                log.exception("%s: renewing leases failed", self.kind)
+            except Exception as exc:  # the outermost loop: a failed renew is retried next beat
+                if self._store_failure(exc):  # the store refusing for a while: no traceback
+                    log.warning("%s: renewing leases failed (%s)", self.kind, _brief(exc))
+                else:
+                    log.exception("%s: renewing leases failed", self.kind)
 
 
 def _never(exc: BaseException) -> bool:

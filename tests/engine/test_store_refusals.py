@@ -9,17 +9,22 @@ server's own (`Worker` with the store's `refused_by_store`, `JobEventFollower`).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from datetime import timedelta
+
+import pytest
 
 from agent.client import AgentClient
 from agent.jobevents import JobEnd, JobEvent, JobEventKind, JobEventsPage
 from agent.protocol import JobState
 from reconciler.adapters.db.models import Fleet, Instance, Job, Run, Volume
 from reconciler.adapters.db.refusals import refused_by_store
+from reconciler.adapters.db.replicas import this_server
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.jobevents import JobEventFollower
+from reconciler.engine.replicas import ReplicaHeartbeat
 from reconciler.engine.worker import Lease, ProcessResult, Worker, WorkerConfig
 from tests.engine.refusedwrites import RefusedWrites
 
@@ -201,3 +206,61 @@ def test_what_counts_as_the_store_refusing_work() -> None:
     assert not refused_by_store(FileNotFoundError(errno.ENOENT, "gone"))  # a bug: error delay
     assert not refused_by_store(IntegrityError("INSERT", {}, Exception("unique")))
     assert not refused_by_store(ValueError("bad"))
+
+
+async def test_heartbeats_log_a_refused_write_in_one_line_and_a_bug_with_its_traceback(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = Store.from_url(db_url, migrate=True)
+    faults = RefusedWrites(store.engine)
+    _volume(store, "v")
+    held = asyncio.Event()
+    done = asyncio.Event()
+
+    async def process(row_id: str, token: str) -> ProcessResult:
+        held.set()
+        await done.wait()  # the lease is held: the job manager's heartbeat renews it
+        return HOUR
+
+    config = WorkerConfig(kind="volumes", lease_seconds=0.15, min_interval=HOUR, idle_cap=0.05)
+    worker = Worker(
+        config,
+        leasing=StoreLeasing(store.leases, make_lease=Lease),
+        process=process,
+        store_failure=refused_by_store,
+    )
+    replica = ReplicaHeartbeat(store, this_server("host:refusals:1"), every=0.02)
+    caplog.set_level(logging.WARNING)
+    await worker.start()
+    await replica.start()
+    try:
+        await held.wait()
+        faults.fill()  # the disk is full: renewals and beats are refused
+        await _until(lambda: faults.refused >= 4)
+        await _until(
+            lambda: (
+                any("renewing leases failed" in r.message for r in caplog.records)
+                and any("replica heartbeat failed" in r.message for r in caplog.records)
+            )
+        )
+        refused = [r for r in caplog.records if "failed" in r.message]
+        assert all(r.exc_info is None for r in refused), "a refusal logged a traceback"
+        assert any(
+            "database or disk is full" in r.getMessage() or "No space" in r.getMessage()
+            for r in refused
+        )
+        faults.free()
+        caplog.clear()
+        replica.replicas.beat = _bug  # type: ignore[method-assign]  # a real bug keeps its trace
+        await _until(lambda: any(r.exc_info for r in caplog.records))
+    finally:
+        faults.free()
+        done.set()
+        await replica.stop()
+        await worker.stop()
+        faults.close()
+        store.close()
+
+
+def _bug(me: object) -> bool:
+    raise KeyError("a bug")
