@@ -204,13 +204,16 @@ class JobStepsStore(StoreBase):
             # writer at a time: no row locks, no deadlock; elsewhere one step at a time.
             return [self.record_job_step(step) for step in steps]
         results: list[StepResult] = []
+        events: list[dict[str, Any]] = []  # every step's events in one statement at the end
         with self.writing() as session:
             now = self.now()
             for step in steps:
                 try:
-                    results.append(self._record(session, step, now, []))
+                    results.append(self._record(session, step, now, [], events))
                 except _AbortError as abort:  # its fence failed: nothing of it written
                     results.append(abort.result)
+            if events:
+                session.connection().execute(insert(EVENTS), events)
         return results
 
     def place_job(self, step: JobStep) -> InstanceRecord | StepResult:
@@ -226,9 +229,16 @@ class JobStepsStore(StoreBase):
         return taken[0] if taken else result
 
     def _record(
-        self, session: Session, step: JobStep, now: datetime, taken: list[InstanceRecord]
+        self,
+        session: Session,
+        step: JobStep,
+        now: datetime,
+        taken: list[InstanceRecord],
+        batch_events: list[dict[str, Any]] | None = None,
     ) -> StepResult:
-        """The step's statements; `taken` gets the instances taken on, as left."""
+        """The step's statements; `taken` gets the instances taken on, as left. With
+        `batch_events`, the step's events are added to it for the batch's one insert
+        instead of inserted here (added last: a step that aborts adds none)."""
         conn = session.connection()
         if step.park_like is not None and conn.dialect.name != "sqlite":
             # instances before job rows, as a give-back's order: no deadlock between them
@@ -256,7 +266,9 @@ class JobStepsStore(StoreBase):
         followed = not following(step.follow) or follow_run(conn, step.run_id, step.follow)
         if followed and step.follow is not None:
             events.extend(run_events(step.project_id, step.run_id, step.follow, now))
-        if events:  # every event of the step in one statement
+        if batch_events is not None:
+            batch_events.extend(events)
+        elif events:  # every event of the step in one statement
             conn.execute(insert(EVENTS), events)
         return StepResult.WRITTEN if followed else StepResult.WRITTEN_RUN_DUE
 
