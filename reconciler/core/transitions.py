@@ -58,12 +58,13 @@ def run_status_for(reason: RunTerminationReason) -> RunStatus:
 def stopped_run_reason(
     reason: RunTerminationReason, latest_job_statuses: Iterable[JobStatus]
 ) -> RunTerminationReason:
-    """Why a run that was being stopped ended: a stop that came as its jobs were ending on
-    their own, all of them `done`, ends it `all_jobs_done` (the jobs' own end wins)."""
-    statuses = list(latest_job_statuses)
-    stopped = reason is RunTerminationReason.STOPPED_BY_USER
-    if stopped and statuses and all(s is JobStatus.DONE for s in statuses):
-        return RunTerminationReason.ALL_JOBS_DONE
+    """Why a run that was being stopped ended: the reason it was stopped for, whatever its
+    jobs' own ends. dstack 0.22.5 (`pipeline_tasks/runs/terminating.py`) ends a terminating
+    run with `termination_reason.to_status()` once its jobs are finished, and `stop_runs`
+    sets `stopped_by_user` on any run not yet finished: a user's stop that reached jobs
+    already `done` still ends the run `terminated/stopped_by_user`. (The jobs keep their own
+    `done`.) `latest_job_statuses` is kept for the callers; it does not decide."""
+    del latest_job_statuses
     return reason
 
 

@@ -113,10 +113,13 @@ def test_status_messages() -> None:
     assert status_message(JobStatus.ABORTED, JR.ABORTED_BY_USER, None) == "aborted"
 
 
-def test_a_stop_that_came_as_the_jobs_ended_on_their_own_ends_the_run_done() -> None:
+def test_a_stopped_run_whose_jobs_all_ended_done_still_ends_stopped_by_user() -> None:
+    # dstack keeps the user's stop: its run ends `terminated/stopped_by_user` even when every
+    # job was recorded `done` before the stop reached it (dstack 0.22.5, runs/terminating.py).
     stopped = RR.STOPPED_BY_USER
-    done = stopped_run_reason(stopped, [JobStatus.DONE])
-    assert done is RR.ALL_JOBS_DONE  # a replaced run whose job ended: done
+    assert stopped_run_reason(stopped, [JobStatus.DONE]) is stopped
+    assert stopped_run_reason(stopped, [JobStatus.DONE, JobStatus.DONE]) is stopped
+    assert run_status_for(stopped_run_reason(stopped, [JobStatus.DONE])) is RunStatus.TERMINATED
     assert stopped_run_reason(stopped, [JobStatus.DONE, JobStatus.TERMINATED]) is stopped
     assert stopped_run_reason(stopped, []) is stopped
     aborted = RR.ABORTED_BY_USER
