@@ -191,3 +191,20 @@ def test_steps_ending_together_are_recorded_together(store: Store) -> None:
     }
     with pytest.raises(ValueError, match="on its own"):  # a placement answers its instance
         store.record_job_steps([replace(steps[0], take=(Take(instance.id, 1),))])
+
+
+def test_placement_candidates_read_instances_with_their_fleets_in_one_statement(
+    store: Store,
+) -> None:
+    instance, _, _ = _rig(store)
+    statements: list[str] = []
+    listener = lambda *a: statements.append(a[2])  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", listener)
+    (candidate,) = store.placement_candidates(instance.project_id)
+    event.remove(store.engine, "before_cursor_execute", listener)
+    assert (candidate.instance_id, candidate.fleet_name) == (instance.id, "local")
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 2  # instances with their fleets, then the jobs on them
+    # an instance of a deleted fleet is no candidate
+    store.update(Fleet, instance.fleet_id, deleted=True)
+    assert store.placement_candidates(instance.project_id) == []

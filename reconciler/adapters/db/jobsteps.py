@@ -159,7 +159,8 @@ class JobStepsStore(StoreBase):
         with self.reading() as session:  # Core rows: no ORM objects for a hot read
             conn = session.connection()
             mine = {"p_project": project_id}
-            fleets = {f.id: f for f in conn.execute(_fleets_query(), mine)}
+            # each with its fleet's name and spec (one statement: the join drops the
+            # instances of deleted fleets, as a fleet looked up apart did)
             instances = conn.execute(_instances_query(), mine).all()
             # The jobs on them matter for what they hold: GPUs, and host ports if asked.
             holding = [i.id for i in instances if ports or _gpus(_info(i))]
@@ -174,11 +175,8 @@ class JobStepsStore(StoreBase):
             bound.update(host_ports_of(data.get("spec") or {}))
         candidates = []
         for instance in instances:
-            fleet = fleets.get(instance.fleet_id or "")
-            if fleet is None:
-                continue
             gpus, bound = held[instance.id]
-            candidate = to_candidate(instance, fleet, frozenset(gpus), frozenset(bound))
+            candidate = to_candidate(instance, frozenset(gpus), frozenset(bound))
             if candidate is not None:
                 candidates.append(candidate)
         return candidates
@@ -332,17 +330,15 @@ class _AbortError(Exception):
 
 
 @functools.cache
-def _fleets_query() -> Select[Any]:
-    f = FLEETS.c
-    return select(FLEETS).where(f.project_id == bindparam("p_project"), f.deleted.is_(False))
-
-
-@functools.cache
 def _instances_query() -> Select[Any]:
-    i = INSTANCES.c
+    """The project's placeable instances of its fleets not deleted, with `fleet_name`
+    and `fleet_spec`."""
+    i, f = INSTANCES.c, FLEETS.c
     return (
-        select(INSTANCES)
+        select(INSTANCES, f.name.label("fleet_name"), f.spec.label("fleet_spec"))
+        .join(FLEETS, f.id == i.fleet_id)
         .where(i.project_id == bindparam("p_project"), i.status.in_(PLACEABLE))
+        .where(f.project_id == bindparam("p_project"), f.deleted.is_(False))
         .order_by(i.fleet_id, i.instance_num, i.created_at)
     )
 
@@ -374,21 +370,21 @@ def _gpus(host_info: Mapping[str, Any]) -> tuple[Gpu, ...]:
 
 def to_candidate(
     instance: Row[Any],
-    fleet: Row[Any],
     busy_gpus: frozenset[int],
     busy_ports: frozenset[int] = frozenset(),
 ) -> Candidate | None:
-    """The instance as the scheduler sees it; None until its host facts are known."""
+    """The instance (an `_instances_query` row) as the scheduler sees it; None until its
+    host facts are known."""
     info = instance.host_info
     if not isinstance(info, Mapping):
         return None
-    spec = fleet.spec if isinstance(fleet.spec, Mapping) else {}
+    spec = instance.fleet_spec if isinstance(instance.fleet_spec, Mapping) else {}
     resources = instance.resources if isinstance(instance.resources, Mapping) else {}
     sized = host_sized(instance.backend or "", spec.get("blocks"))
     return Candidate(
         instance_id=instance.id,
         instance_name=instance.name,
-        fleet_name=fleet.name,
+        fleet_name=instance.fleet_name,
         cpus=int(info.get("cpus", 0)),
         arch=str(info.get("arch", "x86_64")),
         memory_gb=float(info.get("memory_mib", 0)) / 1024,
