@@ -3,10 +3,15 @@ logs, log offsets, and an agent killed with SIGKILL while its job runs."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from pathlib import Path
 
 from agent.protocol import JobReason, JobStatus
+from agent.server.executors import proctable
 from tests.agent.conftest import LOOP, AgentApi, AgentProcess, pid_alive, wait_for
+from tests.services.ports import bindable, reserved_port
 
 
 async def test_stop_within_the_grace_period(agent: AgentApi) -> None:
@@ -65,6 +70,40 @@ async def test_stop_kills_forked_and_escaped_children(agent: AgentApi, tmp_path:
         return not any(pid_alive(pid) for pid in children)
 
     assert await wait_for(all_gone, "every child of the job to be gone", deadline=5)
+
+
+async def test_a_stopped_jobs_port_is_free_when_it_is_reported_ended(agent: AgentApi) -> None:
+    """A graceful stop whose job shell exits 0 (its wrapper too: inside the sandbox,
+    bubblewrap exits 0 and the agent reads no process table) while a process the job hid
+    in another session ignores SIGTERM and listens on the job's port: when the agent
+    reports the job ended, that process is gone and the port is free, so the next replica
+    of a rolling update binds it (a CI run once saw the old replica answer on the port
+    after its job was recorded terminated; `tests/e2e/test_runs_services.py`). Asserted at
+    the report, not eventually."""
+    with reserved_port() as port:
+        listener = (
+            "import signal, socket, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); "
+            "print('listening', flush=True); time.sleep(1000)"
+        )
+        script = f"setsid python3 -c \"{listener}\" & trap 'exit 0' TERM; {LOOP}"
+        job = f"holder-{port}"  # unique: the sandboxed copy of this test may run beside it
+        await agent.submit(id=job, commands=[script])
+        await agent.wait_log(job, b"listening\n")
+        assert not bindable(port), "the job's hidden process holds its port"
+        await agent.http.post(f"/jobs/{job}/stop", json={"timeout": 20})
+        state = await agent.wait_finished(job)
+        assert (state.status, state.reason, state.exit_status) == (
+            JobStatus.TERMINATED,
+            JobReason.STOPPED,
+            0,
+        )
+        alive = [p.pid for p in proctable.job_processes(-1, job)]
+        for pid in alive:  # a failure leaves nothing behind for the tests after it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not alive, f"processes of the job alive at its reported end: {alive}"
+        assert bindable(port), "the job's port is free at its reported end"
 
 
 async def test_children_left_behind_are_killed_when_the_job_ends(

@@ -18,6 +18,7 @@ from agent.server.executors.process import ProcessExecutor
 from agent.server.serving import AgentConfig, start_agent
 from tests.agent.conftest import LOOP, AgentApi, _client, recorded_tools, wait_for
 from tests.agent.test_process_faults import (  # noqa: F401 - collected again, sandboxed
+    test_a_stopped_jobs_port_is_free_when_it_is_reported_ended,
     test_non_utf8_output_is_kept_byte_for_byte,
     test_stop_forced_after_the_grace_period,
     test_stop_uses_the_jobs_stop_duration_and_force_overrides_it,
