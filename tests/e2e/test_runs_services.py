@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from agent.server.listeners import listeners
+from agent.server.portholders import job_marker, socket_holder
 from reconciler.adapters.db.models import Run
 from reconciler.engine.routes import StoreRoutes
 from reconciler.web.proxy import ServiceProxy
@@ -88,6 +90,25 @@ async def test_service_answers_through_proxy_with_auth(h: Harness, direct: bool,
     await h.until(lambda: h.run(run.id).status == "terminated")
 
 
+def _who_serves(h: Harness, run_id: str, port: int) -> str:
+    """Which job each replica's spec is (deployment, the version its commands write) and
+    which job's process holds the port: tells an old replica that outlived its recorded end
+    (the holder is the terminated job) from a new replica given the old spec."""
+    lines = []
+    for job in h.jobs_of(run_id):
+        commands = (job.job_spec or {}).get("spec", {}).get("commands") or []
+        version = "v2" if any("echo v2" in c for c in commands) else "v1"
+        lines.append(
+            f"  job {job.id} replica {job.replica_num}: {job.status} "
+            f"deployment {job.deployment_num}, commands write {version}"
+        )
+    for uid, inode in listeners(port):
+        pid = socket_holder(inode, uid)
+        holder = job_marker(pid) if pid is not None else None
+        lines.append(f"  port {port}: socket {inode} held by pid {pid} of job {holder}")
+    return "\n".join(lines)
+
+
 @PATHS
 async def test_rolling_update_fails_no_request(h: Harness, direct: bool, port: int) -> None:
     run = h.submit(_service(port, "v1", auth=False))
@@ -130,7 +151,9 @@ async def test_rolling_update_fails_no_request(h: Harness, direct: bool, port: i
         try:
             await h.until(rolled, within=90)
         except AssertionError as exc:  # a CI run once timed out here: keep what it saw
-            raise AssertionError(f"{exc}\nthe last answers: {results[-5:]}") from exc
+            raise AssertionError(
+                f"{exc}\nthe last answers: {results[-5:]}\n{_who_serves(h, run.id, port)}"
+            ) from exc
         stop.set()
         await task
     failures = [r for r in results if not r.startswith("200:")]
