@@ -106,17 +106,31 @@ class JobEventFollower:
         self._retry = tuple(retry)
         self._write_retry = tuple(write_retry)
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._clients: dict[str, AgentClient] = {}  # the client each feed reads through
+        self.refollowed = 0
+        """Feeds dropped for a moved agent and started again through its new client."""
         self._live: set[str] = set()
         self._ends: OrderedDict[tuple[str, str], JobEnd] = OrderedDict()
         self._starts: OrderedDict[tuple[str, str], str] = OrderedDict()  # `submitting`
         self._closed = False
 
     def follow(self, instance_id: str, client: AgentClient) -> None:
-        """Follow the agent of `instance_id` (no-op if already followed or closed)."""
-        if self._closed or instance_id in self._tasks:
+        """Follow the agent of `instance_id` through `client` (no-op if already followed
+        through it, or closed). Another client means the agent moved (a local agent
+        restarted on new ports, a host's address changed: `AgentDirectory` keeps one client
+        per address): the old feed, which would poll the old address forever, is dropped
+        and the agent followed anew (its first page wakes every job there)."""
+        if self._closed or self._clients.get(instance_id) is client:
             return
         with contextlib.suppress(RuntimeError):  # no running loop (sync callers): skip
-            self._tasks[instance_id] = asyncio.get_running_loop().create_task(
+            loop = asyncio.get_running_loop()
+            old = self._tasks.pop(instance_id, None)
+            if old is not None:
+                old.cancel()
+                self._live.discard(instance_id)  # its jobs poll until the new feed reads
+                self.refollowed += 1
+            self._clients[instance_id] = client
+            self._tasks[instance_id] = loop.create_task(
                 self._follow(instance_id, client), name=f"job-events-{instance_id}"
             )
 
@@ -151,6 +165,7 @@ class JobEventFollower:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._clients.clear()
         self._live.clear()
 
     async def _follow(self, instance_id: str, client: AgentClient) -> None:
