@@ -59,7 +59,7 @@ def stopped_run_reason(
     reason: RunTerminationReason, latest_job_statuses: Iterable[JobStatus]
 ) -> RunTerminationReason:
     """Why a run that was being stopped ended: the reason it was stopped for, whatever its
-    jobs' own ends. dstack 0.22.5 (`pipeline_tasks/runs/terminating.py`) ends a terminating
+    jobs' own ends. dstack 0.22.5 (its background task for terminating runs) ends a terminating
     run with `termination_reason.to_status()` once its jobs are finished, and `stop_runs`
     sets `stopped_by_user` on any run not yet finished: a user's stop that reached jobs
     already `done` still ends the run `terminated/stopped_by_user`. (The jobs keep their own

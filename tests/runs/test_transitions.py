@@ -115,7 +115,7 @@ def test_status_messages() -> None:
 
 def test_a_stopped_run_whose_jobs_all_ended_done_still_ends_stopped_by_user() -> None:
     # dstack keeps the user's stop: its run ends `terminated/stopped_by_user` even when every
-    # job was recorded `done` before the stop reached it (dstack 0.22.5, runs/terminating.py).
+    # job was recorded `done` before the stop reached it (dstack 0.22.5's terminating-runs task).
     stopped = RR.STOPPED_BY_USER
     assert stopped_run_reason(stopped, [JobStatus.DONE]) is stopped
     assert stopped_run_reason(stopped, [JobStatus.DONE, JobStatus.DONE]) is stopped
