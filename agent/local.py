@@ -35,7 +35,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,6 +148,10 @@ def _is_our_agent(pid: int) -> bool:
     except OSError:
         return False
     return b"serve" in cmdline and bool({b"agent"} & set(cmdline))
+
+
+PORT_ATTEMPTS = 3
+PORT_TAKEN = "Address already in use"  # what the agent's log says when its port was taken
 
 
 def _free_port(preferred: int | None) -> int:
@@ -386,6 +390,7 @@ async def ensure_local_agent(
     allow_job_users: str | None = None,
     min_free_disk: int | None = None,
     work_root: str | None = None,
+    pick_port: Callable[[int | None], int] = _free_port,
 ) -> LocalAgent:
     """The running local agent, started first if needed (idempotent, process-safe).
 
@@ -399,7 +404,9 @@ async def ensure_local_agent(
     (comma-separated) its `--allow-job-user`s, what a process job's `user:` may name;
     `min_free_disk` (bytes) its `--min-free-disk` and `work_root` its `--work-root` (None:
     the agent's defaults, 1 GiB and /var/lib/dockyard-jobs/<agent>). A running agent started
-    with other options is replaced."""
+    with other options is replaced. `pick_port(preferred)` answers a port free now (the
+    preferred one when it is); an agent whose port was taken before it bound it is started
+    again on other ports, up to `PORT_ATTEMPTS` times."""
     job_args = ["--job-user", job_user, "--job-isolation", job_isolation]
     if default_image:
         job_args += ["--default-image", default_image]
@@ -428,12 +435,22 @@ async def ensure_local_agent(
             await asyncio.to_thread(stop_local_agent, server_data_dir, wait_for=30.0)
             pool.drop(target)
         await asyncio.to_thread(_free_data_dir, paths)
-        http_port, ssh_port = _free_port(http_port), _free_port(ssh_port)
-        if http_port == ssh_port:
-            ssh_port = _free_port(None)
-        pid = _spawn(paths, python, http_port, ssh_port, job_args)
-        started: dict[str, object] = {"pid": pid, "http_port": http_port, "ssh_port": ssh_port}
-        paths.state.write_text(json.dumps(started | {"args": job_args}))
-        target = _target(paths, ssh_port, client_key)
-        await _wait_started(pool, target, http_port, pid, paths, start_timeout)
-        return LocalAgent(target, http_port, ssh_port, pid, started=True)
+        for attempt in range(PORT_ATTEMPTS):
+            # a port found free may be taken by another process before the agent binds it:
+            # then the agent exits saying so, and it is started again on other ports
+            http_port, ssh_port = pick_port(http_port), pick_port(ssh_port)
+            if http_port == ssh_port:
+                ssh_port = pick_port(None)
+            pid = _spawn(paths, python, http_port, ssh_port, job_args)
+            started = {"pid": pid, "http_port": http_port, "ssh_port": ssh_port}
+            paths.state.write_text(json.dumps(started | {"args": job_args}))
+            target = _target(paths, ssh_port, client_key)
+            try:
+                await _wait_started(pool, target, http_port, pid, paths, start_timeout)
+            except LocalAgentError as error:
+                if PORT_TAKEN not in str(error) or attempt + 1 == PORT_ATTEMPTS:
+                    raise
+                http_port = ssh_port = None
+                continue
+            return LocalAgent(target, http_port, ssh_port, pid, started=True)
+        raise AssertionError("unreachable")  # pragma: no cover

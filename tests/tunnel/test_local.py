@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,13 @@ import asyncssh
 import pytest
 
 from agent.client import AgentClient
-from agent.local import ensure_client_key, ensure_local_agent, stop_local_agent
+from agent.local import (
+    PORT_TAKEN,
+    _free_port,
+    ensure_client_key,
+    ensure_local_agent,
+    stop_local_agent,
+)
 from agent.protocol import agent_build
 from agent.tunnel import AgentUnreachable, TunnelPool
 
@@ -123,3 +130,34 @@ async def test_the_servers_key_is_accepted_from_127_0_0_1_only(server_dir: Path)
             known_hosts=None,
             config=None,
         )
+
+
+async def test_a_port_taken_before_the_agent_binds_it_starts_the_agent_on_others(
+    server_dir: Path,
+) -> None:
+    # The race the picker cannot close: a port free when picked is taken by another
+    # process before the agent binds it. Here the other process holds it from the start
+    # and the picker answers it anyway, as a picker losing that race would.
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    held = taken.getsockname()[1]
+    answers: list[int] = []
+
+    def racing_pick(preferred: int | None) -> int:
+        port = held if not answers else _free_port(preferred)
+        answers.append(port)
+        return port
+
+    key = ensure_client_key(server_dir / "keys" / "id_ed25519")
+    pool = TunnelPool()
+    try:
+        agent = await ensure_local_agent(server_dir, key, pool, pick_port=racing_pick)
+        assert answers[0] == held and held not in (agent.agent_port, agent.ssh_port)
+        async with AgentClient.over_tunnel(pool, agent.target, agent.agent_port) as client:
+            await client.check_version()
+        first_log = (server_dir / "local-agent" / "agent.log.1").read_text()
+        assert PORT_TAKEN in first_log  # the first agent exited saying why
+    finally:
+        taken.close()
+        await pool.close()
