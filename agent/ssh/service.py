@@ -25,7 +25,7 @@ from agent.jobevents import MAX_WAIT_SECONDS, JobEventKind
 from agent.protocol import ExecutorKind, JobState, JobStatus
 from agent.server.archives import resolve_path_env
 from agent.server.errors import AgentError
-from agent.server.executors.process import ProcessExecutor, job_environment, job_leader
+from agent.server.executors.process import ProcessExecutor, job_environment, wait_job_leader
 from agent.server.jobaccount import JobAccount
 from agent.server.portholders import PortHolders
 from agent.server.serving import AgentContext, AgentService
@@ -144,7 +144,7 @@ def session_resolver(context: AgentContext) -> SessionResolver:
         env = job_environment(spec, base) | resolve_path_env(spec.path_env, work_dir)
         enter: tuple[str, ...] = ()
         if account.sandbox is not None and owner is not None:
-            leader = job_leader(files)
+            leader = await wait_job_leader(files)
             if leader is None:
                 return None
             enter = tuple(account.sandbox.enter_argv(leader, owner))

@@ -81,6 +81,7 @@ __all__ = [
     "job_environment",
     "job_leader",
     "join_commands",
+    "wait_job_leader",
 ]
 
 log = logging.getLogger(__name__)
@@ -316,8 +317,11 @@ class ProcessExecutor:
 
 
 def job_leader(files: JobFiles) -> int | None:
-    """A process inside the job's sandbox (the first child of its session's leader: the
-    sandbox's init), whose namespaces an SSH session enters; None when gone."""
+    """A process inside the job's sandbox (the first child of its session's leader, the
+    sandbox's PID 1), whose namespaces an SSH session enters; None when gone or while
+    bubblewrap is still building the sandbox: until its inner process has exec'd the job's
+    wrapper (its executable is no longer bubblewrap's) the mount namespace is half made,
+    and a session entering it would see neither the job's root nor its working dir."""
     identity = _read_identity(files)
     if identity is None or not proctable.is_running(*identity):
         return None
@@ -325,9 +329,29 @@ def job_leader(files: JobFiles) -> int | None:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as children:
             found = children.read().split()
-    except OSError:
+        if not found:
+            return None
+        inner = int(found[0])
+        if os.readlink(f"/proc/{inner}/exe") == os.readlink(f"/proc/{pid}/exe"):
+            return None  # not yet exec'd: still bubblewrap setting up
+    except (OSError, ValueError):
         return None
-    return int(found[0]) if found else None
+    return inner
+
+
+async def wait_job_leader(files: JobFiles, *, within: float = 10.0) -> int | None:
+    """`job_leader`, waited for while the job's wrapper still runs: a session opened the
+    moment a job is reported running must not meet a sandbox bubblewrap is still making."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        leader = job_leader(files)
+        if leader is not None or loop.time() >= deadline:
+            return leader
+        identity = _read_identity(files)
+        if identity is None or not proctable.is_running(*identity):
+            return None
+        await asyncio.sleep(0.02)
 
 
 def _host_ports(spec: JobSpec) -> list[PortMapping]:
