@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Project, Secret, Token
+from reconciler.domain.memberships import MembershipRefusedError
 from reconciler.errors import UsageError
 from tests.store.conftest import FakeClock
 
@@ -70,11 +71,27 @@ def test_members_set_update_list_remove(store: Store) -> None:
         ("bob", "admin"),
     ]
     assert store.get_member_role(project.id, bob.id) == "admin"
+    store.set_member(project.id, amy.id, "admin")  # bob is not the last admin any more
     assert store.remove_member(project.id, bob.id)
     assert not store.remove_member(project.id, bob.id)
     assert store.get_member_role(project.id, bob.id) is None
     with pytest.raises(UsageError, match="unknown project role"):
         store.set_member(project.id, amy.id, "owner")
+
+
+def test_the_store_never_leaves_a_project_without_an_admin(store: Store) -> None:
+    """dstack's rule holds in the store itself, not only in the routes: the last admin
+    can be neither demoted nor removed (refused, nothing written), whoever calls."""
+    project = store.get_or_create_project("solo")
+    ada, ben = store.create_user("ada"), store.create_user("ben")
+    store.set_member(project.id, ada.id, "admin")
+    store.set_member(project.id, ben.id, "manager")
+    with pytest.raises(MembershipRefusedError, match="without an admin"):
+        store.set_member(project.id, ada.id, "user")
+    with pytest.raises(MembershipRefusedError, match="without an admin"):
+        store.remove_member(project.id, ada.id)
+    assert store.get_member_role(project.id, ada.id) == "admin"
+    assert store.remove_member(project.id, ben.id)  # others come and go
 
 
 def test_secrets_store_ciphertext_per_project(store: Store, clock: FakeClock) -> None:

@@ -12,9 +12,11 @@ import secrets
 
 from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import Fleet, Member, Project, Secret, Token, User
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.domain.memberships import MembershipRefusedError, membership_refusal
 from reconciler.domain.principals import FleetKeyHolders
 from reconciler.errors import UsageError
 
@@ -106,10 +108,16 @@ class AccountsStore(StoreBase):
     # -- members ----------------------------------------------------------------------------
 
     def set_member(self, project_id: str, user_id: str, role: str) -> None:
-        """Make the user a member of the project with `role` (replacing a previous role)."""
+        """Make the user a member of the project with `role` (replacing a previous role).
+        Every writer of memberships keeps dstack's rule (`membership_refusal`): refused
+        (`MembershipRefusedError`, nothing written) when no admin would be left."""
         if role not in PROJECT_ROLES:
             raise UsageError(f"unknown project role {role!r}: use admin, manager or user")
         with self.writing() as session:
+            before = _member_roles(session, project_id)
+            name = session.get(User, user_id)
+            after = {**before, (name.name if name else user_id): role}
+            _refuse_unless_allowed(before, after)
             member = session.get(Member, (project_id, user_id))
             if member is None:
                 session.add(Member(project_id=project_id, user_id=user_id, role=role))
@@ -152,7 +160,13 @@ class AccountsStore(StoreBase):
             return FleetKeyHolders(str(found[1]), tuple(users))
 
     def remove_member(self, project_id: str, user_id: str) -> bool:
+        """Remove the user from the project; refused like `set_member` when it would
+        leave the project without an admin."""
         with self.writing() as session:
+            user = session.get(User, user_id)
+            before = _member_roles(session, project_id)
+            after = {k: v for k, v in before.items() if k != (user.name if user else user_id)}
+            _refuse_unless_allowed(before, after)
             result = session.execute(
                 delete(Member).where(Member.project_id == project_id, Member.user_id == user_id)
             )
@@ -203,3 +217,18 @@ class AccountsStore(StoreBase):
                 delete(Secret).where(Secret.project_id == project_id, Secret.name == name)
             )
         return bool(getattr(result, "rowcount", 0))
+
+
+def _member_roles(session: Session, project_id: str) -> dict[str, str]:
+    rows = session.execute(
+        select(User.name, Member.role)
+        .join(Member, Member.user_id == User.id)
+        .where(Member.project_id == project_id)
+    )
+    return {str(name): str(role) for name, role in rows}
+
+
+def _refuse_unless_allowed(before: dict[str, str], after: dict[str, str]) -> None:
+    refusal = membership_refusal(before, after, caller_may_change_admins=True)
+    if refusal is not None:
+        raise MembershipRefusedError(refusal)
