@@ -11,14 +11,13 @@ offers catalog (`stacks.catalog.requirements`, sizing new instances) read the sa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.resources import parse_gpu
 from schemas.scalars import parse_memory
 
-GPU_VENDORS = frozenset({"nvidia", "amd", "google", "tpu", "intel", "tt"})
 CPU_ARCHES = frozenset({"x86", "arm"})
 
 
@@ -149,19 +148,5 @@ def _cpu(value: Any) -> tuple[Range | None, str | None]:
 def _gpu_fields(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
-    if isinstance(value, int) and not isinstance(value, bool):
-        return {"count": value}
-    if isinstance(value, Mapping):
-        return dict(value)
-    gpu: dict[str, Any] = {}
-    for token in (t.strip() for t in str(value).split(":") if t.strip()):
-        low = token.lower()
-        if low in GPU_VENDORS:
-            gpu["vendor"] = low
-        elif re.search(r"[0-9](MB|GB|TB)", token, re.IGNORECASE):
-            gpu["memory"] = token
-        elif token[0].isdigit() or token.startswith(".."):
-            gpu["count"] = token
-        else:
-            gpu["name"] = [n.strip() for n in token.split(",") if n.strip()]
-    return gpu
+    parsed = parse_gpu(value)  # the written form, by the models' own token grammar
+    return dict(parsed) if isinstance(parsed, Mapping) else {}

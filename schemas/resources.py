@@ -98,7 +98,10 @@ def _parse_gpu_token(spec: dict[str, Any], token: str, text: str) -> None:
     spec[kind] = item
 
 
-def _parse_gpu(value: Any) -> Any:
+def parse_gpu(value: Any) -> Any:
+    """A written GPU spec (`A100:40GB:2`, `2`) as its fields (`name`, `memory`, `count`,
+    `vendor`: canonical); other values as they are. The one GPU token grammar: the models
+    here and `schemas.requirements.resources_of` both read through it."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if isinstance(value, str):
@@ -155,7 +158,7 @@ class GPUSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, value: Any) -> Any:
-        return _parse_gpu(value)
+        return parse_gpu(value)
 
     @field_validator("vendor", mode="before")
     @classmethod

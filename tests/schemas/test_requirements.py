@@ -82,3 +82,22 @@ def test_memory_sizes_are_gib_and_bad_ones_refused() -> None:
     assert parse_range("24GB..", memory=True).describe("GB") == "24GB.."
     with pytest.raises(ValueError, match="memory size"):
         memory_gib("lots")
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["tpu:2", "tt:1", "A100:40GB:2", "2", "H100,A100:80GB..:1..4", "amd:MI300X:192GB:1"],
+)
+def test_one_gpu_token_grammar_for_the_models_and_the_numbers(written: str) -> None:
+    """`resources_of` reads a written GPU spec by the models' own grammar (vendor aliases,
+    token kinds), so a spec means the same to the parser and to the scheduler."""
+    from schemas.resources import GPUSpec
+
+    model = GPUSpec.model_validate(written).model_dump(mode="json", exclude_none=True)
+    assert resources_of({"gpu": written}) == resources_of({"gpu": model})
+
+
+def test_a_written_gpu_spec_the_models_refuse_is_refused_by_the_numbers_too() -> None:
+    for bad in ["A100:H100", "2:4", "A100::2"]:  # two names, two counts, an empty token
+        with pytest.raises(ValueError):
+            resources_of({"gpu": bad})
