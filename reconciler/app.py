@@ -32,6 +32,7 @@ from reconciler.adapters.db.readmodels.bootstrap import ensure_admin
 from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
+from reconciler.adapters.sourcesfile import declared_sources, flags_source
 from reconciler.api.config import ProjectConfig, add_project, load_projects
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.domain.inventory import InstanceRecord
@@ -154,6 +155,9 @@ def build_server(
     db_url = resolve_db_url(settings.db, settings.data_dir)
     check_database_for(db_url, this_server())  # before migrating: no other version runs
     store = Store.from_url(db_url, migrate=True)
+    # the sources of --repo and --sources-config (docs/sources.md): bad ones stop the start
+    flags = flags_source(settings.repo, settings.project, settings.branch, settings.path)
+    store.declare_sources(("flags", "file"), declared_sources(flags, settings.sources_config))
     db = Database(store.engine)
     token, wrote_config = _first_start(settings, db)
     stats = RequestStats()

@@ -116,6 +116,7 @@ _ENV_FIELDS: dict[str, str] = {
     "DOCKYARD_PROJECT": "project",
     "DOCKYARD_CONFIG": "cli_config",
     "DOCKYARD_BACKENDS_CONFIG": "backends_config",
+    "DOCKYARD_SOURCES_CONFIG": "sources_config",
     "DOCKYARD_FETCH_INTERVAL": "fetch_interval",
     "DOCKYARD_GITHUB_TOKEN": "github_token",
     "DOCKYARD_GITHUB_API_URL": "github_api_url",
@@ -241,6 +242,8 @@ class Settings(BaseModel):
     dstack_server_config: Path | None = Field(
         default=None, description="dstack's server config.yml, read when no backends file is"
     )
+    # the config repos the server follows beside --repo: reconciler.adapters.sourcesfile
+    sources_config: Path | None = Field(default=None, description="sources file (docs/sources.md)")
     fetch_interval: float = Field(default=60.0, gt=0)
     max_webhook_bytes: int = Field(
         default=MAX_WEBHOOK_BYTES, gt=0, description="bytes of one webhook delivery"

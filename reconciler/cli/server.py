@@ -188,6 +188,13 @@ def register(app: typer.Typer) -> None:
                 "~/.dstack/server/config.yml when it exists). [DOCKYARD_BACKENDS_CONFIG]"
             ),
         ] = None,
+        sources_config: Annotated[
+            Path | None,
+            typer.Option(
+                help="The sources file: config repos the server follows, one per project "
+                "(docs/sources.md). [DOCKYARD_SOURCES_CONFIG]"
+            ),
+        ] = None,
         key_dir: Annotated[
             list[Path] | None,
             typer.Option(
@@ -216,6 +223,7 @@ def register(app: typer.Typer) -> None:
             attach_ports=attach_ports,
             key_dirs=":".join(str(path) for path in key_dir) if key_dir else None,
             backends_config=backends_config,
+            sources_config=sources_config,
             dstack_server_config=Path.home() / ".dstack" / "server" / "config.yml",
             **limits,
         )

@@ -30,6 +30,7 @@ from agent.protocol import agent_build
 from agent.tunnel import AgentUnreachable, TunnelPool
 from reconciler.adapters.db.refusals import refused_by_store
 from reconciler.adapters.db.replicas import this_server
+from reconciler.adapters.db.sourceleasing import ProjectReconcileLeasing
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.adapters.gitsource.archives import GitArchives
@@ -54,6 +55,7 @@ from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconci
 from reconciler.engine.replicas import ReplicaHeartbeat
 from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
 from reconciler.engine.sessionforwards import LISTEN_HOST, SessionForwards
+from reconciler.engine.sourceloops import SourceLoops, source_reconcilers
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
 from reconciler.engine.workers import WorkerDeps, WorkerTimings
@@ -116,6 +118,8 @@ class EngineController:
         self.setup: AgentSetup | None = None  # the SSH deployer (build_controller)
         self.forwards = SessionForwards(pool) if pool is not None else None
         self.timers = Timers(self._timer_request, fetch_interval=runtime.fetch_interval)
+        self.loops: SourceLoops | None = None  # the stored sources' loops (build_controller)
+        self.repo_project: str | None = None  # the project the --repo shorthand feeds
         self._started = False
         self.leasing = StoreLeasing(self.store.leases, make_lease=Lease, lane=self.store.lane)
         # Agents' job events wake their jobs (no quick polls): `engine/jobevents.py`.
@@ -148,8 +152,11 @@ class EngineController:
             await self.runtime.heartbeat.start()
         if self.runtime.sweeper is not None:
             self.runtime.sweeper.start()
+        if self.runtime.reconciler is not None or self.loops is not None:
+            self.timers.start(self.runtime.projects if self.runtime.reconciler else set())
+        if self.loops is not None:  # every stored source: its own loop (sourceloops)
+            await self.loops.start()
         if self.runtime.reconciler is not None:
-            self.timers.start(self.runtime.projects)
             for project in sorted(self.runtime.projects):
                 await self.request_reconcile(project, trigger="startup")
 
@@ -157,6 +164,8 @@ class EngineController:
         if not self._started:
             return
         self._started = False
+        if self.loops is not None:
+            await self.loops.stop()
         self.timers.stop()
         if self.runtime.sweeper is not None:
             await self.runtime.sweeper.stop()
@@ -223,6 +232,13 @@ class EngineController:
         worker = self.runtime.workers.get(kind)
         if worker is not None:
             worker.hint()
+        if kind == "reconciles" and self.loops is not None:
+            self.loops.hint()
+
+    async def sources_changed(self) -> None:
+        """An admin changed the stored sources: follow them now (`SourceLoops.sync`)."""
+        if self.loops is not None:
+            await self.loops.sync()
 
     # -- reconciles ------------------------------------------------------------------------
 
@@ -234,8 +250,16 @@ class EngineController:
         delivery_id: str | None = None,
         revision: str | None = None,
     ) -> str:
-        if self.runtime.reconciler is None:
-            raise UsageError("this server watches no config repo: start it with --repo PATH_OR_URL")
+        followed = self.loops.projects if self.loops is not None else {}
+        if self.runtime.reconciler is None and not followed:
+            raise UsageError(
+                "this server watches no config repo: start it with --repo PATH_OR_URL, "
+                "--sources-config FILE, or add one with `dockyard source add`"
+            )
+        if project not in followed and project not in (self.repo_project, *self.runtime.projects):
+            raise UsageError(
+                f"no source feeds project {project!r}: add one with `dockyard source add`"
+            )
         reconcile_id = await asyncio.to_thread(
             queue_reconcile,
             self.store,
@@ -262,7 +286,7 @@ class EngineController:
         """The config repo's `policy` (`.dockyard.yml`) at the project's last applied revision,
         which `dockyard apply` and the dstack API enforce as the reconcile does; the last
         policy a reconcile saw when that cannot be read."""
-        source = self.source
+        source = self.source if project in self.runtime.projects else None
         project_id = self.store.project_id_of(project)
         revision = self.store.last_applied_revision(project_id) if project_id is not None else None
         if source is not None and revision is not None:
@@ -400,9 +424,16 @@ def _owner_pid(owner: str) -> int:
 
 
 def make_workers(
-    deps: WorkerDeps, reconciler: Reconciler | None, *, stats: Any = None, identity: str = ""
+    deps: WorkerDeps,
+    reconciler: Reconciler | None,
+    *,
+    stats: Any = None,
+    identity: str = "",
+    reconcile_project: str | None = None,
 ) -> dict[WorkKind, Worker]:
-    """One worker per kind whose module is present (runs/jobs come from their own modules)."""
+    """One worker per kind whose module is present (runs/jobs come from their own modules).
+    `reconcile_project`: the reconciles worker takes that project's rows only (the other
+    projects' sources have their own loops, `sourceloops`)."""
     leasing = StoreLeasing(deps.store.leases, make_lease=Lease, lane=deps.store.lane)
     workers: dict[WorkKind, Worker] = {}
     for kind, module_name in WORKER_MODULES.items():
@@ -422,9 +453,16 @@ def make_workers(
             store_failure=refused_by_store,
         )
     if reconciler is not None:
+        scoped = (
+            ProjectReconcileLeasing(
+                deps.store.leases, reconcile_project, make_lease=Lease, lane=deps.store.lane
+            )
+            if reconcile_project is not None
+            else leasing
+        )
         workers["reconciles"] = Worker(
             RECONCILES,
-            leasing=leasing,
+            leasing=scoped,
             process=reconciler.process,
             owner=_owner(identity, "reconciles"),
             store_failure=refused_by_store,
@@ -560,6 +598,18 @@ def build_controller(
     )
     runtime.heartbeat = ReplicaHeartbeat(store, this_server(runtime.identity))
     runtime.workers = make_workers(
-        runtime.deps, runtime.reconciler, stats=stats, identity=runtime.identity
+        runtime.deps,
+        runtime.reconciler,
+        stats=stats,
+        identity=runtime.identity,
+        reconcile_project=settings.project if runtime.reconciler is not None else None,
+    )
+    controller.repo_project = settings.project if runtime.reconciler is not None else None
+    controller.loops = SourceLoops(
+        store,
+        source_reconcilers(settings, store, runtime, controller, credentials, environ),
+        controller.timers,
+        default_interval=settings.fetch_interval,
+        identity=runtime.identity,
     )
     return controller

@@ -72,6 +72,34 @@ class Timers:
             )
         self._scheduler.start()
 
+    def follow(self, project: str, seconds: float) -> None:
+        """Fetch `project` every `seconds` from now on (a source added, or its interval
+        changed); the scheduler must be running."""
+        if not self._scheduler.running or self.set_interval(project, seconds):
+            return
+        if self._scheduler.get_job(f"fetch-{project}") is not None:
+            return
+        self._projects.add(project)
+        self._scheduler.add_job(
+            self._request,
+            "interval",
+            args=[project],
+            seconds=seconds,
+            id=f"fetch-{project}",
+            replace_existing=True,
+            coalesce=True,
+            max_instances=1,
+        )
+
+    def unfollow(self, project: str) -> None:
+        """No more periodic fetches or retries of `project` (its source is gone)."""
+        self._projects.discard(project)
+        if not self._scheduler.running:
+            return
+        for job_id in (f"fetch-{project}", f"retry-{project}"):
+            if self._scheduler.get_job(job_id) is not None:
+                self._scheduler.remove_job(job_id)
+
     def stop(self) -> None:
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)

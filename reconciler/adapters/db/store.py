@@ -32,6 +32,7 @@ from reconciler.adapters.db.planwrites import PlanWritesStore
 from reconciler.adapters.db.runningjobs import RunningJobsStore
 from reconciler.adapters.db.runsteps import RunStepsStore
 from reconciler.adapters.db.serving import ServingStore
+from reconciler.adapters.db.sources import SourcesStore
 from reconciler.adapters.db.stackrows import StackRowsStore
 from reconciler.adapters.db.steploads import StepLoadsStore
 from reconciler.adapters.db.teardowns import TeardownsStore
@@ -56,6 +57,7 @@ class Store(
     StackRowsStore,
     InstanceRowsStore,
     TeardownsStore,
+    SourcesStore,
 ):
     """Projects, accounts, inventory, history, workloads and approvals; see docs/store.md."""
 

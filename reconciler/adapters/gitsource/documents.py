@@ -110,15 +110,23 @@ LINK_MESSAGE = (
 
 
 def load_snapshot(
-    snapshot: Snapshot, read: BlobReader, cache: DocumentCache, sizes: BlobSizer | None = None
+    snapshot: Snapshot,
+    read: BlobReader,
+    cache: DocumentCache,
+    sizes: BlobSizer | None = None,
+    default_project: str | None = None,
 ) -> LoadedSnapshot:
     """The desired state of `snapshot`, parsing only blobs the cache has not seen; with
-    `sizes`, blobs over the cache's `limits.max_bytes` are refused by size, never read."""
+    `sizes`, blobs over the cache's `limits.max_bytes` are refused by size, never read.
+    `default_project`: the project when `.dockyard.yml` names none (a source's project;
+    None: `main`)."""
     policy_path = snapshot.policy_path
     found = cache.policy(policy_path, snapshot.files.get(policy_path), read, sizes)
     issues: list[ConfigIssue] = []
     if isinstance(found, RepoPolicy):
         policy = found
+        if default_project is not None and "project" not in policy.model_fields_set:
+            policy = policy.model_copy(update={"project": default_project})
     else:
         policy, issues = RepoPolicy(), list(found)
     issues += [

@@ -35,10 +35,16 @@ class GitSource:
         data_dir: Path,
         parse: ConfigParser,
         limits: ConfigLimits = DEFAULT_LIMITS,
+        mirror_root: Path | None = None,
+        default_project: str | None = None,
     ) -> None:
-        """`limits`: those `parse` reads within; a blob over `max_bytes` is never read."""
+        """`limits`: those `parse` reads within; a blob over `max_bytes` is never read.
+        `mirror_root`: where the mirror lives (default `<data_dir>/git`; a source has its
+        own, so two sources of one repo never fetch into one mirror at once).
+        `default_project`: the project when `.dockyard.yml` names none (`load_snapshot`)."""
         self.location = location
-        self.mirror = GitMirror(location, root=data_dir / "git")
+        self.default_project = default_project
+        self.mirror = GitMirror(location, root=mirror_root or data_dir / "git")
         self.cache = DocumentCache(parse, limits=limits)
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
 
@@ -76,4 +82,6 @@ class GitSource:
     def load(self, snapshot: Snapshot) -> LoadedSnapshot:
         """The desired state of `snapshot`; parses only blobs not seen before."""
         mirror = self.mirror
-        return load_snapshot(snapshot, mirror.read_blobs, self.cache, mirror.blob_sizes)
+        return load_snapshot(
+            snapshot, mirror.read_blobs, self.cache, mirror.blob_sizes, self.default_project
+        )

@@ -11,6 +11,7 @@ from reconciler.adapters.db.models.capacity import Fleet, Gateway, Instance, Vol
 from reconciler.adapters.db.models.operations import HostTeardown, Maintenance, Replica
 from reconciler.adapters.db.models.previewruns import PreviewRunRow
 from reconciler.adapters.db.models.resources import Delivery, Event, Reconcile, Resource
+from reconciler.adapters.db.models.sources import SourceRow
 from reconciler.adapters.db.models.workloads import Job, Run
 
 LEASED_MODELS: tuple[type[Base], ...] = (Run, Job, Fleet, Instance, Volume, Gateway, Reconcile)
@@ -37,6 +38,7 @@ __all__ = [
     "Resource",
     "Run",
     "Secret",
+    "SourceRow",
     "Token",
     "UTCDateTime",
     "User",

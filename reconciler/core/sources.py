@@ -1,0 +1,176 @@
+"""What a source may say, checked before it is stored or followed (pure: no I/O).
+
+`SourceSpec` is the one shape of a source, for the admin API's bodies and for each entry
+of the `--sources-config` file (`parse_sources_file`: every problem as
+`file:line:col: field: message`). `one_per_project` refuses two sources feeding one
+project, naming both. `parse_ref` reads a secret's or a credential's reference
+(`env:NAME` or `file:/absolute/path`): a source never holds a secret, only where the
+server reads it, and only the reference is ever shown back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from reconciler.domain.sources import Source, SourceOrigin
+from reconciler.errors import UsageError
+from schemas.base import StrictModel
+from schemas.loading import decode, load_document
+from schemas.locating import locate_errors
+from schemas.problems import ConfigError, Problem
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]{1,40}$"
+REF_PATTERN = r"^(env:[A-Za-z_][A-Za-z0-9_]{0,99}|file:/[^\x00]{1,1000})$"
+BRANCH_PATTERN = r"^[A-Za-z0-9_/][A-Za-z0-9._/-]{0,199}$"
+MAX_SOURCES = 1000
+MAX_FETCH_INTERVAL = 86400.0
+
+
+class SourceSpec(StrictModel):
+    """A source as an admin writes it (API body, or an entry of the sources file)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    repo: str = Field(min_length=1, max_length=1000)
+    project: str = Field(pattern=NAME_PATTERN)
+    branch: str = Field(default="main", pattern=BRANCH_PATTERN)
+    paths: list[str] = Field(default_factory=list, max_length=1)
+    fetch_interval: float | None = Field(default=None, gt=0, le=MAX_FETCH_INTERVAL)
+    suspended: bool = False
+    webhook_secret: str | None = Field(default=None, pattern=REF_PATTERN)
+    credentials: str | None = Field(default=None, pattern=REF_PATTERN)
+
+    @field_validator("repo")
+    @classmethod
+    def _no_control_characters(cls, value: str) -> str:
+        if any(ord(c) < 32 for c in value) or value.startswith("-"):
+            raise ValueError("a repo is a path or a Git URL, without control characters")
+        return value
+
+    @field_validator("branch")
+    @classmethod
+    def _branch_name(cls, value: str) -> str:
+        if ".." in value or value.endswith((".lock", "/", ".")):
+            raise ValueError(f"{value!r} is not a branch name git accepts")
+        return value
+
+    @field_validator("paths")
+    @classmethod
+    def _relative_paths(cls, value: list[str]) -> list[str]:
+        cleaned = []
+        for path in value:
+            path = path.strip("/")
+            parts = path.split("/")
+            if not path or ".." in parts or any(ord(c) < 32 for c in path):
+                raise ValueError(f"{path!r}: a directory inside the repo (no '..', not empty)")
+            cleaned.append(path)
+        return cleaned
+
+    def to_source(self, origin: SourceOrigin = "api") -> Source:
+        return Source(
+            name=self.name,
+            repo=self.repo,
+            project=self.project,
+            branch=self.branch,
+            paths=tuple(self.paths),
+            fetch_interval=self.fetch_interval,
+            suspended=self.suspended,
+            webhook_secret_ref=self.webhook_secret,
+            credentials_ref=self.credentials,
+            origin=origin,
+        )
+
+
+class SourcesFile(StrictModel):
+    """The `--sources-config` file: `sources: [SourceSpec, ...]`."""
+
+    sources: list[SourceSpec] = Field(default_factory=list, max_length=MAX_SOURCES)
+
+
+def source_to_dict(source: Source) -> dict[str, Any]:
+    """The API's view of a source: references are shown, never what they point at."""
+    return {
+        "name": source.name,
+        "repo": source.repo,
+        "project": source.project,
+        "branch": source.branch,
+        "paths": list(source.paths),
+        "fetch_interval": source.fetch_interval,
+        "suspended": source.suspended,
+        "webhook_secret": source.webhook_secret_ref,
+        "credentials": source.credentials_ref,
+        "origin": source.origin,
+    }
+
+
+def project_conflict(sources: Iterable[Source], candidate: Source) -> str | None:
+    """Why `candidate` may not be added beside `sources` (None: it may)."""
+    for other in sources:
+        if other.name != candidate.name and other.project == candidate.project:
+            return (
+                f"project {candidate.project!r} is already fed by source {other.name!r}; "
+                f"source {candidate.name!r} cannot feed it too: one source per project "
+                "(use `paths:` to feed other projects from the same repo)"
+            )
+    return None
+
+
+def one_per_project(sources: Sequence[Source]) -> None:
+    """`UsageError` when two sources feed one project or two share a name."""
+    seen: dict[str, Source] = {}
+    names: set[str] = set()
+    for source in sources:
+        if source.name in names:
+            raise UsageError(f"two sources are named {source.name!r}: names are unique")
+        names.add(source.name)
+        other = seen.get(source.project)
+        if other is not None:
+            raise UsageError(project_conflict([other], source) or "")
+        seen[source.project] = source
+
+
+def parse_ref(ref: str) -> tuple[Literal["env", "file"], str]:
+    """(`env` or `file`, the name or path) of a reference `SourceSpec` accepted."""
+    if not re.match(REF_PATTERN, ref):
+        raise UsageError(f"{ref!r}: a reference is env:NAME or file:/absolute/path")
+    kind, _, rest = ref.partition(":")
+    return ("env" if kind == "env" else "file"), rest
+
+
+def parse_sources_file(text: str | bytes, path: str) -> list[Source]:
+    """The file's sources, or `ConfigError` naming every problem by file:line:col."""
+    source_text, problems = decode(text, path)
+    if problems:
+        raise ConfigError(list(problems))
+    document = load_document(source_text, path)
+    if document.problems:
+        raise ConfigError(list(document.problems))
+    data = {} if document.data is None else document.data
+    if not isinstance(data, dict):
+        raise ConfigError([Problem(path, 1, 1, "", "the sources file must be a mapping")])
+    try:
+        parsed = SourcesFile.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)[:50]
+        raise ConfigError(locate_errors(errors, document.node, SourcesFile, path)) from None
+    clashes: list[Any] = []
+    by_project: dict[str, str] = {}
+    by_name: set[str] = set()
+    for at, spec in enumerate(parsed.sources):
+        if spec.name in by_name:
+            msg = f"a second source named {spec.name!r}: names are unique"
+            clashes.append({"type": "value_error", "loc": ("sources", at, "name"), "msg": msg})
+        by_name.add(spec.name)
+        first = by_project.setdefault(spec.project, spec.name)
+        if first != spec.name:
+            msg = (
+                f"project {spec.project!r} is already fed by source {first!r}; source "
+                f"{spec.name!r} cannot feed it too: one source per project"
+            )
+            clashes.append({"type": "value_error", "loc": ("sources", at, "project"), "msg": msg})
+    if clashes:
+        raise ConfigError(locate_errors(clashes, document.node, SourcesFile, path))
+    return [spec.to_source("file") for spec in parsed.sources]
