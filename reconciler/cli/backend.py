@@ -1,5 +1,5 @@
 """`dockyard backend list [--json]`: the clusters the server has for the project; and the
-Slurm clusters' offers `dockyard offer` lists (`cluster_offers`).
+Slurm and Kubernetes clusters' offers `dockyard offer` lists (`cluster_offers`).
 
 Shows the project's entries of the server's backends file (`POST …/backends/list`,
 `reconciler.web.routes_backends`): one row per Slurm cluster (login node, GPU and CPU
@@ -30,11 +30,14 @@ RESOURCE_FILTERS = ("gpu", "cpu", "memory", "disk")
 def cluster_offers(
     client: Client, filters: dict[str, Any], backends: list[str], fleets: list[str]
 ) -> list[dict[str, Any]]:
-    """The project's Slurm clusters' offers for `dockyard offer` (none with `--fleet`: a
-    cluster is not a fleet yet); a cluster that cannot be read is a warning on stderr."""
-    if fleets or (backends and "slurm" not in backends):
+    """The project's Slurm and Kubernetes clusters' offers for `dockyard offer` (none with
+    `--fleet`: a cluster is not a fleet yet); a cluster that cannot be read is a warning on
+    stderr."""
+    kinds = [b for b in ("slurm", "kubernetes") if not backends or b in backends]
+    if fleets or not kinds:
         return []
     body = {
+        "backends": kinds,
         "resources": {k: str(filters[k]) for k in RESOURCE_FILTERS if filters.get(k)},
         "spot_policy": filters["spot_policy"],
         "regions": filters["regions"],

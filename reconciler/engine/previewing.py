@@ -32,10 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
+from reconciler.adapters.kubeapi import read_project_kube
 from reconciler.adapters.slurm_login import read_project_clusters
 from reconciler.core.clusterbackends import ServerBackends, describe_offers
 from reconciler.core.elastic import Growth, choose_growth, failure_message
 from reconciler.core.jobspecs import requirements_of
+from reconciler.core.kube_nodes import describe_kube_offers
 from reconciler.core.scheduling import NoFit, place_job
 from reconciler.domain.plan import Action, ActionKind, PreviewStep, StackPreview
 from reconciler.engine.outcomes import outcome_of
@@ -172,6 +174,13 @@ class Previewer:
         offers, errors = await read_project_clusters(self._clusters, project)
         return describe_offers(offers, errors)
 
+    async def _kube_has(self, project: str) -> str:
+        """What the project's Kubernetes clusters have now, read from their nodes (one line)."""
+        assert self._clusters is not None
+        gpus = sorted({row.gpu_name for row in self._catalog if row.gpu_name})
+        offers, errors = await read_project_kube(self._clusters, project, gpus)
+        return describe_kube_offers(offers, errors)
+
     async def preview(self, action: Action, spec: Mapping[str, object]) -> PreviewResult:
         """The preview of a changing capacity action whose (new, or for a delete old) spec
         is `spec`."""
@@ -193,6 +202,8 @@ class Previewer:
             why = self._clusters.block_reason(action.project, named) or why
             if "slurm" in named and "slurm" in self._clusters.configured(action.project):
                 why = f"{why}; the cluster has: {await self._slurm_has(action.project)}"
+            if "kubernetes" in named and "kubernetes" in self._clusters.configured(action.project):
+                why = f"{why}; the cluster has: {await self._kube_has(action.project)}"
         if engine is None:
             return PreviewResult(_unrun(resource.stack_name, price, why), blocked=why)
         try:

@@ -1,4 +1,4 @@
-"""The offers of a project's Slurm clusters, read from the clusters now, as catalog offers.
+"""The offers of a project's Slurm and Kubernetes clusters, read from them now, as catalog offers.
 
 Called by `POST …/backends/offers` (`reconciler.web.routes_backends`), which `dockyard
 offer` asks beside the plan's instance offers. Every Slurm cluster of the project's entry
@@ -10,15 +10,23 @@ against them by the catalog's own matcher, so `--gpu`, `--cpu`, `--memory`, `-r`
 `--max-price` and `--spot-policy` mean what they mean for cloud offers. A GPU's memory is
 what the built-in catalog knows of its model (0 when it does not: Slurm does not say). A
 cluster that cannot be read adds its one-line reason to `errors`, never fails the others.
+
+Kubernetes clusters (`reconciler.adapters.kubeapi.read_project_kube`) are read the same way:
+each node shape of a node pool is a row of backend `kubernetes` (region = the kubeconfig's
+cluster, the pool as its zone, $0, no spot), its GPU memory the `nvidia.com/gpu.memory`
+label's where the node has it, else the catalog's.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reconciler.adapters.kubeapi import read_project_kube
 from reconciler.adapters.slurm_login import read_project_clusters
 from reconciler.core.clusterbackends import ServerBackends
+from reconciler.core.kube_nodes import KubeOffer
 from reconciler.core.slurm_nodes import ClusterOffer
 from stacks.catalog import CatalogRow, find_offers, requirements_from_spec
 
@@ -51,14 +59,52 @@ def catalog_rows(
     )
 
 
+def kube_rows(offers: Sequence[KubeOffer], catalog: Sequence[CatalogRow]) -> tuple[CatalogRow, ...]:
+    """Pure: Kubernetes node shapes as catalog rows (see the module docstring)."""
+    return tuple(
+        CatalogRow(
+            backend="kubernetes",
+            region=offer.cluster,
+            zones=(offer.pool,),
+            instance_type=offer.instance_type,
+            gpu_vendor=offer.gpu_vendor,
+            gpu_name=offer.gpu_name or "",
+            gpu_count=offer.gpu_count,
+            gpu_memory_gib=(
+                round(offer.gpu_memory_mib / 1024, 1)
+                if offer.gpu_memory_mib
+                else _memory_of(offer.gpu_name, catalog)
+                if offer.gpu_name
+                else 0.0
+            ),
+            cpus=offer.cpus,
+            memory_gib=round(offer.memory_mib / 1024, 2),
+            price_on_demand=0.0,
+            price_spot=None,
+        )
+        for offer in offers
+    )
+
+
+async def _none() -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    return (), ()
+
+
 async def cluster_offers(
     clusters: ServerBackends,
     project: str,
     spec: Mapping[str, Any],
     catalog: Sequence[CatalogRow],
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """(offers as `Offer.to_json`, errors) of `project`'s Slurm clusters matching `spec`."""
+    """(offers as `Offer.to_json`, errors) of `project`'s clusters of the backends `spec`
+    names (`slurm`, `kubernetes`) matching `spec`."""
     wanted = requirements_from_spec(spec)  # a malformed spec fails before any login
-    found, errors = await read_project_clusters(clusters, project)
-    offers = find_offers(wanted, catalog_rows(found, catalog))
-    return [offer.to_json() for offer in offers], list(errors)
+    named = spec.get("backends") or ("slurm",)
+    gpus = sorted({row.gpu_name for row in catalog if row.gpu_name})
+    (slurm, slurm_errors), (kube, kube_errors) = await asyncio.gather(
+        read_project_clusters(clusters, project) if "slurm" in named else _none(),
+        read_project_kube(clusters, project, gpus) if "kubernetes" in named else _none(),
+    )
+    rows = catalog_rows(slurm, catalog) + kube_rows(kube, catalog)
+    offers = find_offers(wanted, rows)
+    return [offer.to_json() for offer in offers], [*slurm_errors, *kube_errors]

@@ -5,7 +5,8 @@ Members (and global admins) of the project see its entries of the server's backe
 partitions, price) and Kubernetes entries, with each credential named by its file or as
 "inline", never shown. `dockyard backend list` calls it. The file is read once at server
 start (`reconciler.app.build_server` keeps it in `app.state.server_backends`).
-`backends/offers` reads the project's Slurm clusters now and returns their offers matching
+`backends/offers` reads the project's Slurm and Kubernetes clusters now (those of the
+request's `backends`, both when it names none) and returns their offers matching
 a run's requirements, with one line per cluster that could not be read
 (`reconciler.web.clusteroffers`); `dockyard offer` lists them beside the others.
 """
@@ -59,9 +60,10 @@ def build_backends_router() -> APIRouter:
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
         clusters: ServerBackends | None = getattr(request.app.state, "server_backends", None)
-        if clusters is None or (body.backends and "slurm" not in body.backends):
+        kinds = [b for b in ("slurm", "kubernetes") if not body.backends or b in body.backends]
+        if clusters is None or not kinds:
             return {"project": access.project_name, "offers": [], "errors": []}
-        spec: dict[str, Any] = {"spot_policy": body.spot_policy, "backends": ["slurm"]}
+        spec: dict[str, Any] = {"spot_policy": body.spot_policy, "backends": kinds}
         for key, value in (("resources", body.resources), ("regions", body.regions)):
             if value:
                 spec[key] = value
