@@ -8,6 +8,11 @@ from reconciler.adapters.db.models.accounts import Member, Project, Secret, Toke
 from reconciler.adapters.db.models.approvals import ApprovalRow
 from reconciler.adapters.db.models.base import Base, JSONText, Leased, UTCDateTime, new_id
 from reconciler.adapters.db.models.capacity import Fleet, Gateway, Instance, Volume
+from reconciler.adapters.db.models.notifications import (
+    NotificationCursor,
+    NotificationDelivery,
+    NotificationReceiver,
+)
 from reconciler.adapters.db.models.operations import HostTeardown, Maintenance, Replica
 from reconciler.adapters.db.models.previewruns import PreviewRunRow
 from reconciler.adapters.db.models.resources import Delivery, Event, Reconcile, Resource
@@ -31,6 +36,9 @@ __all__ = [
     "Leased",
     "Maintenance",
     "Member",
+    "NotificationCursor",
+    "NotificationDelivery",
+    "NotificationReceiver",
     "PreviewRunRow",
     "Project",
     "Reconcile",
