@@ -58,6 +58,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("ps", "ps", "List runs."),
     CommandEntry("run", "run", "Inspect runs."),
     CommandEntry("secret", "secret", "Manage project secrets."),
+    CommandEntry("source", "sources", "Manage the config repos the server follows."),
     CommandEntry("server", "server", "Start the server."),
     CommandEntry(
         "stop", "stop", "Stop a run (its jobs get SIGTERM, then SIGKILL after stop_duration)."

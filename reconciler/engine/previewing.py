@@ -52,6 +52,7 @@ from stacks.catalog import (
     load_prices,
     volume_estimate,
 )
+from stacks.engines import NO_SLURM
 from stacks.programs.config import node_count
 from stacks.protocol import (
     CLOUD_BACKENDS,
@@ -95,6 +96,8 @@ def engine_for(
     if choice.engine is None:
         return None, choice.message
     engine = engines.get(choice.engine)
+    if engine is None and choice.engine == "slurm":
+        return None, NO_SLURM
     if engine is None:
         return None, (
             f"the {choice.engine} engine is not configured on this server: "
@@ -253,6 +256,7 @@ def _stack_preview(plan: StackPlan, price: Estimate) -> StackPreview:
 
 
 LOCAL_PRICE = Estimate(0.0, "local/SSH capacity: $0 here")
+SLURM_PRICE = Estimate(0.0, "Slurm allocations: $0 here (the cluster does its own accounting)")
 
 
 def estimate(
@@ -267,6 +271,8 @@ def estimate(
     engine = select_engine(kind, spec).engine
     if engine == "local":
         return LOCAL_PRICE
+    if engine == "slurm":
+        return SLURM_PRICE
     if engine is None:
         return Estimate(None, "no price: no engine runs this backend")
     if kind == "fleet":

@@ -42,6 +42,7 @@ from reconciler.web.routes_logs import build_logs_router
 from reconciler.web.routes_pr import build_pr_router
 from reconciler.web.routes_project import build_deliveries_router, build_project_router
 from reconciler.web.routes_runs import build_global_runs_router, build_runs_router
+from reconciler.web.routes_sources import build_sources_router
 from reconciler.web.webhooks import build_webhooks_router
 
 
@@ -157,6 +158,7 @@ def create_app(
         build_logs_router(),
         build_project_router(),
         build_backends_router(),
+        build_sources_router(),
         build_deliveries_router(),
         build_webhooks_router(),
         build_forward_router(open_tunnel),

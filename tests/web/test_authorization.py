@@ -29,6 +29,9 @@ ANY_USER = {
     "/api/users/get_user",
     "/api/instances/list",
     "/api/events/list",
+    # the sources of the caller's own projects only (tests/sources/test_source_api.py)
+    "/api/sources/list",
+    "/api/sources/get",
 }
 
 

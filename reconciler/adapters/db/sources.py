@@ -1,6 +1,6 @@
 """The sources the server follows, as named units of work (a part of `Store`).
 
-Admins add, change and delete `api` sources (through the admin API); the
+Admins add, change and delete `api` sources (`reconciler.web.routes_sources`); the
 `--sources-config` file's and the `--repo` flags' sources are written again at each
 start (`declare_sources`), and may only be suspended or resumed through the API. One
 source per project: checked with both names in the message, and held by the table's

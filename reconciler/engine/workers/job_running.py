@@ -114,6 +114,25 @@ class RunningJobs:
         message = f"agent unreachable for {self.config.unreachable_grace:.0f}s: {exc}"
         return self._release(ctx, finish(reason, now, message))
 
+    async def _allocation_end(
+        self, instance: AgentHost, reason: JR, message: str
+    ) -> tuple[JR, str]:
+        """A job that failed on a Slurm allocation the cluster ended ends with the
+        allocation's reason (`JobsConfig.cluster_ended`): Slurm signals every process of
+        the allocation, the job's with its agent's, so the agent may report the job's
+        death before it goes itself."""
+        ended = self.config.cluster_ended
+        resources = getattr(instance, "resources", None)
+        if ended is None or getattr(instance, "backend", None) != "slurm":
+            return reason, message
+        found = await ended(resources)
+        if found is None:
+            return reason, message
+        # its instance goes too, now, not at its next check
+        if await self.store.in_lane(self.store.wake_instance, instance.id) and self._hint:
+            self._hint("instances")
+        return found
+
     # -- logs -------------------------------------------------------------------------------
 
     async def pull_logs(self, ctx: JobContext, client: AgentClient) -> tuple[int, bool]:
@@ -201,6 +220,8 @@ class RunningJobs:
             if not drained:
                 return update, 0.0
             reason, message = _exit_reason(state)
+            if reason is not JR.DONE_BY_RUNNER:  # killed with the Slurm allocation it ran in?
+                reason, message = await self._allocation_end(instance, reason, message)
             if reason is JR.CONTAINER_EXITED_WITH_ERROR:  # a failed `repos:` fetch says why
                 message = await self._clone_failure(ctx, offset) or message
             update |= finish(reason, self.store.now(), message, exit_status=state.exit_status)

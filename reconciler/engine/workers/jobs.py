@@ -429,6 +429,7 @@ def make_process(deps: WorkerDeps) -> Process:
         wait_backoff=deps.timings.wait_backoff,
         log_cap=deps.log_cap,
         disk=deps.disk,
+        cluster_ended=deps.cluster_ended,
     )
     processor = JobsProcessor(
         store=deps.store,
