@@ -62,6 +62,7 @@ __all__ = [
     "DeployFailure",
     "DeployedAgent",
     "deploy_agent",
+    "install_bundle",
     "session_port_for",
     "stop_agent",
     "write_authorized_keys",
@@ -410,6 +411,23 @@ async def deploy_agent(
     finally:
         await client.aclose()
     return deployed
+
+
+async def install_bundle(
+    pool: TunnelPool, target: SSHTarget, bundle: Bundle, remote_dir: str = DEFAULT_REMOTE_DIR
+) -> str:
+    """Put `bundle` under `remote_dir` on `target` (unless it is there already) without
+    starting an agent; the Python able to run it. For hosts where something else starts
+    the agent: a Slurm cluster's login node, whose compute nodes share its home directory
+    and start the agent inside each allocation (`reconciler.engine.slurmengine`)."""
+    remote_dir = remote_dir.removeprefix("~/")
+    host = str(target)
+    conn = await _connect(pool, target)
+    probe = parse_probe(await _run(conn, host, probe_script(remote_dir), DeployFailure.unreachable))
+    python = choose_python(host, probe, bundle)
+    if probe.bundle_id != bundle.bundle_id:
+        await _install(conn, host, bundle, remote_dir, probe)
+    return python.executable
 
 
 async def stop_agent(

@@ -37,6 +37,10 @@ NO_SDK = (
     "Pulumi SDK not installed: install dockyard[pulumi] and the Pulumi CLI "
     "(https://www.pulumi.com/docs/install/) or use SSH/local fleets"
 )
+NO_SLURM = (
+    "backend slurm is not supported by Dockyard on this server: configure the cluster in the "
+    "server's backends file (docs/backends.md)"
+)
 NOT_CONFIGURED = "Pulumi engine not configured: set a state passphrase for cloud resources"
 
 
@@ -67,14 +71,17 @@ class UnavailableEngine:
 
 
 class Engines(Mapping[EngineName, Engine]):
-    """The local engine plus a lazily built cloud engine.
+    """The local engine plus a lazily built cloud engine (and the Slurm engine, if any).
 
-    Also a read-only mapping `{"local": …, "pulumi": …}` (what the reconciler's workers
-    take); looking up "pulumi" builds the Pulumi engine on first use.
+    Also a read-only mapping `{"local": …, "pulumi": …[, "slurm": …]}` (what the
+    reconciler's workers take); looking up "pulumi" builds the Pulumi engine on first use.
     """
 
-    def __init__(self, local: Engine, cloud: Callable[[], Engine]) -> None:
+    def __init__(
+        self, local: Engine, cloud: Callable[[], Engine], slurm: Engine | None = None
+    ) -> None:
         self.local = local
+        self.slurm = slurm  # the server's Slurm engine, where its backends file has one
         self._cloud_factory = cloud
         self._cloud: Engine | None = None
         self._guard = threading.Lock()
@@ -87,18 +94,25 @@ class Engines(Mapping[EngineName, Engine]):
             return self._cloud
 
     def _engine(self, name: EngineName) -> Engine:
+        if name == "slurm":
+            if self.slurm is None:
+                return UnavailableEngine("slurm", NO_SLURM)
+            return self.slurm
         return self.local if name == "local" else self.pulumi
 
+    def _names(self) -> tuple[EngineName, ...]:
+        return ("local", "pulumi") if self.slurm is None else ("local", "pulumi", "slurm")
+
     def __getitem__(self, name: EngineName) -> Engine:
-        if name not in ("local", "pulumi"):
+        if name not in self._names():
             raise KeyError(name)
         return self._engine(name)
 
     def __iter__(self) -> Iterator[EngineName]:
-        return iter(("local", "pulumi"))
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return 2
+        return len(self._names())
 
     def blocked_reason(self, kind: str, spec: Mapping[str, Any]) -> str | None:
         """None when an available engine handles the resource, else the plan's message."""
@@ -139,6 +153,9 @@ def _pulumi_factory(settings: PulumiSettings | None) -> Callable[[], Engine]:
     return build
 
 
-def build_engines(local: LocalSettings, pulumi: PulumiSettings | None) -> Engines:
-    """The engines of a server; `pulumi=None` when no passphrase is configured."""
-    return Engines(LocalEngine(local), _pulumi_factory(pulumi))
+def build_engines(
+    local: LocalSettings, pulumi: PulumiSettings | None, slurm: Engine | None = None
+) -> Engines:
+    """The engines of a server; `pulumi=None` when no passphrase is configured, `slurm`
+    the server's Slurm engine (built by the reconciler from its backends file)."""
+    return Engines(LocalEngine(local), _pulumi_factory(pulumi), slurm)

@@ -11,6 +11,8 @@ resource's `backends` (fleets) or `backend` (volumes, gateways):
 
 - no backend, `local`, or an SSH fleet (`ssh_config`) → the local engine (`stacks.local`);
 - `aws`/`gcp` → the Pulumi engine (`stacks.pulumi_engine`);
+- a fleet of `slurm` alone → the server's Slurm engine (one exists only where the
+  server's backends file configures Slurm);
 - anything else, or local and cloud mixed in one fleet → unsupported, with a message.
 
 Engines raise only the `StackError` classes below; the reconciler maps them (one place)
@@ -38,12 +40,15 @@ PULUMI_NOT_FOUND = (
 )
 
 ResourceKind = Literal["fleet", "volume", "gateway"]
-EngineName = Literal["local", "pulumi"]
+EngineName = Literal["local", "pulumi", "slurm"]
 StackOutputs = dict[str, Any]
 """JSON-able outputs of `up`; shapes per kind are documented in docs/clouds.md."""
 
 LOCAL_BACKENDS = frozenset({"local", "ssh", "remote"})
 CLOUD_BACKENDS = frozenset({"aws", "gcp"})
+CLUSTER_ENGINES: dict[str, EngineName] = {"slurm": "slurm"}
+"""A fleet of only this backend is allocated by that engine (the server's, when its
+backends file has the backend: `reconciler.engine.slurmengine`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +259,8 @@ def select_engine(kind: str, spec: Mapping[str, Any]) -> EngineChoice:
         return EngineChoice("local")
     if set(backends) <= CLOUD_BACKENDS:
         return EngineChoice("pulumi")
+    if kind == "fleet" and len(set(backends)) == 1 and backends[0] in CLUSTER_ENGINES:
+        return EngineChoice(CLUSTER_ENGINES[backends[0]])
     unknown = sorted(set(backends) - LOCAL_BACKENDS - CLOUD_BACKENDS)
     if unknown:
         return EngineChoice(

@@ -95,16 +95,25 @@ async def _bounded(reader: asyncssh.SSHReader[str], limit: int) -> tuple[str, bo
     return "".join(kept), False
 
 
-async def _run(
-    conn: asyncssh.SSHClientConnection, command: str, limit_s: float, max_output: int
+async def run_command(
+    conn: asyncssh.SSHClientConnection,
+    command: str,
+    limit_s: float,
+    max_output: int,
+    *,
+    stdin: str | None = None,
 ) -> str:
-    """`command`'s output; its size is bounded while it is read, not after (a login node
-    that prints without end costs `max_output` bytes of memory, then the channel closes)."""
+    """`command`'s output (`stdin` written to it first); its size is bounded while it is
+    read, not after (a login node that prints without end costs `max_output` bytes of
+    memory, then the channel closes). Also the Slurm engine's (`engine.slurmengine`)."""
     try:
         async with (
             asyncio.timeout(limit_s),
             conn.create_process(command, encoding="utf-8", errors="replace") as proc,
         ):
+            if stdin is not None:
+                proc.stdin.write(stdin)
+                proc.stdin.write_eof()
             out, too_long = await _bounded(proc.stdout, max_output)
             if too_long:  # leaving the block closes the channel: the rest is never read
                 raise SlurmUnavailable(f"`{command}` printed more than {max_output} bytes")
@@ -134,8 +143,8 @@ async def read_cluster(
     try:
         async with AsyncExitStack() as stack:
             conn = await _connect(stack, cluster, known_hosts, limit_s)
-            nodes_text = await _run(conn, NODES_COMMAND, limit_s, max_output)
-            partitions_text = await _run(conn, PARTITIONS_COMMAND, limit_s, max_output)
+            nodes_text = await run_command(conn, NODES_COMMAND, limit_s, max_output)
+            partitions_text = await run_command(conn, PARTITIONS_COMMAND, limit_s, max_output)
         nodes = parse_nodes(nodes_text)
         partitions = parse_partitions(partitions_text)
     except SlurmUnavailable as exc:

@@ -87,9 +87,14 @@ class AgentSetup:
         """The host's agent runs with `ssh_options` (replaced if not); True if replaced."""
         return not (await self._deploy(target)).reused
 
-    async def _deploy(self, target: SSHTarget) -> DeployedAgent:
+    async def agent_bundle(self) -> Bundle:
+        """The agent's bundle this server deploys (built on first need)."""
         if self.bundle is None:
             self.bundle = await asyncio.to_thread(build_bundle, self.data_dir / "bundles")
+        return self.bundle
+
+    async def _deploy(self, target: SSHTarget) -> DeployedAgent:
+        self.bundle = await self.agent_bundle()
         check_target_keys(target, self.key_dirs)
         return await deploy_agent(
             self.pool,

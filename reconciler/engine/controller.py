@@ -55,6 +55,7 @@ from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconci
 from reconciler.engine.replicas import ReplicaHeartbeat
 from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
 from reconciler.engine.sessionforwards import LISTEN_HOST, SessionForwards
+from reconciler.engine.slurmengine import slurm_engine
 from reconciler.engine.sourceloops import SourceLoops, source_reconcilers
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
@@ -525,6 +526,7 @@ def build_controller(
         agent_port=settings.ssh_agent_port,
         store=store,
     )
+    slurm = slurm_engine(clusters, pool, data_dir, key, agents)
     runtime = Runtime(
         store=store,
         deps=WorkerDeps(
@@ -533,9 +535,10 @@ def build_controller(
             hint=lambda kind: None,
             agents=AgentDirectory(pool, identity_file=str(key)),
             data_dir=data_dir,
-            engines=dict(engines)
+            engines=dict(engines) | ({"slurm": slurm} if slurm is not None else {})
             if engines is not None
-            else server_engines(settings, server_key=key),
+            else server_engines(settings, server_key=key, slurm=slurm),
+            cluster_ended=slurm.instance_ended if slurm is not None else None,
             local_agent=agents.local,
             ssh_deployer=agents.deploy,
             ssh_refresher=agents.refresh,  # once per process: the host's agent options

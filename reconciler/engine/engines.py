@@ -2,7 +2,9 @@
 
 `server_engines` builds the local engine (always) and the Pulumi engine when the server has
 a passphrase for stack state (`DOCKYARD_PULUMI_PASSPHRASE`); without one, cloud resources
-are planned `blocked` with the engine's own message. Called by `build_controller`.
+are planned `blocked` with the engine's own message; `slurm`, the Slurm engine
+`build_controller` makes when the backends file has a Slurm backend. Called by
+`build_controller`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from reconciler.settings import Settings
 from stacks.engines import Engines, build_engines
 from stacks.local import LocalSettings
 from stacks.programs.config import ProgramSettings
+from stacks.protocol import Engine
 from stacks.pulumi_engine.settings import PulumiSettings
 
 
-def server_engines(settings: Settings, *, server_key: Path | None = None) -> Engines:
+def server_engines(
+    settings: Settings, *, server_key: Path | None = None, slurm: Engine | None = None
+) -> Engines:
     local = LocalSettings(
         data_dir=settings.data_dir,
         user=getpass.getuser(),
@@ -25,7 +30,7 @@ def server_engines(settings: Settings, *, server_key: Path | None = None) -> Eng
         proxy_url=f"{(settings.external_url or settings.public_url).rstrip('/')}/proxy/services",
     )
     if settings.pulumi_passphrase is None:
-        return build_engines(local, None)
+        return build_engines(local, None, slurm)
     public_key = ""
     if server_key is not None:
         pub = Path(f"{server_key}.pub")
@@ -41,4 +46,4 @@ def server_engines(settings: Settings, *, server_key: Path | None = None) -> Eng
         passphrase=settings.pulumi_passphrase.get_secret_value(),
         backend_url=settings.pulumi_backend,
     )
-    return build_engines(local, pulumi)
+    return build_engines(local, pulumi, slurm)

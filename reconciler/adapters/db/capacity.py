@@ -29,6 +29,12 @@ from reconciler.domain.statuses import InstanceStatus, JobStatus, JobTermination
 from schemas.sshhosts import JumpHost
 
 _LIVE = [s.value for s in InstanceStatus if s is not InstanceStatus.TERMINATED]
+_UNFINISHED_ON_HOST = (
+    JobStatus.PROVISIONING.value,
+    JobStatus.PULLING.value,
+    JobStatus.RUNNING.value,
+    JobStatus.TERMINATING.value,
+)
 _STOPPABLE = (JobStatus.PROVISIONING.value, JobStatus.PULLING.value, JobStatus.RUNNING.value)
 
 
@@ -45,12 +51,16 @@ class HostRecord:
     total_blocks: int = 1
     identity_file: str | None = None
     proxy_jump: JumpHost | None = None
+    slurm: dict[str, Any] | None = None  # the Slurm allocation (cluster, job id, …)
 
     @property
     def resources(self) -> dict[str, Any] | None:
         """What `instances.resources` holds of the host (`engine.agents.AgentDirectory`
-        reads it back): its key and its jump host."""
-        return host_resources(self.identity_file, self.proxy_jump)
+        reads it back): its key and its jump host; a Slurm instance's allocation."""
+        found = host_resources(self.identity_file, self.proxy_jump)
+        if self.slurm is not None:
+            found = {**(found or {}), "slurm": self.slurm}
+        return found
 
 
 def host_resources(identity_file: str | None, jump: JumpHost | None) -> dict[str, Any] | None:
@@ -164,6 +174,31 @@ class CapacityStore(StoreBase):
             ):
                 now = self.now()
                 resource.deleted_at, resource.updated_at = now, now
+
+    def end_cluster_instance(
+        self, instance_id: str, reason: JobTerminationReason, message: str
+    ) -> list[str]:
+        """The cluster ended the instance's allocation: the instance is `terminated` and
+        every unfinished job on it ends with `reason` at once, in one transaction (nothing
+        of theirs runs any more: their agent ran inside the allocation). The jobs ended."""
+        now = self.now()
+        with self.writing() as session:
+            row = session.get(Instance, instance_id)
+            if row is None or row.status == InstanceStatus.TERMINATED.value:
+                return []
+            row.status, row.termination_reason = InstanceStatus.TERMINATED.value, reason.value
+            row.status_message, row.busy_blocks, row.due_at = message[:500], 0, None
+            ended = list(
+                session.scalars(
+                    select(Job).where(
+                        Job.instance_id == instance_id, Job.status.in_(_UNFINISHED_ON_HOST)
+                    )
+                )
+            )
+            for job in ended:
+                job.status, job.termination_reason = job_status_for(reason).value, reason.value
+                job.status_message, job.finished_at, job.due_at = message[:500], now, None
+            return [job.id for job in ended]
 
     def waiting_job_runtimes(self, project_id: str) -> list[tuple[str, Any, str]]:
         """(job id, runtime, run name) of every submitted job of the project."""

@@ -28,6 +28,7 @@ from reconciler.adapters.db.store import Store
 from reconciler.core.uploads import Upload
 from reconciler.engine.agents import AgentDirectory
 from reconciler.engine.joblogs import LogCap
+from reconciler.engine.workers.job_context import ClusterEnded
 from reconciler.ports import Clock, WorkKind
 from stacks.protocol import Engine, EngineName
 
@@ -102,6 +103,8 @@ class WorkerDeps:
     """How much of each job's log the server keeps (`job_log_head`/`job_log_tail`)."""
     disk: DiskWatch | None = None
     """The server's data dir: while it is nearly full, job logs are not copied."""
+    cluster_ended: ClusterEnded | None = None
+    """Asked when a Slurm instance's agent stops answering (None: no Slurm backend)."""
     agent_build: str = ""
     """The build of the agent this server deploys (`agent.protocol.agent_build`); an SSH
     host's agent of another build is replaced. Empty: never replaced."""

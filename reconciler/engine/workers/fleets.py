@@ -84,6 +84,7 @@ class Host:
     backend: str
     identity_file: str | None = None
     proxy_jump: JumpHost | None = None
+    slurm: dict[str, Any] | None = None  # the Slurm allocation the instance runs in
 
 
 def make_process(deps: WorkerDeps) -> Process:
@@ -276,6 +277,7 @@ class FleetsProcessor:
 
 
 def _cloud_host(entry: Mapping[str, Any]) -> Host:
+    slurm = entry.get("slurm")  # a Slurm allocation: reached through the login node
     return Host(
         str(entry["name"]),
         str(entry.get("hostname") or entry.get("public_ip") or ""),
@@ -283,6 +285,9 @@ def _cloud_host(entry: Mapping[str, Any]) -> Host:
         str(entry.get("user") or "ubuntu"),
         int(entry.get("agent_port") or 10998),
         str(entry.get("backend") or "cloud"),
+        str(entry["identity_file"]) if entry.get("identity_file") else None,
+        JumpHost.from_record(entry.get("proxy_jump")),
+        dict(slurm) if isinstance(slurm, Mapping) else None,
     )
 
 
@@ -302,6 +307,7 @@ def sync_instances(deps: WorkerDeps, fleet: CapacityRecord, hosts: Sequence[Host
             total_blocks=blocks_of(fleet.spec or {}, host.backend),
             identity_file=host.identity_file,
             proxy_jump=host.proxy_jump,
+            slurm=host.slurm,
         )
         for host in hosts
     ]

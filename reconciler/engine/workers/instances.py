@@ -247,6 +247,16 @@ class InstancesProcessor:
         return 0.0
 
     async def _unreachable(self, row: InstanceRecord, token: str, detail: str) -> ProcessResult:
+        if row.backend == "slurm" and self.deps.cluster_ended is not None:
+            ended = await self.deps.cluster_ended(row.resources)
+            if ended is not None:  # the cluster ended the allocation: so do its jobs
+                reason, message = ended
+                store = self.deps.store
+                await asyncio.to_thread(store.end_cluster_instance, row.id, reason, message)
+                await self._event(row, f"instance {row.name} terminated: {message}")
+                self.deps.hint("runs")
+                self.deps.hint("fleets")
+                return None
         now = self._now()
         since = row.unreachable_since or now
         waited = (now - since).total_seconds()

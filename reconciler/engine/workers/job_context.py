@@ -6,7 +6,7 @@ terminating), so neither imports the other's internals.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,12 @@ project's new jobs like it (same `place_key`) join the waiting line in the same 
 MARKERS = (RELEASE, REMOVE, WAKE_FLEET, TAKE, PASS_WAKE, PARK_LIKE)
 
 
+ClusterEnded = Callable[[object], Awaitable[tuple[JobTerminationReason, str] | None]]
+"""`(instance resources)`: why the cluster allocation an instance records ended (its jobs'
+termination reason and a message), None while it holds its node
+(`reconciler.engine.slurmengine`; `WorkerDeps.cluster_ended`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobsConfig:
     """Tunables of the jobs worker (built from the server settings)."""
@@ -54,6 +60,7 @@ class JobsConfig:
     log_cap: LogCap | None = None  # head and tail kept of each log (None: everything)
     disk: DiskWatch | None = None  # the data dir: nearly full, logs wait on the agent
     disk_poll: float = 3.0  # an ended job whose log waits for that space: looked at again
+    cluster_ended: ClusterEnded | None = None  # why a Slurm allocation ended (None: no Slurm)
 
 
 @dataclass(frozen=True, slots=True)

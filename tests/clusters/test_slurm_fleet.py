@@ -1,0 +1,252 @@
+"""A `backends: [slurm]` fleet on a real one-node Slurm cluster, through a real server.
+
+The cluster (tests/services/slurm.py: munged, slurmctld, slurmd; one GPU as GRES on
+/dev/null) and its "login node" (the tests' sshd with `SetEnv SLURM_CONF`) run on this
+machine; the server is the composition root's (`running_server` with no factory) reading
+a backends file that names the login node. A fleet is `sbatch` allocations running the
+agent; a task runs there and its log reaches the server; deleting the fleet `scancel`s
+them; an allocation cancelled behind Dockyard's back ends its jobs and frees the instance.
+Every wait polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.domain.statuses import InstanceStatus
+from tests.services.missing import skip_or_fail
+from tests.services.slurm import SlurmCluster as RunningSlurm
+from tests.services.slurm import slurm_cluster
+from tests.services.sshd import SSHHost, make_client_key, sshd_unavailable_reason, start_sshd
+from tests.web.serving import Running, running_server, wait_until
+
+GPU_FLEET = """type: fleet
+name: {name}
+backends: [slurm]
+nodes: 1
+resources:
+  cpu: 1..
+  memory: 256MB..
+  gpu: H200:1
+"""
+CPU_FLEET = """type: fleet
+name: {name}
+backends: [slurm]
+nodes: 1
+resources:
+  cpu: 1..
+  memory: 256MB..
+"""
+TASK = """type: task
+name: {name}
+fleets: [{fleet}]
+commands:
+  - {command}
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSlurm]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def login(tmp_path_factory: pytest.TempPathFactory, slurm: RunningSlurm) -> Iterator[SSHHost]:
+    reason = sshd_unavailable_reason()
+    if reason:
+        skip_or_fail(reason)
+    root = tmp_path_factory.mktemp("login")
+    host = start_sshd(
+        root / "sshd", make_client_key(root / "client"), extra_config=slurm.login_config()
+    )
+    yield host
+    host.stop()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, slurm: RunningSlurm, login: SSHHost
+) -> Iterator[Running]:
+    tmp = tmp_path_factory.mktemp("server")
+    backends = tmp / "backends.yml"
+    backends.write_text(
+        "projects:\n- name: main\n  backends:\n  - type: slurm\n    clusters:\n"
+        f"    - name: hpc\n      hostname: 127.0.0.1\n      port: {login.port}\n"
+        f"      user: {login.user}\n      private_key: {{path: {login.identity_file}}}\n"
+        "      gpu_partitions: [{gpu: H200, partitions: [gpu]}]\n"
+        "      cpu_partitions: [cpu]\n"
+    )
+    try:
+        # the Slurm files go beside the SSH hosts' agent dir: here, not ~/.dockyard/slurm
+        agent_dir = tmp / "agent"
+        with running_server(
+            tmp, None, backends_config=backends, ssh_agent_dir=str(agent_dir)
+        ) as running:
+            yield running
+    finally:
+        with contextlib.suppress(Exception):  # nothing of these tests outlives them
+            slurm.run("scancel", "--name", "dockyard-main-fleet-hpc-0")
+            slurm.run("scancel", "--name", "dockyard-main-fleet-hpc-cpu-0")
+
+
+def _api(server: Running, path: str, body: dict[str, Any]) -> Any:
+    with server.client(server.admin_token) as http:
+        answer = http.post(f"/api/project/main/{path}", json=body)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def _instances(server: Running, fleet: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = _api(server, "fleets/get", {"name": fleet})["instances"]
+    return found
+
+
+def _ready(server: Running, fleet: str) -> bool:
+    return any(i["status"] in ("idle", "busy") for i in _instances(server, fleet))
+
+
+def _allocation(server: Running, fleet: str) -> dict[str, Any]:
+    """The Slurm allocation the store records for the fleet's live instance."""
+    store = server.controller.runtime.store  # type: ignore[attr-defined]
+    live = [
+        i
+        for i in store.instance_records(statuses=["pending", "provisioning", "idle", "busy"])
+        if i.name.startswith(f"{fleet}-")
+    ]
+    assert len(live) == 1, live
+    assert live[0].backend == "slurm"
+    record: dict[str, Any] = live[0].resources["slurm"]
+    return record
+
+
+def _state(slurm: RunningSlurm, job_id: str) -> str:
+    """The job's state as Slurm says it ("" once it left the queue)."""
+    out = slurm.run("sh", "-c", f"squeue -h -t all -j {job_id} -o %T 2>/dev/null; true")
+    return out.strip()
+
+
+def _job(server: Running, run: str) -> dict[str, Any]:
+    got = _api(server, "runs/get", {"run_name": run})
+    job: dict[str, Any] = got["jobs"][0]["job_submissions"][-1]
+    return job
+
+
+def _log(server: Running, run: str) -> str:
+    chunk = _api(server, "logs/poll", {"run_name": run, "limit": 100000})
+    return base64.b64decode(chunk["data"]).decode(errors="replace")
+
+
+def _processes_with(text: str) -> list[str]:
+    """Command lines of this machine's processes that contain `text`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit():
+                line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if text in line:
+                    found.append(line)
+    return found
+
+
+def _apply(server: Running, kind: str, text: str, path: str) -> None:
+    _api(server, f"{kind}/apply", {"text": text, "path": path, "force": False})
+
+
+def test_a_fleet_is_sbatch_allocations_running_the_agent_and_runs_a_task(
+    server: Running, slurm: RunningSlurm
+) -> None:
+    _apply(server, "fleets", GPU_FLEET.format(name="hpc"), "hpc.dstack.yml")
+    wait_until(lambda: _ready(server, "hpc"), timeout=180, what="the Slurm fleet's instance")
+    allocation = _allocation(server, "hpc")
+    job_id = allocation["job_id"]
+    assert allocation["cluster"] == "hpc" and allocation["partition"] == "gpu"
+    shown = slurm.run("scontrol", "show", "job", job_id, "--oneliner")
+    assert "JobState=RUNNING" in shown and "Partition=gpu" in shown
+    assert "JobName=dockyard-main-fleet-hpc-0" in shown
+    assert "gres/gpu:h200=1" in shown or "gres:gpu:h200:1" in shown, shown  # --gres asked
+
+    marker = "hello-from-the-slurm-allocation"
+    _apply(server, "runs", TASK.format(name="on-slurm", fleet="hpc", command=f"echo {marker}"),
+           "on-slurm.dstack.yml")  # fmt: skip
+    wait_until(
+        lambda: _api(server, "runs/get", {"run_name": "on-slurm"})["status"] in ("done", "failed"),
+        timeout=120,
+        what="the task on the Slurm fleet",
+    )
+    assert _job(server, "on-slurm")["status"] == "done", _job(server, "on-slurm")
+    assert marker in _log(server, "on-slurm")
+
+    # deleting the fleet ends its allocation with scancel, and frees its instance
+    _api(server, "fleets/delete", {"names": ["hpc"]})
+    wait_until(
+        lambda: _state(slurm, job_id) in ("", "CANCELLED", "COMPLETED"),
+        timeout=60,
+        what="the allocation to be cancelled",
+    )
+    assert _state(slurm, job_id) in ("", "CANCELLED")
+    wait_until(
+        lambda: not _processes_with("/slurm/jobs/main-fleet-hpc-0-"),
+        timeout=30,
+        what="the allocation's agent to be gone",
+    )
+    assert not list(Path(server.settings.data_dir).parent.glob("slurm/jobs/*"))  # rm -rf'd
+    store = server.controller.runtime.store  # type: ignore[attr-defined]
+    wait_until(
+        lambda: all(
+            i.status == InstanceStatus.TERMINATED.value
+            for i in store.instance_records()
+            if i.name == "hpc-0"
+        ),
+        timeout=30,
+        what="the instance to be terminated",
+    )
+
+
+def test_an_allocation_cancelled_behind_dockyards_back_ends_its_jobs(
+    server: Running, slurm: RunningSlurm
+) -> None:
+    _apply(server, "fleets", CPU_FLEET.format(name="hpc-cpu"), "cpu.dstack.yml")
+    wait_until(lambda: _ready(server, "hpc-cpu"), timeout=180, what="the CPU Slurm fleet")
+    allocation = _allocation(server, "hpc-cpu")
+    assert allocation["partition"] == "cpu"
+    _apply(server, "runs", TASK.format(name="long", fleet="hpc-cpu", command="sleep 611"),
+           "long.dstack.yml")  # fmt: skip
+    wait_until(
+        lambda: _api(server, "runs/get", {"run_name": "long"})["status"] == "running",
+        timeout=120,
+        what="the long task to run",
+    )
+    slurm.run("scancel", allocation["job_id"])  # not through Dockyard
+    wait_until(
+        lambda: _job(server, "long")["status"] in ("failed", "terminated", "done"),
+        timeout=90,
+        what="the job on the cancelled allocation to end",
+    )
+    job = _job(server, "long")
+    assert job["status"] == "failed"
+    assert job["termination_reason"] == "interrupted_by_no_capacity"
+    assert f"Slurm allocation (job {allocation['job_id']}) ended" in job["status_message"]
+    store = server.controller.runtime.store  # type: ignore[attr-defined]
+    wait_until(
+        lambda: (
+            [i.status for i in store.instance_records() if i.name == "hpc-cpu-0"]
+            == [InstanceStatus.TERMINATED.value]
+        ),
+        timeout=30,
+        what="the instance of the cancelled allocation to be terminated",
+    )
+    ended = [i for i in store.instance_records() if i.name == "hpc-cpu-0"]
+    assert ended[0].termination_reason == "interrupted_by_no_capacity"
+    # nothing of the allocation runs any more: its agent, the task's process
+    wait_until(
+        lambda: not _processes_with("sleep 611") and not _processes_with("/slurm/jobs/main-"),
+        timeout=30,
+        what="the allocation's processes to be gone",
+    )
