@@ -10,21 +10,19 @@ next start.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from fastapi import FastAPI
-from starlette.types import ASGIApp
-from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from agent.client import AgentClient, AgentError
-from agent.httpheads import bounded_heads
 from agent.tunnel import AgentUnreachable, SSHTarget, UnreachableKind
 from reconciler.adapters.backendsfile import load_server_backends
 from reconciler.adapters.db import Store, resolve_db_url
@@ -33,19 +31,19 @@ from reconciler.adapters.db.readmodels.database import Database
 from reconciler.adapters.db.replicas import check_database_for, this_server
 from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_key
 from reconciler.adapters.sourcesfile import declared_sources, flags_source
-from reconciler.api.config import ProjectConfig, add_project, load_projects
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.domain.inventory import InstanceRecord
-from reconciler.engine.deployedpolicy import rules_at
+from reconciler.engine.deployedpolicy import RulesAt, rules_at
 from reconciler.engine.service_stats import RequestStats
 from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot, build_gitlab_bot
-from reconciler.pr.previews import build_previews
 from reconciler.settings import Settings
-from reconciler.web.app import ProxyFirst, create_app
-from reconciler.web.auth import token_authorizer, token_recogniser
-from reconciler.web.forwarding import OpenTunnel
-from reconciler.web.proxy import ServiceProxy
+
+if TYPE_CHECKING:  # the web modules load in build_web: a start runs its runtime first
+    from fastapi import FastAPI
+    from starlette.types import ASGIApp
+
+    from reconciler.web.forwarding import OpenTunnel
 
 log = logging.getLogger("dockyard.server")
 
@@ -116,7 +114,9 @@ def build_proxy(
     from agent.local import local_agent_ssh_port
     from agent.server.portholders import PortHolders
     from reconciler.engine.routes import StoreRoutes
+    from reconciler.web.auth import token_authorizer, token_recogniser
     from reconciler.web.jobnotes import JobNotes
+    from reconciler.web.proxy import ServiceProxy
 
     return ServiceProxy(
         routes=StoreRoutes(
@@ -136,16 +136,47 @@ def build_proxy(
 def _first_start(settings: Settings, db: Database) -> tuple[str | None, bool]:
     now = datetime.now(UTC)
     token = db.write_now(ensure_admin, settings.project, settings.admin_token_path, now)
-    if token is None or load_projects(settings.cli_config):
+    if token is None:  # not a first start
+        return token, False
+    # the CLI's config (reconciler.api, with its client): loaded on a first start only
+    from reconciler.api.config import ProjectConfig, add_project, load_projects
+
+    if load_projects(settings.cli_config):
         return token, False
     project = ProjectConfig(settings.project, settings.public_url, token, True)
     add_project(settings.cli_config, project, make_default=True)
     return token, True
 
 
+@dataclass(frozen=True, slots=True)
+class ServerRuntime:
+    """What the server runs before any web part: the store, the runtime and what the web
+    app is built over (`build_web`)."""
+
+    settings: Settings
+    store: Store
+    db: Database
+    controller: Controller
+    stats: RequestStats
+    clusters: ServerBackends | None
+    deployed: RulesAt
+    bot: PullRequestBot | None
+    notes: PullRequestBot | None
+    admin_token: str | None
+    cli_config_written: bool
+
+
 def build_server(
     settings: Settings, *, controller_factory: ControllerFactory | None = None
 ) -> Server:
+    return build_web(build_engine(settings, controller_factory=controller_factory))
+
+
+def build_engine(
+    settings: Settings, *, controller_factory: ControllerFactory | None = None
+) -> ServerRuntime:
+    """The store (migrated) and the runtime, not started; `serve_engine_first` starts it
+    before the web app is built."""
     settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     settings.data_dir.chmod(0o700)  # admin token, database, secrets key: the server's only
     # the clusters projects may use: a bad backends file stops the start (file:line errors)
@@ -173,6 +204,19 @@ def build_server(
         if pr_bot is not None:
             pr_bot.previewer = getattr(controller, "previewer", None)
             pr_bot.deployed = deployed
+    return ServerRuntime(
+        settings, store, db, controller, stats, clusters, deployed, bot, notes, token, wrote_config
+    )
+
+
+def build_web(engine: ServerRuntime) -> Server:
+    """The web app (API, console, webhooks, service proxy) over `engine`'s runtime."""
+    from reconciler.pr.previews import build_previews
+    from reconciler.web.app import ProxyFirst, create_app
+
+    settings, store, db, controller = engine.settings, engine.store, engine.db, engine.controller
+    stats, bot, notes, deployed = engine.stats, engine.bot, engine.notes, engine.deployed
+    clusters = engine.clusters
     proxy = build_proxy(settings, controller, store, db, stats)
     app = create_app(
         proxy=proxy,
@@ -191,7 +235,7 @@ def build_server(
     # preview runs of pull requests (docs/previews.md): label or `/dockyard preview` → pr-<n>
     app.state.preview_runs = build_previews(settings, store, controller)
     asgi = ProxyFirst(app, proxy) if proxy is not None else app
-    return Server(app, store, settings, token, wrote_config, asgi)
+    return Server(app, store, settings, engine.admin_token, engine.cli_config_written, asgi)
 
 
 class _Uvicorn(uvicorn.Server):
@@ -210,6 +254,10 @@ class _Uvicorn(uvicorn.Server):
 
 def uvicorn_config(server: Server) -> uvicorn.Config:
     """How uvicorn serves the app: request heads bounded by `max_header_bytes`."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    from agent.httpheads import bounded_heads
+
     limit = server.settings.max_header_bytes
     return uvicorn.Config(
         server.asgi or server.app,
@@ -237,3 +285,32 @@ def serve(server: Server) -> None:
         _Uvicorn(config).run()
     finally:
         server.store.close()
+
+
+def serve_engine_first(engine: ServerRuntime) -> None:
+    """`serve`, with the runtime started before the web app is built: jobs' logs and ends
+    flow again while the routes are made (a restart's progress: bench/restart_progress.py).
+    The app's lifespan finds the runtime started and stops it at shutdown."""
+    loop_factory = uvicorn.Config(app="", loop="auto").get_loop_factory()  # as uvicorn's
+
+    async def run() -> None:
+        await engine.controller.start()
+        # The runtime goes on while a thread builds the web app; meanwhile the GIL is handed
+        # over every 0.5 ms, not 5: each of the runtime's I/O wake-ups would otherwise wait
+        # out the builder's slice, and its first pass makes hundreds of them.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, 0.0005))
+        try:
+            server = await asyncio.to_thread(build_web, engine)
+        except BaseException:
+            await engine.controller.stop()
+            raise
+        finally:
+            sys.setswitchinterval(interval)
+        try:
+            await _Uvicorn(uvicorn_config(server)).serve()
+        finally:
+            server.store.close()
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(run())

@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 import typer
 
-from reconciler.cli.console import err
 from reconciler.quantities import format_duration, format_size, parse_duration, parse_size
 from reconciler.settings import (
     LIMIT_FIELDS,
@@ -205,7 +204,8 @@ def register(app: typer.Typer) -> None:
         **limits: Any,
     ) -> None:
         """Start the server."""
-        from reconciler.app import build_server, serve
+        from reconciler.app import build_engine, serve_engine_first
+        from reconciler.cli.console import err
 
         settings = Settings.from_env(
             os.environ,
@@ -227,11 +227,11 @@ def register(app: typer.Typer) -> None:
             dstack_server_config=Path.home() / ".dstack" / "server" / "config.yml",
             **limits,
         )
-        built = build_server(settings)
+        engine = build_engine(settings)
         console = err()
-        if built.admin_token is not None:
+        if engine.admin_token is not None:
             console.print(f"Admin token written to {settings.admin_token_path} (mode 600).")
-        if built.cli_config_written:
+        if engine.cli_config_written:
             console.print(f"Project {settings.project} added to {settings.cli_config}.")
         console.print(f"Dockyard server listening on {settings.public_url}")
-        serve(built)
+        serve_engine_first(engine)  # jobs progress again before the web app is built

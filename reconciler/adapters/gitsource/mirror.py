@@ -16,8 +16,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-
-import git
+from typing import TYPE_CHECKING
 
 from reconciler.adapters.gitsource.errors import (
     AuthRefusedError,
@@ -28,6 +27,9 @@ from reconciler.adapters.gitsource.errors import (
 )
 from reconciler.adapters.gitsource.remotes import RepoLocation
 from reconciler.errors import DockyardError
+
+if TYPE_CHECKING:  # GitPython is imported where git runs: a server's start needs none of it
+    import git
 
 _FEW_BLOBS = 16
 _AUTH_MARKERS = (
@@ -91,6 +93,8 @@ class GitMirror:
 
     def branch_head(self) -> str:
         """The branch's head commit, read from the ref files (no git process)."""
+        import git
+
         ref = f"refs/heads/{self.location.branch}"
         try:
             return str(git.Reference(self.repo, ref).commit.hexsha)
@@ -103,6 +107,8 @@ class GitMirror:
 
     def resolve(self, ref: str) -> str:
         """The commit SHA a ref names: a SHA, a branch, a tag or an expression (`HEAD~1`)."""
+        import git
+
         candidates = [ref, f"refs/heads/{ref}", f"refs/tags/{ref}"]
         for candidate in candidates:
             try:
@@ -174,6 +180,8 @@ class GitMirror:
 
     def _open_local(self) -> git.Repo:
         """A repo on this machine is read in place: commits are immutable, no mirror needed."""
+        import git
+
         try:
             return git.Repo(self.path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -182,6 +190,8 @@ class GitMirror:
             ) from None
 
     def _open_and_fetch(self, *, fetch: bool) -> git.Repo:
+        import git
+
         env = self.location.git_env()
         if not self.path.exists():
             return self._clone(env)
@@ -199,6 +209,8 @@ class GitMirror:
             raise self._classify(exc, corrupt_possible=True) from exc
 
     def _clone(self, env: dict[str, str]) -> git.Repo:
+        import git
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             repo = git.Repo.clone_from(self.location.clone_url, self.path, mirror=True, env=env)

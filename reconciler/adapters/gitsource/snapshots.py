@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-
-import git
+from typing import TYPE_CHECKING
 
 from reconciler.core.policy import CONFIG_SUFFIXES, POLICY_FILE
+
+if TYPE_CHECKING:  # only annotations: the repo is GitMirror's (GitPython loads where git runs)
+    import git
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-import git
-
 from reconciler.adapters.gitsource.documents import DocumentCache, LoadedSnapshot, load_snapshot
 from reconciler.adapters.gitsource.mirror import GitMirror
 from reconciler.adapters.gitsource.remotes import RepoLocation
@@ -63,6 +61,8 @@ class GitSource:
             self._snapshots.move_to_end(commit)
             return known
         if self._snapshots:
+            import git  # here, not at the top: a server's start needs no GitPython
+
             previous = next(reversed(self._snapshots.values()))
             try:
                 snap = advance_snapshot(self.mirror.repo, previous, commit)
