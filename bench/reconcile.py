@@ -13,7 +13,10 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
   (commit → every run row written), the rest being the runs and jobs workers and the agent;
   and the CPU per task (/proc utime + stime over the window) of this process, which holds
   the whole server, and of the local agent: a cost that the load changes far less than
-  the wall time;
+  the wall time; and, over the same window, the server's costs per task that no load
+  changes: SQL statements (by verb and table) and transactions, and HTTP calls to the
+  agent (by method and path) — the bench's own polls of the store are among the
+  statements (two SELECTs and their BEGIN every 0.1 s);
 - ``sql_per_job``: for one commit of 60 and one of 1,000 tasks (all queued at once behind
   the local fleet's capacity), the SQL statements and transactions the server ran from the
   commit until every run was done, divided by the tasks; the ratio of the two (goal:
@@ -25,9 +28,14 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
   of service), each run in its own process and embedded here.
 
     .venv/bin/python bench/reconcile.py [--commits 20] [--tasks 500] [--counted 60,1000]
-        [--proxy-seconds 5]
+        [--proxy-seconds 5] [--job-user auto|self|auto,self] [--profile FILE]
 
-Jobs run as processes (`local_job_isolation="process"`), as the spawn floor's commands do.
+Jobs run as processes (`local_job_isolation="process"`), as the spawn floor's commands do;
+`--job-user auto` (a root server: each job in the bubblewrap sandbox, a uid of its own),
+`self` (no sandbox), or `auto,self`: both, one after the other in one invocation, with
+their runs/s ratio. `--profile FILE` writes where the server's CPU went over the
+throughput window (`bench/profiling.py`: CPU per thread, cProfiles of the event loop, the
+store lane and the default executor; it slows the run: its figures are not the bench's).
 The load average (`os.getloadavg()`) is printed beside each figure, before and after: on a
 shared machine wall time is theirs.
 """
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -52,7 +61,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import Engine, event, func, select
 
+from agent.client import AgentClient
 from agent.local import local_paths, stop_local_agent
+from bench.profiling import profiled
 from reconciler.adapters.db.models import Job, Run
 from reconciler.adapters.db.store import Store
 from reconciler.engine.controller import EngineController, build_controller
@@ -177,6 +188,8 @@ async def measure_throughput(
     project_id: str,
     tasks: int,
     agent_pid: int | None = None,
+    profile: Path | None = None,
+    counters: tuple[SQLCounter, AgentCalls] | None = None,
 ) -> dict[str, Any]:
     before = len(run_statuses(store, project_id))
     files = {
@@ -185,16 +198,34 @@ async def measure_throughput(
     }
     commit(repo, files, f"{tasks} tasks")
     server_cpu, agent_cpu = cpu_seconds(os.getpid()), cpu_seconds(agent_pid or 0)
+    sql_before = counters[0].snapshot() if counters else (0, 0, 0)
+    kinds_before = dict(counters[0].kinds) if counters else {}
+    calls_before = counters[1].snapshot() if counters else {}
     started = time.perf_counter()
-    reconcile_id = await controller.request_reconcile("main", trigger="webhook")
-
-    await wait(lambda: all_ended(store, project_id, before + tasks), within=1800, interval=0.1)
+    with profiled(profile) if profile is not None else contextlib.nullcontext():
+        reconcile_id = await controller.request_reconcile("main", trigger="webhook")
+        await wait(lambda: all_ended(store, project_id, before + tasks), within=1800, interval=0.1)
     elapsed = time.perf_counter() - started
+    costs: dict[str, Any] = {}
+    if counters:
+        # the bench's own polls (all_ended) are among these statements: two SELECTs and
+        # their transaction every 0.1 s, a few per cent of the figure
+        sql_after, calls = (
+            counters[0].snapshot(),
+            per_task(calls_before, counters[1].snapshot(), tasks),
+        )
+        costs = {
+            "statements_per_task": round((sql_after[0] - sql_before[0]) / tasks, 1),
+            "transactions_per_task": round((sql_after[1] - sql_before[1]) / tasks, 2),
+            "statements_per_task_by_kind": per_task(kinds_before, counters[0].kinds, tasks),
+            "agent_calls_per_task": round(sum(calls.values()), 2),
+            "agent_calls_per_task_by_path": calls,
+        }
     cpu = {
         "server": (server_cpu, cpu_seconds(os.getpid())),
         "agent": (agent_cpu, cpu_seconds(agent_pid or 0)),
     }
-    per_task = {
+    cpu_per_task = {
         f"{who}_cpu_ms_per_task": round((end - start) * 1000 / tasks, 1)
         for who, (start, end) in cpu.items()
         if start is not None and end is not None
@@ -202,13 +233,46 @@ async def measure_throughput(
     failed = sum(1 for s in run_statuses(store, project_id) if s != "done")
     reconcile = store.get_reconcile(reconcile_id)
     stages = {t["stage"]: t["seconds"] for t in (reconcile.stage_timings if reconcile else [])}
-    return {
-        "tasks": tasks,
-        "reconcile_stage_seconds": stages,
-        "seconds": round(elapsed, 2),
-        "runs_per_second": round(tasks / elapsed, 2),
-        "not_done": failed,
-    } | per_task
+    return (
+        {
+            "tasks": tasks,
+            "reconcile_stage_seconds": stages,
+            "seconds": round(elapsed, 2),
+            "runs_per_second": round(tasks / elapsed, 2),
+            "not_done": failed,
+        }
+        | cpu_per_task
+        | costs
+    )
+
+
+class AgentCalls:
+    """Counts the server's HTTP calls to its agents, by method and path (the job id
+    left out), over a window: `AgentClient._call` wrapped for the bench's lifetime."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        original = AgentClient._call
+
+        async def counted(client: AgentClient, method: str, path: str, **kwargs: Any) -> Any:
+            parts = path.split("/")
+            key = f"{method} " + "/".join(
+                "{id}" if i == 2 and parts[1] == "jobs" and len(p) > 20 else p
+                for i, p in enumerate(parts)
+            )
+            self.calls[key] = self.calls.get(key, 0) + 1
+            return await original(client, method, path, **kwargs)
+
+        AgentClient._call = counted  # type: ignore[method-assign, assignment]
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.calls)
+
+
+def per_task(before: dict[str, int], after: dict[str, int], tasks: int) -> dict[str, float]:
+    """What grew between two snapshots, per task (zeros left out)."""
+    grown = {k: v - before.get(k, 0) for k, v in after.items()}
+    return {k: round(v / tasks, 2) for k, v in sorted(grown.items()) if v}
 
 
 class SQLCounter:
@@ -218,6 +282,7 @@ class SQLCounter:
         self.statements = 0
         self.begins = 0  # SQLite's explicit BEGIN / BEGIN IMMEDIATE, counted among statements
         self.transactions = 0
+        self.kinds: dict[str, int] = {}  # "UPDATE jobs", "SELECT runs", ...
         event.listen(engine, "before_cursor_execute", self._statement)
         event.listen(engine, "begin", self._begin)
 
@@ -225,12 +290,28 @@ class SQLCounter:
         self.statements += 1
         if statement.startswith("BEGIN"):
             self.begins += 1
+        kind = statement_kind(statement)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
     def _begin(self, *args: Any) -> None:
         self.transactions += 1
 
     def snapshot(self) -> tuple[int, int, int]:
         return self.statements, self.transactions, self.begins
+
+
+def statement_kind(statement: str) -> str:
+    """The verb and first table of a statement ("UPDATE jobs"; "BEGIN" alone)."""
+    words = statement.replace("(", " ").split()
+    verb = words[0].upper() if words else "?"
+    after = {"SELECT": "FROM", "DELETE": "FROM", "INSERT": "INTO", "UPDATE": "UPDATE"}
+    key = after.get(verb)
+    if key is None:
+        return verb
+    upper = [w.upper() for w in words]
+    at = upper.index(key) + 1 if key in upper else len(words)
+    table = words[at].strip('"') if at < len(words) else "?"
+    return f"{verb} {table}"
 
 
 def spawn_floor(tasks: int) -> float:
@@ -276,7 +357,12 @@ async def measure_sql(
 
 
 async def main(
-    commits: int, tasks: int, counted: list[int], job_user: str = "auto"
+    commits: int,
+    tasks: int,
+    counted: list[int],
+    job_user: str = "auto",
+    profile: Path | None = None,
+    calls: AgentCalls | None = None,
 ) -> dict[str, Any]:
     logging.basicConfig(level=logging.WARNING)
     load_start = load_average()
@@ -300,6 +386,7 @@ async def main(
         )
         store = Store.from_url(f"sqlite:///{root / 'dockyard.db'}", migrate=True)
         counter = SQLCounter(store.engine)
+        calls = calls or AgentCalls()
         controller = build_controller(settings, store)
         project_id = store.get_or_create_project("main").id
         await controller.start()
@@ -310,7 +397,7 @@ async def main(
             load_throughput = load_average()
             agent_pid = local_agent_pid(root / "data")
             throughput = await measure_throughput(
-                controller, store, repo, project_id, tasks, agent_pid
+                controller, store, repo, project_id, tasks, agent_pid, profile, (counter, calls)
             )
             throughput["load_average_before"] = load_throughput
             throughput["load_average_after"] = load_average()
@@ -393,11 +480,28 @@ if __name__ == "__main__":
     parser.add_argument(
         "--job-user",
         default="auto",
-        help="the local agent's job user: auto (sandboxed when root) or self (no sandbox)",
+        help="the local agent's job user: auto (sandboxed when root) or self (no sandbox); "
+        "auto,self runs the bench for each, one after the other, and gives their ratio",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="write where the server's CPU went over the throughput to this file (profiling.py)",
     )
     args = parser.parse_args()
     counted = [int(n) for n in args.counted.split(",") if n]
-    result = asyncio.run(main(args.commits, args.tasks, counted, args.job_user))
-    result["job_user"] = args.job_user
+    users = [u for u in args.job_user.split(",") if u]
+    calls = AgentCalls()  # wraps the client once for every run below
+    runs = {
+        user: asyncio.run(main(args.commits, args.tasks, counted, user, args.profile, calls))
+        for user in users
+    }
+    result = runs[users[0]] | {"job_user": users[0]}
+    if len(users) > 1:  # e.g. auto,self: the sandbox's cost, measured one after the other
+        result["by_job_user"] = {user: run["throughput"] for user, run in runs.items()}
+        first, second = (runs[u]["throughput"] for u in users[:2])
+        result[f"runs_per_second_{users[0]}_over_{users[1]}"] = round(
+            first["runs_per_second"] / second["runs_per_second"], 2
+        )
     result["proxy"] = proxy_figures(args.proxy_seconds)
     print(json.dumps(result, indent=2))
