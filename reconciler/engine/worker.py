@@ -325,7 +325,13 @@ class Worker:
             if due is None or due > 0:
                 return False, self._sleep_for(due)
         full = await self._spawn_due()
-        return full, None if full else await self._idle_delay()
+        if full:
+            return True, None
+        if self._wake.is_set():
+            # A hint or a finished row came during the claim: the loop claims again at
+            # once, so when the next row is due is not asked (a query a claim, at a burst)
+            return False, 0.0
+        return False, await self._idle_delay()
 
     async def _idle_delay(self) -> float | None:
         """How long to sleep when the claim found nothing (None: until a row finishes)."""

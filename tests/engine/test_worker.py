@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from reconciler.engine.worker import Lease, ProcessResult, Worker, WorkerConfig
+from reconciler.ports import WorkKind
 from tests.engine.leasing import MemoryLeasing
 
 CONFIG = WorkerConfig(kind="fleets", concurrency=4, lease_seconds=30, min_interval=15)
@@ -150,3 +151,44 @@ async def test_a_callback_with_prepare_gets_each_claimed_batch_once_before_its_r
     assert calls[0] == ("prepare", "a", "b", "c")  # one read for the batch, then the rows
     assert sorted(calls[1:]) == [("process", "a"), ("process", "b"), ("process", "c")]
     assert await worker.process_once() == 0 and len(calls) == 4  # nothing claimed: no read
+
+
+async def test_a_claim_woken_meanwhile_claims_again_without_asking_the_next_due() -> None:
+    """A hint (or a finished row) during a claim makes the loop claim again at once: the
+    query for when the next row is due is not run for nothing (one per claim in a burst)."""
+    calls: list[str] = []
+    config = WorkerConfig(kind="fleets", idle_cap=3600.0, lease_seconds=30)
+    handled: asyncio.Queue[str] = asyncio.Queue()
+
+    class Leasing(MemoryLeasing):
+        async def claim_due(
+            self, kind: WorkKind, *, owner: str, limit: int, lease_seconds: float
+        ) -> Sequence[Lease]:
+            calls.append("claim")
+            leases = await super().claim_due(
+                kind, owner=owner, limit=limit, lease_seconds=lease_seconds
+            )
+            if ("fleets", "late") not in self.rows:  # a write hinted during this claim
+                self.add("fleets", "late")
+                worker.hint()
+            return leases
+
+        async def next_due(self, kind: WorkKind) -> float | None:
+            calls.append("next_due")
+            return await super().next_due(kind)
+
+    async def process(row_id: str, token: str) -> ProcessResult:
+        await handled.put(row_id)
+        return 3600.0
+
+    leasing = Leasing()
+    leasing.add("fleets", "a")
+    worker = Worker(config, leasing=leasing, process=process)
+    await worker.start()
+    try:
+        got = {await asyncio.wait_for(handled.get(), 5) for _ in range(2)}
+    finally:
+        await worker.stop()
+    assert got == {"a", "late"}
+    assert calls[:2] == ["claim", "claim"]  # woken during the first: claimed again at once
+    assert "next_due" in calls  # a claim not woken meanwhile still asks when to look again
