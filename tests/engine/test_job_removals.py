@@ -43,6 +43,37 @@ async def test_removals_that_come_together_go_in_one_call(agent: AgentApi) -> No
     assert client.calls == [ids, ["r-1"]]
 
 
+async def test_removals_that_come_within_the_gather_go_in_one_call(agent: AgentApi) -> None:  # noqa: F811
+    """A removal waits `gather` seconds for others to its host: one that comes after the
+    first was asked for, while nothing was sent yet, goes in the same call (jobs whose
+    passes end a moment apart; without the gather the first went alone)."""
+    ids = ["g-1", "g-2", "g-3"]
+    for job_id in ids:
+        (await agent.submit(id=job_id, commands=["true"])).raise_for_status()
+    for job_id in ids:
+        await agent.wait_finished(job_id)
+    client = CountingClient(agent.http, name="counted")
+    client.calls = []
+    removals = JobRemovals(gather=30.0)  # longer than the test: what ends it is below
+    first = asyncio.create_task(removals.remove(client, "g-1"))
+    await asyncio.sleep(0)  # the first removal's sender runs: now in its gather
+    later = [asyncio.create_task(removals.remove(client, job_id)) for job_id in ids[1:]]
+    await asyncio.sleep(0)
+    assert client.calls == []  # nothing sent while it gathers
+    await removals.aclose()  # a shutdown cancels what was not sent: its files stay
+    for task in (first, *later):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert client.calls == []
+    quick = JobRemovals(gather=0.01)
+    first = asyncio.create_task(quick.remove(client, "g-1"))
+    await asyncio.sleep(0)
+    await asyncio.gather(first, *(quick.remove(client, job_id) for job_id in ids[1:]))
+    assert client.calls == [ids]  # the three in one call, the first having waited
+    for job_id in ids:
+        assert (await agent.http.get(f"/jobs/{job_id}")).status_code == 404
+
+
 async def test_each_caller_gets_its_calls_failure() -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

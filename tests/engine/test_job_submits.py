@@ -51,6 +51,27 @@ async def test_submits_that_come_together_go_in_one_call(agent: AgentApi) -> Non
     assert again.id == "s-1" and client.calls[-1] == ["s-1"]  # idempotent, as POST /jobs
 
 
+async def test_submits_wait_for_the_gather_and_go_together(agent: AgentApi) -> None:  # noqa: F811
+    """A submit waits for `gather` (the jobs worker's: the placements under way) before
+    its call goes: the jobs placed meanwhile go with it. Without it the first placed job
+    went alone at once."""
+    client = CountingClient(agent.http, name="counted")
+    client.calls = []
+    placing = asyncio.Event()  # set: the placements under way are done
+    submits = JobSubmits(gather=placing.wait)
+    first = asyncio.create_task(submits.submit(client, _spec("p-1")))
+    await asyncio.sleep(0)  # its sender runs and waits for the placements
+    second = asyncio.create_task(submits.submit(client, _spec("p-2")))
+    await asyncio.sleep(0)
+    assert client.calls == []
+    placing.set()
+    answers = await asyncio.gather(first, second)
+    assert client.calls == [["p-1", "p-2"]]
+    assert [a.id for a in answers] == ["p-1", "p-2"]
+    for job_id in ("p-1", "p-2"):
+        assert (await agent.wait_finished(job_id)).exit_status == 0
+
+
 async def test_a_batch_over_the_limit_is_refused_whole(agent: AgentApi) -> None:  # noqa: F811
     client = AgentClient(agent.http, name="plain")
     with pytest.raises(ValueError):  # the client bounds it before sending

@@ -12,6 +12,7 @@ to grow, or `failed_to_start_due_to_no_capacity`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,8 @@ from reconciler.engine.workers.job_context import (
 
 NO_ROOM_FOR = 1.0
 """Seconds a batch trusts that jobs like one that found no room find none either."""
+SUBMIT_GATHER = 0.05
+"""Seconds at most a placed job's submit waits for the placements under way (`settled`)."""
 Waits = tuple[str, int | None]
 """Why a job waits for busy capacity, and its room ask (`scheduling.room_ask`)."""
 PlacementWrite = Callable[[JobContext, str, Update], JobContext | None]
@@ -63,10 +66,21 @@ class JobPlacer:
         self.config = config
         self._write = write
         self._placing = asyncio.Lock()
+        self._under_way = 0  # placements started and not ended (waiting for the lock too)
+        self._settled = asyncio.Event()
+        self._settled.set()
         self._no_room: dict[tuple[str, str, int], tuple[Waits, float]] = {}
         """(project, requirements, nodes) -> (why it waits, until when): what the last job
         of a claimed batch that found no room learned, so the others like it need not read
         the candidates again (`_place`). Dropped with each new batch and each release."""
+
+    async def settled(self, most: float = SUBMIT_GATHER) -> None:
+        """Return once no placement is under way (at most `most` seconds): the jobs of a
+        claimed batch are placed one after the other, and their submits wait for this to
+        go to their agent in one call (`JobSubmits`) instead of one call each."""
+        if not self._settled.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), timeout=most)
 
     def forget(self) -> None:
         """A new batch, or blocks given back: what jobs learned of the room no longer holds."""
@@ -82,14 +96,21 @@ class JobPlacer:
         if slot.nodes > 1 and slot.job_num > 0:
             message = "waiting for the master node to be placed"
             return {"status_message": message}, self.config.wait_poll, None
-        async with self._placing:
-            update, due = await self.store.in_lane(self._place, ctx, slot, batched)
-            if TAKE not in update:
-                return update, due, None
-            # Capacity and the fenced job write in one transaction: an instance filled
-            # meanwhile or a lost lease writes nothing (placed again at once or never).
-            placed = await self.store.in_lane(self._write, ctx, token, update)
-            return {}, due, placed
+        self._under_way += 1
+        self._settled.clear()
+        try:
+            async with self._placing:
+                update, due = await self.store.in_lane(self._place, ctx, slot, batched)
+                if TAKE not in update:
+                    return update, due, None
+                # Capacity and the fenced job write in one transaction: an instance filled
+                # meanwhile or a lost lease writes nothing (placed again at once or never).
+                placed = await self.store.in_lane(self._write, ctx, token, update)
+                return {}, due, placed
+        finally:
+            self._under_way -= 1
+            if not self._under_way:
+                self._settled.set()
 
     def _place(
         self, ctx: JobContext, slot: JobSlot, batched: bool = False

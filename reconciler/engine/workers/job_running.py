@@ -10,7 +10,9 @@ the store's `InstanceRecord`): this module imports no ORM model.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,6 +37,7 @@ from reconciler.engine.workers.agent_batches import JobRemovals
 from reconciler.engine.workers.job_context import REMOVE, JobContext, JobsConfig, Update, finish
 from reconciler.ports import WorkKind
 
+log = logging.getLogger(__name__)
 JR = JobTerminationReason
 EVENT_POLL = 600.0
 """Seconds between the passes of a job whose agent's events are followed (a safety net:
@@ -79,6 +82,8 @@ class RunningJobs:
         self._release = release
         self._probe_clients: dict[SSHTarget, httpx.AsyncClient] = {}
         self._removals = JobRemovals()
+        self.removing: set[asyncio.Task[None]] = set()
+        """Removals started and not yet answered (`remove`)."""
         self.event_poll = event_poll
 
     def _instance(self, ctx: JobContext) -> AgentHost | None:
@@ -422,21 +427,31 @@ class RunningJobs:
         return self._release(ctx, progress | ended | {REMOVE: job_id}), None
 
     async def remove(self, ctx: JobContext, job_id: str) -> None:
-        """Remove a finished job from its host (its final status is already stored)."""
+        """Remove a finished job from its host (its final status is already stored): the
+        removal is started and goes on without the caller (`removing`), with the others
+        ending there meanwhile (`JobRemovals` gathers them): the job's pass ends now."""
         instance = await self.store.in_lane(self._instance, ctx)
         if instance is None:
             return
         self.agents.events.ended(instance.id, job_id)  # an end its pass did not use: dropped
-        # With others ending there now: one call for them all (`JobRemovals`). Unreachable:
-        # the instances worker removes it once the agent answers (`agent_sync`), soon.
+        task = asyncio.create_task(self._remove(instance, job_id), name="job-removal")
+        self.removing.add(task)
+        task.add_done_callback(self.removing.discard)
+
+    async def _remove(self, instance: AgentHost, job_id: str) -> None:
+        # Unreachable: the instances worker removes it once the agent answers
+        # (`agent_sync`), soon.
         try:
             await self._removals.remove(self.agents.client(instance), job_id)
         except AgentUnreachable:
             self.agents.unsettled.add(instance.id)
             await self.store.in_lane(self.store.wake_instance, instance.id)
+        except Exception:  # no caller to tell: the job is done, its files stay (harmless)
+            log.exception("removing job %s from %s failed", job_id, instance.id)
 
     async def aclose(self) -> None:
-        await self._removals.aclose()
+        await self._removals.aclose()  # cancels the removals not sent (their files stay)
+        await asyncio.gather(*self.removing, return_exceptions=True)
         for client in self._probe_clients.values():
             await client.aclose()
 

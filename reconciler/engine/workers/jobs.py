@@ -87,7 +87,8 @@ class JobsProcessor:
             store=store, agents=agents, config=config, release=self.release, hint=hint
         )
         self._writes = StepWrites(store.record_job_steps, run=store.in_lane)
-        self._submits = JobSubmits()
+        # a claimed batch's jobs, placed one after the other, go to their agent together
+        self._submits = JobSubmits(gather=self._placer.settled)
 
     async def __call__(self, job_id: str, token: str) -> float | None:
         """The worker callback (`Worker` also finds `prepare` on it)."""
