@@ -5,7 +5,8 @@ Pure: built from the parsed file (`schemas.serverbackends`) and the path it was 
 (`reconciler.engine.previewing`: a `backends: [slurm]` / `[kubernetes]` fleet that no
 engine serves is `blocked` with `block_reason`'s line: which file and key to add when the
 project's entry lacks the backend), by the plan function (`block_cluster_runs`: a run
-whose `backends:` are only such backends is blocked the same way) and by the API's
+whose `backends:` are only such backends, and that names no `fleets:`, is blocked the same
+way: a run gets no cluster allocation of its own yet) and by the API's
 `backends/list` (`listing`: what the server has, with no secret: a key or kubeconfig is
 named by its file or as "inline", never shown).
 """
@@ -63,6 +64,12 @@ class ServerBackends:
                 f"add {_EXAMPLE[kind]} under `projects: - name: {project}` → `backends:` in "
                 f"{where}, then restart the server (docs/backends.md)"
             )
+        if wanted[0] == "slurm":  # fleets are allocated there; a run alone is not yet
+            return (
+                f"backend `slurm` is configured for project `{project}` in {self.path}, but "
+                "a run gets no Slurm allocation of its own yet: declare a fleet with "
+                "`backends: [slurm]` and name it in the run's `fleets:` (docs/slurm.md)"
+            )
         return (
             f"backend `{wanted[0]}` is configured for project `{project}` in {self.path}, but "
             "Dockyard does not allocate on it yet (issue 27; `dockyard backend list` shows "
@@ -103,6 +110,8 @@ def _cluster_run(action: Action, clusters: ServerBackends) -> Action:
     raw = action.spec.get("backends")
     named = [str(b).lower() for b in raw] if isinstance(raw, list) else []
     if not named or not all(b in CLUSTER_BACKENDS for b in named):
+        return action
+    if action.spec.get("fleets"):  # the fleets it names say whether it can run
         return action
     reason = clusters.block_reason(action.project, named)
     if reason is None:

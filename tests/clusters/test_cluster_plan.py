@@ -109,3 +109,24 @@ async def test_a_run_that_only_a_cluster_could_take_is_blocked_the_same_way() ->
     )
     assert "/data/backends.yml (no such file yet)" in (actions["solo"].reason or "")
     assert actions["either"].action is ActionKind.CREATE  # aws may take it
+
+
+async def test_a_slurm_run_without_a_fleet_is_told_to_name_a_slurm_fleet() -> None:
+    clusters = ServerBackends("/etc/dockyard/backends.yml", parse_backends_config(FILE, "b"))
+    previewer = Previewer({"pulumi": CloudDouble()}, clusters=clusters)
+    on_fleet = resource(
+        'type: task\nname: onfleet\nbackends: [slurm]\nfleets: [hpc]\ncommands: ["true"]\n'
+    )
+    planned = await plan_commit(
+        state(SLURM_RUN, on_fleet), RepoPolicy(), live(), base=None, previewer=previewer
+    )
+    actions = {a.name: a for a in planned.plan.actions}
+    assert actions["solo"].action is ActionKind.BLOCKED
+    assert actions["solo"].reason == (
+        "blocked: backend `slurm` is configured for project `main` in "
+        "/etc/dockyard/backends.yml, but a run gets no Slurm allocation of its own yet: "
+        "declare a fleet with `backends: [slurm]` and name it in the run's `fleets:` "
+        "(docs/slurm.md)"
+    )
+    # a run on a fleet is left to that fleet (here none exists: it waits for it)
+    assert "no Slurm allocation of its own" not in (actions["onfleet"].reason or "")

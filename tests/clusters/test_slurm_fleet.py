@@ -6,6 +6,8 @@ machine; the server is the composition root's (`running_server` with no factory)
 a backends file that names the login node. A fleet is `sbatch` allocations running the
 agent; a task runs there and its log reaches the server; deleting the fleet `scancel`s
 them; an allocation cancelled behind Dockyard's back ends its jobs and frees the instance.
+The plan (`plan_commit` with the Slurm engine's preview) shows the partition and the sbatch
+options of each allocation, or is blocked with the login node's error.
 Every wait polls with a deadline.
 """
 
@@ -19,8 +21,20 @@ from typing import Any
 
 import pytest
 
+from agent.bundle import Bundle
+from agent.deploy import AgentOptions
+from agent.tunnel import TunnelPool
+from reconciler.core.clusterbackends import ServerBackends
+from reconciler.core.policy import RepoPolicy
+from reconciler.domain.plan import Action, ActionKind
 from reconciler.domain.statuses import InstanceStatus
+from reconciler.engine.planning import plan_commit
+from reconciler.engine.previewing import Previewer
+from reconciler.engine.slurmengine import SlurmEngine
+from schemas.serverbackends import parse_backends_config
+from tests.planning.factories import live, resource, state
 from tests.services.missing import skip_or_fail
+from tests.services.ports import reserved_port
 from tests.services.slurm import SlurmCluster as RunningSlurm
 from tests.services.slurm import slurm_cluster
 from tests.services.sshd import SSHHost, make_client_key, sshd_unavailable_reason, start_sshd
@@ -250,3 +264,63 @@ def test_an_allocation_cancelled_behind_dockyards_back_ends_its_jobs(
         timeout=30,
         what="the allocation's processes to be gone",
     )
+
+
+def _backends(login: SSHHost, port: int | None = None) -> str:
+    return (
+        "projects:\n- name: main\n  backends:\n  - type: slurm\n    clusters:\n"
+        f"    - name: hpc\n      hostname: 127.0.0.1\n      port: {port or login.port}\n"
+        f"      user: {login.user}\n      private_key: {{path: {login.identity_file}}}\n"
+        "      gpu_partitions: [{gpu: H200, partitions: [gpu]}]\n"
+        "      cpu_partitions: [cpu]\n"
+    )
+
+
+async def _planned(login: SSHHost, tmp: Path, text: str, port: int | None = None) -> Action:
+    """The action of one fleet in the plan (`plan_commit`, the one plan function) made with
+    the server's previewer over a Slurm engine of the backends file."""
+    clusters = ServerBackends("backends.yml", parse_backends_config(_backends(login, port), "b"))
+
+    async def no_bundle() -> Bundle:
+        raise AssertionError("planning installs nothing")
+
+    engine = SlurmEngine(clusters, TunnelPool(), tmp, tmp / "key", no_bundle, AgentOptions())
+    previewer = Previewer({"slurm": engine}, clusters=clusters)
+    planned = await plan_commit(
+        state(resource(text)), RepoPolicy(), live(), base=None, previewer=previewer
+    )
+    (action,) = planned.plan.actions
+    return action
+
+
+async def test_the_plan_shows_what_would_be_allocated_and_from_which_partition(
+    login: SSHHost, slurm: RunningSlurm, tmp_path: Path
+) -> None:
+    action = await _planned(login, tmp_path, GPU_FLEET.format(name="planned"))
+    assert action.action is ActionKind.CREATE, action.reason
+    assert action.preview is not None and action.preview.error is None
+    steps = [(s.op, s.name, s.type, s.diffs) for s in action.preview.steps]
+    assert steps == [
+        (
+            "create",
+            "allocation/planned-0",
+            "slurm:sbatch",
+            ("hpc/gpu", "--partition=gpu", "--nodes=1", "--ntasks=1", "--gres=gpu:h200:1",
+             "--cpus-per-task=1", "--mem=256M"),
+        )
+    ]  # fmt: skip
+    cpu = await _planned(login, tmp_path, CPU_FLEET.format(name="small"))
+    assert cpu.preview is not None
+    assert cpu.preview.steps[0].diffs[:2] == ("hpc/cpu", "--partition=cpu")
+    assert "dockyard-main-fleet" not in slurm.run("squeue", "-h", "-o", "%j")  # nothing sbatched
+
+
+async def test_the_plan_is_blocked_with_the_reason_when_the_login_node_cannot_answer(
+    login: SSHHost, tmp_path: Path
+) -> None:
+    with reserved_port() as closed:  # bound, never listening: the login is refused
+        action = await _planned(login, tmp_path, GPU_FLEET.format(name="planned"), closed)
+    assert action.action is ActionKind.BLOCKED
+    assert action.reason is not None
+    assert f"Slurm cluster `hpc` (login node {login.user}@127.0.0.1:{closed})" in action.reason
+    assert "cannot log in" in action.reason
