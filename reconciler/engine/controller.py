@@ -56,7 +56,7 @@ from reconciler.engine.replicas import ReplicaHeartbeat
 from reconciler.engine.retention import RetentionPolicy, RetentionSweeper
 from reconciler.engine.sessionforwards import LISTEN_HOST, SessionForwards
 from reconciler.engine.slurmengine import slurm_engine
-from reconciler.engine.sourceloops import SourceLoops, source_reconcilers
+from reconciler.engine.sourceloops import SourceLoops, source_reconcilers, suspended_reason
 from reconciler.engine.triggers import Timers, queue_reconcile
 from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
 from reconciler.engine.workers import WorkerDeps, WorkerTimings
@@ -594,6 +594,7 @@ def build_controller(
             on_policy=controller.apply_policy,
             catalog=runtime.catalog,
             job_users=runtime.job_users,
+            held=lambda project: suspended_reason(store, project),
         )
     runtime.identity = server_identity(data_dir)
     runtime.sweeper = RetentionSweeper(

@@ -19,6 +19,8 @@ where it stopped. The rules of the loop (DESIGN.md):
   re-plans from the store and converges;
 - a pass that applies after a newer pass of the same project has started applying is
   superseded: an older commit never overwrites a newer one;
+- a pass of a suspended source (`held`) fetches, plans and previews, and applies nothing:
+  it ends `aborted` with the reason (`suspended: …`), its plan recorded;
 - a failing commit is recorded once: a timer's pass that fetches the commit the project's
   newest reconcile failed to plan (same last applied revision: a plan with errors depends
   on nothing else) is not planned again; it counts itself on that row (`outcome.checked`)
@@ -149,8 +151,11 @@ class Reconciler:
         on_policy: Callable[[str, RepoPolicy], None] | None = None,
         catalog: Sequence[CatalogRow] | None = None,
         job_users: JobUserRule | None = None,
+        held: Callable[[str], str | None] | None = None,
     ) -> None:
         self._store = store
+        self._held = held
+        """`held(project)`: why nothing may be applied now (a suspended source), or None."""
         self.job_users = job_users
         """The server's rule for a process job's `user:` (`core.jobusers`; None: none)."""
         self._source = source
@@ -232,6 +237,9 @@ class Reconciler:
             lines = [f.line for f in failures]
             verdict = conclude(attempted=commit, last_applied=last_applied, preview_errors=lines)
             return verdict, plan
+        held = await asyncio.to_thread(self._held, project) if self._held is not None else None
+        if held is not None:  # planned and previewed, as always; nothing applied
+            return Conclusion(ReconcileStatus.ABORTED, last_applied, held), plan
         await self._stage(row, Stage.APPLY)
         results = await self._apply_in_order(row, plan)
         if results is None:

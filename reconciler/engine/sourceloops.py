@@ -235,6 +235,19 @@ def source_reconcilers(
             on_policy=controller.apply_policy,
             catalog=runtime.catalog,
             job_users=runtime.job_users,
+            held=lambda project: suspended_reason(store, project),
         )
 
     return make
+
+
+def suspended_reason(store: Store, project: str) -> str | None:
+    """Why a pass of `project` applies nothing: its source is suspended (None: it is not).
+    Read at each pass, so a suspend or resume takes effect at the next one."""
+    for source in store.list_sources(project):
+        if source.suspended:
+            return (
+                f"suspended: source {source.name!r} is suspended; the commit was planned and "
+                f"nothing was applied (resume with `dockyard source resume {source.name}`)"
+            )
+    return None

@@ -13,6 +13,7 @@ calls these routes (`reconciler.cli.sources`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anyio.to_thread
@@ -24,6 +25,7 @@ from reconciler.adapters.db.sources import SourcesStore
 from reconciler.api.requests import Body
 from reconciler.core.sources import SourceSpec, source_to_dict
 from reconciler.domain.sources import Source
+from reconciler.errors import DockyardError
 from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import NotFoundError
@@ -178,6 +180,9 @@ def _add_suspension(router: APIRouter, verb: str, suspended: bool) -> None:
         store = _store(request, context)
         changed = await anyio.to_thread.run_sync(store.set_source_suspended, body.name, suspended)
         await _changed(context)
+        if not suspended:  # resumed: the next pass applies the branch head, now
+            with contextlib.suppress(DockyardError):
+                await context.controller.request_reconcile(changed.project, trigger="api")
         return _shown(changed)
 
     router.add_api_route(f"/{verb}", set_suspended, methods=["POST"], name=f"{verb}_source")
