@@ -34,6 +34,7 @@ ALIVE_STATES = frozenset(
      "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
 )  # fmt: skip
 TIME_LIMIT_STATES = frozenset({"TIMEOUT", "DEADLINE"})
+TIME_LIMIT_REASONS = frozenset({"TimeLimit", "DeadLine"})  # `%r` while it is COMPLETING
 
 
 class SlurmTextError(ValueError):
@@ -164,6 +165,6 @@ def ended_reason(job_id: str, job: QueuedJob | None) -> tuple[JobTerminationReas
         return None
     state = "gone from the queue" if job is None else job.state
     message = f"the Slurm allocation (job {job_id}) ended: {state}"
-    if job is not None and job.state in TIME_LIMIT_STATES:
+    if job is not None and (job.state in TIME_LIMIT_STATES or job.reason in TIME_LIMIT_REASONS):
         return JobTerminationReason.MAX_DURATION_EXCEEDED, message + " (its time limit)"
     return JobTerminationReason.INTERRUPTED_BY_NO_CAPACITY, message

@@ -108,6 +108,7 @@ def server(
         with contextlib.suppress(Exception):  # nothing of these tests outlives them
             slurm.run("scancel", "--name", "dockyard-main-fleet-hpc-0")
             slurm.run("scancel", "--name", "dockyard-main-fleet-hpc-cpu-0")
+            slurm.run("scancel", "--name", "dockyard-main-fleet-hpc-time-0")
 
 
 def _api(server: Running, path: str, body: dict[str, Any]) -> Any:
@@ -257,7 +258,8 @@ def test_an_allocation_cancelled_behind_dockyards_back_ends_its_jobs(
         what="the instance of the cancelled allocation to be terminated",
     )
     ended = [i for i in store.instance_records() if i.name == "hpc-cpu-0"]
-    assert ended[0].termination_reason == "interrupted_by_no_capacity"
+    assert ended[0].termination_reason == "error"
+    assert f"(job {allocation['job_id']}) ended: " in ended[0].status_message
     # nothing of the allocation runs any more: its agent, the task's process
     wait_until(
         lambda: not _processes_with("sleep 611") and not _processes_with("/slurm/jobs/main-"),
@@ -324,3 +326,40 @@ async def test_the_plan_is_blocked_with_the_reason_when_the_login_node_cannot_an
     assert action.reason is not None
     assert f"Slurm cluster `hpc` (login node {login.user}@127.0.0.1:{closed})" in action.reason
     assert "cannot log in" in action.reason
+
+
+def test_an_allocation_that_reaches_its_time_limit_ends_its_jobs(
+    server: Running, slurm: RunningSlurm
+) -> None:
+    _apply(server, "fleets", CPU_FLEET.format(name="hpc-time"), "time.dstack.yml")
+    wait_until(lambda: _ready(server, "hpc-time"), timeout=180, what="the Slurm fleet")
+    allocation = _allocation(server, "hpc-time")
+    _apply(server, "runs", TASK.format(name="timed", fleet="hpc-time", command="sleep 612"),
+           "timed.dstack.yml")  # fmt: skip
+    wait_until(
+        lambda: _api(server, "runs/get", {"run_name": "timed"})["status"] == "running",
+        timeout=120,
+        what="the task to run",
+    )
+    # the allocation's time limit (Slurm's granularity: minutes) as the cluster imposes it
+    slurm.run("scontrol", "update", f"JobId={allocation['job_id']}", "TimeLimit=1")
+    wait_until(
+        lambda: _job(server, "timed")["status"] in ("failed", "terminated", "done"),
+        timeout=180,
+        what="the job on the timed-out allocation to end",
+    )
+    job = _job(server, "timed")
+    assert (job["status"], job["termination_reason"]) == ("terminated", "max_duration_exceeded")
+    assert "(its time limit)" in job["status_message"], job
+    store = server.controller.runtime.store  # type: ignore[attr-defined]
+    wait_until(
+        lambda: (
+            [i.status for i in store.instance_records() if i.name == "hpc-time-0"]
+            == [InstanceStatus.TERMINATED.value]
+        ),
+        timeout=30,
+        what="the instance of the timed-out allocation to be terminated",
+    )
+    wait_until(
+        lambda: not _processes_with("sleep 612"), timeout=60, what="the task's process to end"
+    )

@@ -52,14 +52,18 @@ class HostRecord:
     identity_file: str | None = None
     proxy_jump: JumpHost | None = None
     slurm: dict[str, Any] | None = None  # the Slurm allocation (cluster, job id, …)
+    kubernetes: dict[str, Any] | None = None  # the pod (cluster, namespace, name, uid, …)
 
     @property
     def resources(self) -> dict[str, Any] | None:
         """What `instances.resources` holds of the host (`engine.agents.AgentDirectory`
-        reads it back): its key and its jump host; a Slurm instance's allocation."""
+        reads it back): its key and its jump host; a Slurm instance's allocation, a
+        Kubernetes instance's pod."""
         found = host_resources(self.identity_file, self.proxy_jump)
         if self.slurm is not None:
             found = {**(found or {}), "slurm": self.slurm}
+        if self.kubernetes is not None:
+            found = {**(found or {}), "kubernetes": self.kubernetes}
         return found
 
 
@@ -178,15 +182,16 @@ class CapacityStore(StoreBase):
     def end_cluster_instance(
         self, instance_id: str, reason: JobTerminationReason, message: str
     ) -> list[str]:
-        """The cluster ended the instance's allocation: the instance is `terminated` and
-        every unfinished job on it ends with `reason` at once, in one transaction (nothing
+        """The cluster ended the instance's allocation: the instance is `terminated`
+        (dstack's instance reason `error`, `message` saying why) and every unfinished job
+        on it ends with `reason` at once, in one transaction (nothing
         of theirs runs any more: their agent ran inside the allocation). The jobs ended."""
         now = self.now()
         with self.writing() as session:
             row = session.get(Instance, instance_id)
             if row is None or row.status == InstanceStatus.TERMINATED.value:
                 return []
-            row.status, row.termination_reason = InstanceStatus.TERMINATED.value, reason.value
+            row.status, row.termination_reason = InstanceStatus.TERMINATED.value, "error"
             row.status_message, row.busy_blocks, row.due_at = message[:500], 0, None
             ended = list(
                 session.scalars(
