@@ -6,7 +6,8 @@
   place keeps the record; it is removed once that agent answers). Its record and working
   dir go away; a finished job the store has not recorded ended yet is kept (its own pass
   reads its end and log first). A removal that found the agent away (the jobs worker marks
-  the instance `unsettled`) is done at the instance's next check.
+  the instance `unsettled`, and unreachable in the store) is done at the instance's next
+  check, by whichever replica makes it: another replica's, which saw nothing fail.
 - Every job the store has active on the host is made due when the agent is new to this
   server process or another agent process answers (started between two checks, its data
   dir wiped, here: told by its healthcheck's epoch): its own pass then asks the agent
@@ -28,10 +29,14 @@ from pathlib import Path
 import pytest
 
 from agent.client import AgentClient, AgentError
-from agent.local import local_paths, stop_local_agent
+from agent.local import ensure_client_key, local_paths, stop_local_agent
 from agent.protocol import JobSpec, JobStatus
+from agent.tunnel import TunnelPool
 from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Instance, Job, Run
+from reconciler.engine.agents import AgentDirectory
+from reconciler.engine.workers.job_context import JobsConfig
+from reconciler.engine.workers.job_running import RunningJobs
 from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 from tests.tunnel.conftest import unique_id, wait_job
 from tests.tunnel.test_local import until_dead
@@ -199,4 +204,40 @@ async def test_a_removal_that_found_the_agent_away_is_done_at_the_next_check(rig
         assert not _job_dir(rig, job_id).exists()
         assert not rig.worker.deps.agents.unsettled
     finally:
+        await rig.close()
+
+
+async def test_a_removal_one_replica_could_not_send_is_done_at_another_replicas_check(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """Two replicas: A's jobs worker removes a finished job and finds the agent away (for A
+    alone here: A holds a key the agent refuses); B, which looked at that agent before and
+    finds the same agent process, makes the instance's next check and removes it. Before
+    the store marked it, only A knew, so B's check asked the agent nothing."""
+    agent = await rig.start()
+    rig.add_instance(agent)  # rig.worker: replica B's instances worker
+    pool = TunnelPool()
+    refused = ensure_client_key(tmp_path / "replica-a" / "id_ed25519")
+    replica_a = RunningJobs(
+        store=rig.store,
+        agents=AgentDirectory(pool, identity_file=str(refused)),
+        config=JobsConfig(data_dir=tmp_path / "replica-a"),
+        release=lambda ctx, update: update,
+    )
+    try:
+        await rig.check()  # B has looked once; the agent answers it with the same epoch later
+        job_id = await _ended_job(rig, "elsewhere")
+        _record(rig, job_id, "done", "done_by_runner")
+        instance = rig.store.instance_record(rig.instance_id)
+        assert instance is not None
+        await replica_a._remove(instance, job_id)  # the removal after its final write: refused
+        assert await _known(rig, job_id)
+        await rig.check()  # B's check
+        assert not await _known(rig, job_id)
+        assert not _job_dir(rig, job_id).exists()
+        row = rig.store.get(Instance, rig.instance_id)
+        assert row is not None and row.unreachable_since is None  # reached again: cleared
+    finally:
+        await replica_a.aclose()
+        await pool.close()
         await rig.close()

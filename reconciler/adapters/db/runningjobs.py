@@ -8,7 +8,9 @@ so it stops them there, and which finished jobs an agent still keeps it may remo
 `wake_active_on_instance` makes the jobs the store has active there due at once (the
 instances worker, when the agent is new, restarted or reached again: each job's pass
 compares itself with what the agent reports); `wake_instance` makes an instance's check
-due at once (the jobs worker, when a job first finds its agent gone).
+due at once (the jobs worker, when a job first finds its agent gone); `removal_missed`
+also marks it unreachable (the jobs worker, when a finished job's removal finds its agent
+away), which every replica's next check of it reads.
 """
 
 from __future__ import annotations
@@ -93,5 +95,19 @@ class RunningJobsStore(StoreBase):
         one the instances worker still checks."""
         with self.writing() as session:
             where = (Instance.id == instance_id) & pending_work("instances")
+            result = session.execute(update(Instance).where(where).values(due_at=None))
+        return int(result.rowcount) > 0  # type: ignore[attr-defined]
+
+    def removal_missed(self, instance_id: str) -> bool:
+        """A finished job's removal found this instance's agent unreachable: the instance says
+        so (`unreachable_since`, an earlier mark kept) and its check is due now. A mark in the
+        store, not in this process: whichever replica checks the instance next settles its
+        agent with the store (`agent_sync`: an agent reached again), so the removal is done
+        there; True if it is one the instances worker still checks."""
+        now = self.now()
+        with self.writing() as session:
+            where = (Instance.id == instance_id) & pending_work("instances")
+            away = where & Instance.unreachable_since.is_(None)
+            session.execute(update(Instance).where(away).values(unreachable_since=now))
             result = session.execute(update(Instance).where(where).values(due_at=None))
         return int(result.rowcount) > 0  # type: ignore[attr-defined]

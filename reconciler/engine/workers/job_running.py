@@ -440,12 +440,13 @@ class RunningJobs:
 
     async def _remove(self, instance: AgentHost, job_id: str) -> None:
         # Unreachable: the instances worker removes it once the agent answers
-        # (`agent_sync`), soon.
+        # (`agent_sync`), soon, in whichever replica checks the instance next: the mark is
+        # the store's (`removal_missed`), this process's own besides.
         try:
             await self._removals.remove(self.agents.client(instance), job_id)
         except AgentUnreachable:
             self.agents.unsettled.add(instance.id)
-            await self.store.in_lane(self.store.wake_instance, instance.id)
+            await self.store.in_lane(self.store.removal_missed, instance.id)
         except Exception:  # no caller to tell: the job is done, its files stay (harmless)
             log.exception("removing job %s from %s failed", job_id, instance.id)
 
