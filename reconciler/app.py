@@ -211,6 +211,7 @@ def build_engine(
 
 def build_web(engine: ServerRuntime) -> Server:
     """The web app (API, console, webhooks, service proxy) over `engine`'s runtime."""
+    from reconciler.engine.notifier import build_notifications
     from reconciler.pr.previews import build_previews
     from reconciler.web.app import ProxyFirst, create_app
 
@@ -234,6 +235,8 @@ def build_web(engine: ServerRuntime) -> Server:
     app.state.deployed_rules = deployed  # POST plan/files (reconciler.web.routes_pr)
     # preview runs of pull requests (docs/previews.md): label or `/dockyard preview` → pr-<n>
     app.state.preview_runs = build_previews(settings, store, controller)
+    # notifications (docs/notifications.md): the receivers' API and this server's notifier
+    app.state.notifications, app.state.notifier = build_notifications(store)
     asgi = ProxyFirst(app, proxy) if proxy is not None else app
     return Server(app, store, settings, engine.admin_token, engine.cli_config_written, asgi)
 

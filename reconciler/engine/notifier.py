@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from reconciler.adapters.db.notifications import NotificationsStore
+from reconciler.adapters.db.sessions import StoreBase
 from reconciler.core.notifying import retry_delay, slack_request, webhook_request
 from reconciler.domain.notifications import ClaimedDelivery
 
@@ -181,3 +182,10 @@ class Notifier:
             return self.config.poll
         seconds = (due - self.store.now()).total_seconds()
         return max(0.5, min(self.config.poll, seconds))
+
+
+def build_notifications(store: StoreBase) -> tuple[NotificationsStore, Notifier]:
+    """The notification store over the server's engine and this server's notifier
+    (started by the web app's lifespan)."""
+    notifications = NotificationsStore(store.engine, clock=store.clock)
+    return notifications, Notifier(notifications)

@@ -39,6 +39,7 @@ from reconciler.web.routes_core import SERVER_VERSION, build_core_router
 from reconciler.web.routes_dstack import build_dstack_global_router, build_dstack_project_router
 from reconciler.web.routes_files import build_files_router
 from reconciler.web.routes_logs import build_logs_router
+from reconciler.web.routes_notifications import build_notifications_router
 from reconciler.web.routes_pr import build_pr_router
 from reconciler.web.routes_project import build_deliveries_router, build_project_router
 from reconciler.web.routes_runs import build_global_runs_router, build_runs_router
@@ -95,9 +96,14 @@ def _lifespan(
         previews = getattr(app.state, "preview_runs", None)  # reconciler.pr.previews
         if start and previews is not None:
             await previews.start()
+        notifier = getattr(app.state, "notifier", None)  # reconciler.engine.notifier
+        if start and notifier is not None:
+            notifier.start()
         try:
             yield
         finally:
+            if start and notifier is not None:
+                await notifier.stop()
             if start and previews is not None:
                 await previews.stop()
             if start:
@@ -160,6 +166,7 @@ def create_app(
         build_backends_router(),
         build_sources_router(),
         build_deliveries_router(),
+        build_notifications_router(),
         build_webhooks_router(),
         build_forward_router(open_tunnel),
         build_files_router(),

@@ -32,6 +32,8 @@ ANY_USER = {
     # the sources of the caller's own projects only (tests/sources/test_source_api.py)
     "/api/sources/list",
     "/api/sources/get",
+    # the notifications of the caller's own projects only (tests/web/test_notifications_api.py)
+    "/api/notifications/list",
 }
 
 
