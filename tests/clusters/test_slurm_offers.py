@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,30 +103,36 @@ def test_the_offers_follow_the_cluster_s_state(
         cluster.run("scontrol", "update", "partitionname=gpu", "state=up")
 
 
-async def test_the_plan_of_a_slurm_fleet_says_what_the_cluster_has(
+async def test_the_plan_of_a_slurm_fleet_allocates_from_a_cluster_that_answers(
     tmp_path: Path, login: tuple[SlurmCluster, SSHHost]
 ) -> None:
+    """Of two clusters, one whose login node is gone: the plan allocates from the other."""
+    from agent.deploy import AgentOptions
+    from agent.tunnel import TunnelPool
     from reconciler.core.policy import RepoPolicy
+    from reconciler.domain.plan import ActionKind
     from reconciler.engine.planning import plan_commit
     from reconciler.engine.previewing import Previewer
-    from tests.engine.cloud_double import CloudDouble
+    from reconciler.engine.slurmengine import SlurmEngine
     from tests.planning.factories import live, resource, state
 
-    cluster, host = login
-    cpus = (
-        cluster.run("scontrol", "show", "node", cluster.node, "-o").split("CPUTot=")[1].split()[0]
-    )
+    _, host = login
     closed = start_sshd(tmp_path / "closed", host.identity_file)
     closed.stop()
     clusters = load_server_backends(_file(tmp_path, host, closed.port), tmp_path)
     fleet = resource("type: fleet\nname: hpc\nbackends: [slurm]\nnodes: 1\n")
-    previewer = Previewer({"pulumi": CloudDouble()}, clusters=clusters)
+
+    async def no_bundle() -> Any:
+        raise AssertionError("planning installs nothing")
+
+    engine = SlurmEngine(
+        clusters, TunnelPool(), tmp_path, tmp_path / "k", no_bundle, AgentOptions()
+    )
+    previewer = Previewer({"slurm": engine}, clusters=clusters)
     planned = await plan_commit(state(fleet), RepoPolicy(), live(), base=None, previewer=previewer)
     (action,) = planned.plan.actions
-    reason = action.reason or ""
-    assert reason.startswith("blocked: backend `slurm` is configured for project `main`")
-    assert (
-        f"; the cluster has: hpc/gpu: 1 node of 1xH200, {cpus} CPUs, 1000 MiB (1 available now); "
-        f"hpc/cpu: 1 node of {cpus} CPUs, 1000 MiB (1 available now); "
-        "Slurm cluster `gone` (login node root@127.0.0.1:"
-    ) in reason
+    assert action.action is ActionKind.CREATE, action.reason
+    assert action.preview is not None
+    (step,) = action.preview.steps
+    # no resources asked: the partition without GPUs, with Slurm's defaults
+    assert step.diffs == ("hpc/cpu", "--partition=cpu", "--nodes=1", "--ntasks=1")
