@@ -15,8 +15,8 @@ through its SSH server, SQLite in a temp dir) against a git repo on disk, and me
   the whole server, and of the local agent: a cost that the load changes far less than
   the wall time; and, over the same window, the server's costs per task that no load
   changes: SQL statements (by verb and table) and transactions, and HTTP calls to the
-  agent (by method and path) — the bench's own polls of the store are among the
-  statements (two SELECTs and their BEGIN every 0.1 s);
+  agent (by method and path); the bench's own polls of the store go through a store of
+  their own (not counted; their CPU is this process's);
 - ``sql_per_job``: for one commit of 60 and one of 1,000 tasks (all queued at once behind
   the local fleet's capacity), the SQL statements and transactions the server ran from the
   commit until every run was done, divided by the tasks; the ratio of the two (goal:
@@ -208,8 +208,7 @@ async def measure_throughput(
     elapsed = time.perf_counter() - started
     costs: dict[str, Any] = {}
     if counters:
-        # the bench's own polls (all_ended) are among these statements: two SELECTs and
-        # their transaction every 0.1 s, a few per cent of the figure
+        # the server's statements only: `store` here is the bench's observer (main)
         sql_after, calls = (
             counters[0].snapshot(),
             per_task(calls_before, counters[1].snapshot(), tasks),
@@ -301,17 +300,19 @@ class SQLCounter:
 
 
 def statement_kind(statement: str) -> str:
-    """The verb and first table of a statement ("UPDATE jobs"; "BEGIN" alone)."""
-    words = statement.replace("(", " ").split()
+    """The verb and main table of a statement ("UPDATE jobs"; "BEGIN" alone): the first
+    table named outside parentheses (a subquery's is not the statement's)."""
+    words = statement.replace("(", " ( ").replace(")", " ) ").split()
     verb = words[0].upper() if words else "?"
-    after = {"SELECT": "FROM", "DELETE": "FROM", "INSERT": "INTO", "UPDATE": "UPDATE"}
-    key = after.get(verb)
+    key = {"SELECT": "FROM", "DELETE": "FROM", "INSERT": "INTO", "UPDATE": "UPDATE"}.get(verb)
     if key is None:
         return verb
-    upper = [w.upper() for w in words]
-    at = upper.index(key) + 1 if key in upper else len(words)
-    table = words[at].strip('"') if at < len(words) else "?"
-    return f"{verb} {table}"
+    depth = 0
+    for at, word in enumerate(words):
+        depth += (word == "(") - (word == ")")
+        if depth == 0 and word.upper() == key and at + 1 < len(words):
+            return f"{verb} {words[at + 1].strip(chr(34))}"
+    return f"{verb} ?"
 
 
 def spawn_floor(tasks: int) -> float:
@@ -396,12 +397,13 @@ async def main(
             latency, floors = await measure_latency(controller, store, repo, project_id, commits)
             load_throughput = load_average()
             agent_pid = local_agent_pid(root / "data")
+            # the bench's own reads on a connection of their own: not among the counts
+            observer = Store.from_url(f"sqlite:///{root / 'dockyard.db'}")
             throughput = await measure_throughput(
-                controller, store, repo, project_id, tasks, agent_pid, profile, (counter, calls)
+                controller, observer, repo, project_id, tasks, agent_pid, profile, (counter, calls)
             )
             throughput["load_average_before"] = load_throughput
             throughput["load_average_after"] = load_average()
-            observer = Store.from_url(f"sqlite:///{root / 'dockyard.db'}")
             sql = [
                 await measure_sql(controller, observer, repo, project_id, counter, n)
                 for n in counted
