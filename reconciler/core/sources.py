@@ -174,3 +174,72 @@ def parse_sources_file(text: str | bytes, path: str) -> list[Source]:
     if clashes:
         raise ConfigError(locate_errors(clashes, document.node, SourcesFile, path))
     return [spec.to_source("file") for spec in parsed.sources]
+
+
+_SCP_LIKE = re.compile(r"^(?:[\w.-]+@)?([\w.-]+):(?!//)(.+)$")
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?/(.+)$", re.IGNORECASE)
+
+
+def repository_key(repo: str) -> str:
+    """One form of a repository however it is written: `host/owner/name` (lower case, no
+    `.git`, no user or port) for a URL or `git@host:owner/name`; a path as given. So the
+    HTTPS and SSH URLs of one repository, and a delivery's `clone_url`, compare equal."""
+    text = repo.strip()
+    found = _URL.match(text)
+    if found is None and not text.startswith(("/", ".", "~")):
+        found = _SCP_LIKE.match(text)
+    if found is None:
+        return text.rstrip("/")
+    host, path = found.group(1), found.group(2)
+    path = path.strip("/").removesuffix(".git").strip("/")
+    return f"{host}/{path}".lower()
+
+
+def delivery_repositories(provider: str, payload: dict[str, Any]) -> set[str]:
+    """The keys (`repository_key`) of the repository a verified delivery is about: GitHub's
+    `repository.{clone_url,ssh_url,html_url,git_url}`, GitLab's `project.{git_http_url,
+    git_ssh_url,web_url}` and `repository.{url,git_http_url,git_ssh_url,homepage}`."""
+    fields: list[tuple[str, tuple[str, ...]]]
+    if provider == "github":
+        fields = [("repository", ("clone_url", "ssh_url", "html_url", "git_url"))]
+    else:
+        fields = [
+            ("project", ("git_http_url", "git_ssh_url", "web_url")),
+            ("repository", ("url", "git_http_url", "git_ssh_url", "homepage")),
+        ]
+    keys: set[str] = set()
+    for section, names in fields:
+        value = payload.get(section)
+        if not isinstance(value, dict):
+            continue
+        for name in names:
+            url = value.get(name)
+            if isinstance(url, str) and 0 < len(url) <= 2000:
+                keys.add(repository_key(url))
+    return keys
+
+
+def route_delivery(
+    sources: Sequence[Source], verified: set[str], server_verified: bool, repositories: set[str]
+) -> tuple[list[Source], str | None]:
+    """The sources a verified delivery reconciles, or (none, why) when it reconciles none.
+
+    `verified`: the names of the sources whose secret proved the delivery;
+    `server_verified`: the server's `--webhook-secret` proved it. The sources of the
+    delivery's repository are those it may reach, and only those whose own secret proved
+    it (a delivery for repo A signed with repo B's secret reaches nothing: refused). A
+    repository no source names is ignored, except that a delivery proved by the server's
+    secret still goes to the `--repo` source, as before sources.
+    """
+    named = [s for s in sources if repository_key(s.repo) in repositories]
+    if named:
+        allowed = [s for s in named if s.name in verified]
+        if allowed:
+            return allowed, None
+        names = ", ".join(sorted(s.name for s in named))
+        return [], f"refused: not signed with the webhook secret of source {names}"
+    flags = [s for s in sources if s.origin == "flags"]
+    if flags and server_verified:
+        return flags, None
+    shown = sorted(repositories)[0] if repositories else "(none named)"
+    return [], f"ignored: no source follows repository {shown}"

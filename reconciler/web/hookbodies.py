@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import hmac
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -101,6 +102,22 @@ async def read_github_body(
     """The body of a GitHub delivery whose `signature` (`sha256=…`, shaped as
     `is_signature_shaped` wants) is its HMAC under `secret`; raises `BusyError`,
     `BodyTooLargeError` or `BadSignatureError` (see the module doc)."""
+    body, _ = await read_github_body_any(
+        request, limit=limit, budget=budget, secrets=(secret,), signature=signature
+    )
+    return body
+
+
+async def read_github_body_any(
+    request: Request,
+    *,
+    limit: int,
+    budget: UnverifiedBudget,
+    secrets: Sequence[str],
+    signature: str,
+) -> tuple[bytes, set[str]]:
+    """`read_github_body` for several candidate secrets (one per source): the body and
+    the secrets under which `signature` is its HMAC; `BadSignatureError` when none is."""
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise BodyTooLargeError
@@ -108,7 +125,7 @@ async def read_github_body(
     if not budget.take(held):
         raise BusyError
     try:
-        mac = hmac.new(secret.encode(), digestmod=hashlib.sha256)
+        macs = {key: hmac.new(key.encode(), digestmod=hashlib.sha256) for key in set(secrets)}
         chunks: list[bytes] = []
         size = 0
         try:
@@ -121,13 +138,15 @@ async def read_github_body(
                         if not budget.take(size - held):
                             raise BusyError
                         held = size
-                    mac.update(chunk)
+                    for mac in macs.values():
+                        mac.update(chunk)
                     chunks.append(chunk)
         except TimeoutError:
             raise SlowBodyError from None
         given = signature.strip()[len("sha256=") :].lower().encode()
-        if not hmac.compare_digest(mac.hexdigest().encode(), given):
+        proved = {k for k, m in macs.items() if hmac.compare_digest(m.hexdigest().encode(), given)}
+        if not proved:
             raise BadSignatureError
-        return b"".join(chunks)
+        return b"".join(chunks), proved
     finally:
         budget.give(held)

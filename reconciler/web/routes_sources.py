@@ -21,7 +21,6 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import Field, ValidationError
 
 from reconciler.adapters.db.readmodels import accounts as q
-from reconciler.adapters.db.sources import SourcesStore
 from reconciler.api.requests import Body
 from reconciler.core.sources import SourceSpec, source_to_dict
 from reconciler.domain.sources import Source
@@ -29,6 +28,7 @@ from reconciler.errors import DockyardError
 from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import NotFoundError
+from reconciler.web.hookrouting import sources_store
 
 
 class SourceName(Body):
@@ -67,15 +67,6 @@ def _spec(body: SourceBody, name: str | None = None) -> SourceSpec:
         raise HTTPException(status_code=400, detail="; ".join(lines)) from None
 
 
-def _store(request: Request, context: WebContext) -> SourcesStore:
-    """The store's sources units of work over the app's engine (made once per app)."""
-    found = getattr(request.app.state, "sources_store", None)
-    if not isinstance(found, SourcesStore):
-        found = SourcesStore(context.db.engine, clock=context.clock)
-        request.app.state.sources_store = found
-    return found
-
-
 async def _visible(context: WebContext, me: Principal) -> set[str] | None:
     """The projects whose sources the caller sees (None: every project, an admin)."""
     if me.is_admin:
@@ -104,7 +95,9 @@ def build_sources_router() -> APIRouter:
         context: WebContext = Depends(get_context),
     ) -> list[dict[str, Any]]:
         project = body.project if body is not None else None
-        found = await anyio.to_thread.run_sync(_store(request, context).list_sources, project)
+        found = await anyio.to_thread.run_sync(
+            sources_store(request, context).list_sources, project
+        )
         visible = await _visible(context, me)
         return [_shown(s) for s in found if visible is None or s.project in visible]
 
@@ -115,7 +108,9 @@ def build_sources_router() -> APIRouter:
         me: Principal = Depends(require_user),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
-        found = await anyio.to_thread.run_sync(_store(request, context).get_source, body.name)
+        found = await anyio.to_thread.run_sync(
+            sources_store(request, context).get_source, body.name
+        )
         visible = await _visible(context, me)
         if found is None or (visible is not None and found.project not in visible):
             raise NotFoundError(f"no source named {body.name!r}")
@@ -129,7 +124,7 @@ def build_sources_router() -> APIRouter:
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
         source = _spec(body).to_source("api")
-        added = await anyio.to_thread.run_sync(_store(request, context).add_source, source)
+        added = await anyio.to_thread.run_sync(sources_store(request, context).add_source, source)
         await _changed(context)
         return _shown(added)
 
@@ -141,7 +136,7 @@ def build_sources_router() -> APIRouter:
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
         """Change an `api` source: the fields given replace the stored ones."""
-        store = _store(request, context)
+        store = sources_store(request, context)
         name = body.name if isinstance(body.name, str) else ""
         current = await anyio.to_thread.run_sync(store.get_source, name)
         if current is None:
@@ -161,7 +156,9 @@ def build_sources_router() -> APIRouter:
         _: Principal = Depends(require_admin),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
-        gone = await anyio.to_thread.run_sync(_store(request, context).delete_source, body.name)
+        gone = await anyio.to_thread.run_sync(
+            sources_store(request, context).delete_source, body.name
+        )
         await _changed(context)
         return {"deleted": gone.name}
 
@@ -177,7 +174,7 @@ def _add_suspension(router: APIRouter, verb: str, suspended: bool) -> None:
         _: Principal = Depends(require_admin),
         context: WebContext = Depends(get_context),
     ) -> dict[str, Any]:
-        store = _store(request, context)
+        store = sources_store(request, context)
         changed = await anyio.to_thread.run_sync(store.set_source_suspended, body.name, suspended)
         await _changed(context)
         if not suspended:  # resumed: the next pass applies the branch head, now

@@ -12,6 +12,13 @@ take a real delivery's id and get it deduplicated away). A verified delivery is 
 (provider, delivery id): a replay gets 202 `duplicate` and queues nothing. A push to the
 watched branch queues a reconcile through `Controller.request_reconcile`; anything else is
 202 with the reason. No payload or secret is ever logged.
+
+Many sources (`hookrouting`, docs/sources.md): the signature or token is checked against
+the server's secret and every source's own before anything of the body is read; the
+proven delivery then reaches the sources of its repository whose own secret proved it
+(one reconcile queued per source: a monorepo's sources each get theirs), a delivery for
+a repository signed with another source's secret is refused (401, recorded nowhere), and
+one for a repository no source follows is 202 `ignored`, nothing fetched.
 """
 
 from __future__ import annotations
@@ -36,10 +43,11 @@ from reconciler.web.hookbodies import (
     UnverifiedBudget,
     declared_length,
     is_signature_shaped,
-    read_github_body,
+    read_github_body_any,
     read_limited,
 )
 from reconciler.web.hookparsing import (
+    Decision,
     HookEvent,
     PayloadError,
     decide,
@@ -47,6 +55,7 @@ from reconciler.web.hookparsing import (
     read_github,
     read_gitlab,
 )
+from reconciler.web.hookrouting import Target, WebhookKeys, targets_for, webhook_keys
 from reconciler.web.hooks_gitlab import NOTE_EVENT, answer_note, gitlab_bot
 from reconciler.web.hooks_previews import after_delivery
 from reconciler.web.routes_pr import after_push, answer_pull_request, pull_request_bot
@@ -63,15 +72,26 @@ def _answer(status: int, outcome: str, reason: str | None = None, **extra: str) 
     return JSONResponse(status_code=status, content=body.model_dump(exclude_none=True))
 
 
-def _secret(context: WebContext) -> str | None:
-    secret = context.settings.webhook_secret
-    return secret.get_secret_value() if secret is not None else None
-
-
 async def _handle(
-    context: WebContext, hook: HookEvent, delivery_id: str, event: str
+    context: WebContext,
+    hook: HookEvent,
+    delivery_id: str,
+    event: str,
+    routed: tuple[list[Target], str | None],
 ) -> JSONResponse:
-    decision = decide(hook, context.settings.branch)
+    targets, why = routed
+    if hook.event != "ping" and why is not None and why.startswith("refused"):
+        return _rejected(context, hook.provider, why)  # recorded nowhere, like a bad signature
+    decisions = [(t, decide(hook, t.branch)) for t in targets]
+    queueing = [(t, d) for t, d in decisions if d.queue]
+    if hook.event == "ping":
+        decision = decide(hook, context.settings.branch)
+    elif queueing:
+        decision = queueing[0][1]
+    elif decisions:
+        decision = decisions[0][1]
+    else:  # no source follows the delivery's repository: nothing is fetched
+        decision = Decision(False, "ignored", (why or "").removeprefix("ignored: ") or None)
     delivery = NewDelivery(
         provider=hook.provider,
         delivery_id=delivery_id,
@@ -90,12 +110,13 @@ async def _handle(
     if not decision.queue:
         return _answer(202, decision.outcome, decision.reason)
     try:
-        reconcile_id = await context.controller.request_reconcile(
-            context.settings.project,
-            trigger="webhook",
-            delivery_id=delivery_id,
-            revision=hook.revision,
-        )
+        ids = [
+            await context.controller.request_reconcile(
+                target.project, trigger="webhook", delivery_id=delivery_id, revision=hook.revision
+            )
+            for target, _ in queueing
+        ]
+        reconcile_id = ids[0]
     except TransientError as exc:
         await context.db.write(set_delivery, delivery_pk, outcome="error", reason=str(exc))
         return _answer(503, "error", "the reconcile could not be queued; retry the delivery")
@@ -134,15 +155,15 @@ async def _github_body(
     declared = declared_length(request)
     if declared is not None and declared > limit:
         return _too_large(context, "github")
-    secret = _secret(context)
-    if secret is None:
+    keys = await webhook_keys(request, context)  # the server's and each source's
+    if not keys.values:
         return _rejected(context, "github", "the server has no webhook secret configured")
     signature = request.headers.get("x-hub-signature-256")
     if signature is None or not is_signature_shaped(signature):
         return _rejected(context, "github", "missing or invalid X-Hub-Signature-256")
     try:
-        body = await read_github_body(
-            request, limit=limit, budget=budget, secret=secret, signature=signature
+        body, proved = await read_github_body_any(
+            request, limit=limit, budget=budget, secrets=keys.values, signature=signature
         )
     except BodyTooLargeError:
         return _too_large(context, "github")
@@ -156,6 +177,7 @@ async def _github_body(
     except ClientDisconnect:  # the caller left mid-body; its room is already given back
         return _answer(400, "invalid", "the body ended early")
     request.state.hook_body = body  # preview runs read it after the answer (hooks_previews)
+    request.state.hook_keys, request.state.hook_proved = keys, proved  # hookrouting
     return body
 
 
@@ -166,11 +188,14 @@ async def _gitlab_body(request: Request, context: WebContext) -> bytes | JSONRes
     declared = declared_length(request)
     if declared is not None and declared > limit:
         return _too_large(context, "gitlab")
-    secret = _secret(context)
-    if secret is None:
+    keys = await webhook_keys(request, context)  # the server's and each source's
+    if not keys.values:
         return _rejected(context, "gitlab", "the server has no webhook secret configured")
-    if not is_gitlab_token_valid(secret, request.headers.get("x-gitlab-token")):
+    token = request.headers.get("x-gitlab-token")
+    proved = {key for key in keys.values if is_gitlab_token_valid(key, token)}
+    if not proved:
         return _rejected(context, "gitlab", "missing or invalid X-Gitlab-Token")
+    request.state.hook_keys, request.state.hook_proved = keys, proved  # hookrouting
     try:
         body = await read_limited(request, limit)
     except BodyTooLargeError:
@@ -198,9 +223,13 @@ async def receive_github(
     # pull requests (reconciler.pr.bot, when a GitHub token is configured): plan PRs,
     # and set `dockyard/apply` pending on the pushed commit
     bot = pull_request_bot(request)
-    if bot is not None and hook.event in ("pull_request", "issue_comment"):
+    keys: WebhookKeys = request.state.hook_keys
+    proved: set[str] = request.state.hook_proved
+    by_server = keys.server is not None and keys.server in proved  # the --repo's PR bot
+    if bot is not None and by_server and hook.event in ("pull_request", "issue_comment"):
         return await answer_pull_request(context, bot, body, delivery_id, event)
-    answer = await _handle(context, hook, delivery_id, event)
+    routed = targets_for(context, keys, proved, "github", body)
+    answer = await _handle(context, hook, delivery_id, event, routed)
     if bot is not None:
         after_push(bot, hook, answer)
     return answer
@@ -221,9 +250,13 @@ async def receive_gitlab(request: Request, context: WebContext) -> JSONResponse:
     except PayloadError as exc:
         return _answer(400, "invalid", str(exc))
     notes = gitlab_bot(request)  # `/dockyard approve` on merge requests (hooks_gitlab)
-    if notes is not None and event == NOTE_EVENT:
+    keys: WebhookKeys = request.state.hook_keys
+    proved: set[str] = request.state.hook_proved
+    by_server = keys.server is not None and keys.server in proved  # the --repo's notes
+    if notes is not None and by_server and event == NOTE_EVENT:
         return await answer_note(context, notes, body, delivery_id)
-    return await _handle(context, hook, delivery_id, event)
+    routed = targets_for(context, keys, proved, "gitlab", body)
+    return await _handle(context, hook, delivery_id, event, routed)
 
 
 def unverified_budget(request: Request, context: WebContext) -> UnverifiedBudget:
