@@ -5,8 +5,9 @@
 relies on: on SQLite WAL mode (its log cut back to `SQLITE_WAL_LIMIT` whenever a checkpoint
 found it longer, so a busy moment does not leave a big file for good), foreign keys on, a
 busy timeout and real transactions (explicit `BEGIN`, `BEGIN IMMEDIATE` for writers, see
-`writer_engine`); on PostgreSQL the psycopg 3 driver and a pre-pinged pool. Called by the
-`Store`, `dockyard db upgrade` and the server's composition root.
+`writer_engine`; none for the reads that need no snapshot, `unpinned_engine`); on
+PostgreSQL the psycopg 3 driver and a pre-pinged pool. Called by the `Store`, `dockyard db
+upgrade` and the server's composition root.
 
 SQLite writers of one process take the write lock in turn (`WriteTurn`): a thread waits on
 a Python lock, woken the moment the writer before it ends, instead of in SQLite's busy
@@ -140,6 +141,8 @@ def _create_sqlite_engine(url: URL, *, echo: bool) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         begin = connection.get_execution_options().get(_SQLITE_BEGIN_OPTION, "BEGIN")
+        if not begin:  # `unpinned_engine`: each statement its own transaction
+            return
         if turn is None or begin == "BEGIN":
             connection.exec_driver_sql(begin)
             return
@@ -165,6 +168,17 @@ def _give_back_turns(engine: Engine, turn: WriteTurn) -> None:
 
     for name in ("reset", "checkin", "invalidate", "close"):
         event.listen(engine.pool, name, returned)
+
+
+def unpinned_engine(engine: Engine) -> Engine:
+    """The same engine, but on SQLite its transactions emit no `BEGIN`: each statement is
+    a transaction of its own (SQLite's autocommit), so a read of one statement costs one
+    statement, not three (`BEGIN`, the read, the rollback). For reads whose statements
+    need no snapshot in common (`StoreBase.reading_unpinned`); never for writes. On
+    PostgreSQL the engine itself (a read there sends no `BEGIN` of its own anyway)."""
+    if engine.dialect.name != "sqlite":
+        return engine
+    return engine.execution_options(**{_SQLITE_BEGIN_OPTION: ""})
 
 
 def writer_engine(engine: Engine) -> Engine:

@@ -156,7 +156,10 @@ class JobStepsStore(StoreBase):
     def placement_candidates(self, project_id: str, *, ports: bool = True) -> list[Candidate]:
         """Every idle or busy instance of the project's fleets, with the GPUs in use (and,
         with `ports`, the host ports: a job that binds none need not read them)."""
-        with self.reading() as session:  # Core rows: no ORM objects for a hot read
+        # Core rows: no ORM objects for a hot read. No snapshot across its two statements
+        # (no BEGIN on SQLite): the placement is written in a later transaction anyway,
+        # its take conditional on the blocks as they are then.
+        with self.reading_unpinned() as session:
             conn = session.connection()
             mine = {"p_project": project_id}
             # each with its fleet's name and spec (one statement: the join drops the

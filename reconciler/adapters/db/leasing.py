@@ -44,7 +44,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.connecting import writer_engine
+from reconciler.adapters.db.connecting import unpinned_engine, writer_engine
 from reconciler.adapters.db.models import Base, Leased, new_id
 from reconciler.ports import Clock
 
@@ -97,6 +97,7 @@ class Leases:
     def __init__(self, engine: Engine, *, clock: Clock) -> None:
         self._engine = engine
         self._writer = writer_engine(engine)
+        self._unpinned = unpinned_engine(engine)  # one-statement reads: no BEGIN on SQLite
         self._is_postgres = engine.dialect.name == "postgresql"
         self._claim_lock = threading.Lock()
         self._clock = clock
@@ -267,7 +268,7 @@ class Leases:
         query = self._built(
             "next_due", model, where, lambda: _next_due_statement(leased_table(model), where)
         )
-        with self._engine.connect() as connection:
+        with self._unpinned.connect() as connection:
             value = connection.execute(query).scalar()
         if value is None:
             return None

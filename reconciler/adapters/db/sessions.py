@@ -1,8 +1,9 @@
 """The session plumbing every part of the `Store` shares: read and write transactions, now.
 
-`StoreBase` owns the engine, the clock and two session factories: reads begin a plain
+`StoreBase` owns the engine, the clock and three session factories: reads begin a plain
 transaction, writes begin with SQLite's write lock (`writer_engine`) so read-then-write
-methods never fail with "database is locked" under concurrency. Sessions do not expire on
+methods never fail with "database is locked" under concurrency, and reads that need no
+snapshot across their statements begin none (`unpinned_engine`). Sessions do not expire on
 commit, so the rows a method returns stay readable after the session is closed.
 """
 
@@ -17,7 +18,7 @@ from typing import TypeVar
 from sqlalchemy import Engine, Table, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.db.connecting import writer_engine
+from reconciler.adapters.db.connecting import unpinned_engine, writer_engine
 from reconciler.adapters.db.lanes import P, T, lane_for
 from reconciler.adapters.db.models import Base
 from reconciler.ports import Clock
@@ -40,6 +41,7 @@ class StoreBase:
         self.clock: Clock = clock or SystemClock()
         self._readers = sessionmaker(engine, expire_on_commit=False)
         self._writers = sessionmaker(writer_engine(engine), expire_on_commit=False)
+        self._unpinned = sessionmaker(unpinned_engine(engine), expire_on_commit=False)
         self.lane = lane_for(engine.dialect.name)
 
     async def in_lane(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -55,6 +57,15 @@ class StoreBase:
     def reading(self) -> Iterator[Session]:
         """A session for reads; rolled back at the end."""
         with self._readers() as session:
+            yield session
+
+    @contextmanager
+    def reading_unpinned(self) -> Iterator[Session]:
+        """A session for a read whose statements need no snapshot in common (one
+        statement, or statements each whole alone): on SQLite no `BEGIN` and no rollback
+        around them (`unpinned_engine`), each sees what was committed when it ran. The
+        workers' hot reads of one statement (a claimed batch, placement candidates)."""
+        with self._unpinned() as session:
             yield session
 
     @contextmanager

@@ -113,7 +113,8 @@ class StepLoadsStore(StoreBase):
         """Every job of a claimed batch [(job id, token)] still held, by token."""
         if not leases:
             return {}
-        with self.reading() as session:
+        # one statement per chunk, each whole alone (a job with its run, project, instance)
+        with self.reading_unpinned() as session:
             return job_rows(session, leases)
 
     def load_job_rows(self, job_id: str, token: str) -> JobRows | None:
