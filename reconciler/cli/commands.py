@@ -77,6 +77,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("pr", "pr", "Pull requests: post the plan as a comment and a commit status."),
     CommandEntry("reconcile", "reconcile", "Run and inspect GitOps reconciles."),
     CommandEntry("delivery", "delivery", "Webhook deliveries."),
+    CommandEntry("notification", "notification", "Notifications: receivers and deliveries."),
     CommandEntry(
         "schema",
         "schema",

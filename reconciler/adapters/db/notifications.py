@@ -29,11 +29,13 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.db.models import (
     Event,
+    Job,
     Member,
     NotificationCursor,
     NotificationDelivery,
     NotificationReceiver,
     Project,
+    Run,
     SourceRow,
     new_id,
 )
@@ -105,10 +107,11 @@ class NotificationsStore(StoreBase):
             after: tuple[datetime, str] = (position - timedelta(seconds=overlap), "")
             while True:
                 rows = session.execute(_events_after(after, page)).all()
+                why = _why_runs_ended(session, [event for event, _ in rows])
                 values = [
                     v
                     for event, project in rows
-                    for v in _deliveries(event, project, receivers, sources)
+                    for v in _deliveries(event, project, receivers, sources, why)
                 ]
                 if values:
                     added += self._insert_new(session, values)
@@ -264,11 +267,48 @@ def _events_after(after: tuple[datetime, str], page: int) -> Any:
     )
 
 
+def _why_runs_ended(session: Session, events: list[Event]) -> dict[str, str]:
+    """Why each run a notified run event names ended: the run's termination reason and
+    its first failed job's (with the exit status), read once per page of events."""
+    ids = {
+        e.target_id
+        for e in events
+        if e.target_type == "run" and e.target_id and event_kinds(e.target_type, e.message)
+    }
+    if not ids:
+        return {}
+    why = {
+        run_id: reason or ""
+        for run_id, reason in session.execute(
+            select(Run.id, Run.termination_reason).where(Run.id.in_(ids))
+        )
+    }
+    jobs = session.execute(
+        select(Job.run_id, Job.replica_num, Job.job_num, Job.termination_reason, Job.exit_status)
+        .where(Job.run_id.in_(ids), Job.status == "failed")
+        .order_by(Job.replica_num, Job.job_num)
+    ).all()
+    told: set[str] = set()
+    for run_id, replica, num, reason, exit_status in jobs:
+        if run_id in told:
+            continue
+        told.add(run_id)
+        code = f", exit status {exit_status}" if exit_status is not None else ""
+        why[run_id] = f"{why.get(run_id) or 'failed'}: job {replica}/{num} {reason or ''}{code}"
+    return {run_id: text for run_id, text in why.items() if text}
+
+
 def _deliveries(
-    event: Event, project: str | None, receivers: Iterable[Receiver], sources: dict[str, str]
+    event: Event,
+    project: str | None,
+    receivers: Iterable[Receiver],
+    sources: dict[str, str],
+    why: dict[str, str],
 ) -> list[dict[str, Any]]:
     source = sources.get(project) if project is not None else None
     values = []
+    reason = why.get(event.target_id or "") if event.target_type == "run" else None
+    message = f"{event.message}; {reason}" if reason else event.message
     for kind in event_kinds(event.target_type, event.message):
         snapshot = bounded_event(
             NotifiedEvent(
@@ -277,7 +317,7 @@ def _deliveries(
                 project,
                 event.target_type,
                 event.target_name,
-                event.message,
+                message,
                 event.created_at,
             )
         )
