@@ -41,6 +41,10 @@ NO_SLURM = (
     "backend slurm is not supported by Dockyard on this server: configure the cluster in the "
     "server's backends file (docs/backends.md)"
 )
+NO_KUBERNETES = (
+    "backend kubernetes is not supported by Dockyard on this server: configure the cluster in "
+    "the server's backends file (docs/kubernetes.md)"
+)
 NOT_CONFIGURED = "Pulumi engine not configured: set a state passphrase for cloud resources"
 
 
@@ -78,10 +82,15 @@ class Engines(Mapping[EngineName, Engine]):
     """
 
     def __init__(
-        self, local: Engine, cloud: Callable[[], Engine], slurm: Engine | None = None
+        self,
+        local: Engine,
+        cloud: Callable[[], Engine],
+        slurm: Engine | None = None,
+        kubernetes: Engine | None = None,
     ) -> None:
         self.local = local
         self.slurm = slurm  # the server's Slurm engine, where its backends file has one
+        self.kubernetes = kubernetes  # ... and its Kubernetes engine
         self._cloud_factory = cloud
         self._cloud: Engine | None = None
         self._guard = threading.Lock()
@@ -94,6 +103,10 @@ class Engines(Mapping[EngineName, Engine]):
             return self._cloud
 
     def _engine(self, name: EngineName) -> Engine:
+        if name == "kubernetes":
+            if self.kubernetes is None:
+                return UnavailableEngine("kubernetes", NO_KUBERNETES)
+            return self.kubernetes
         if name == "slurm":
             if self.slurm is None:
                 return UnavailableEngine("slurm", NO_SLURM)
@@ -101,7 +114,11 @@ class Engines(Mapping[EngineName, Engine]):
         return self.local if name == "local" else self.pulumi
 
     def _names(self) -> tuple[EngineName, ...]:
-        return ("local", "pulumi") if self.slurm is None else ("local", "pulumi", "slurm")
+        clusters: tuple[EngineName, ...] = (
+            *(("slurm",) if self.slurm is not None else ()),
+            *(("kubernetes",) if self.kubernetes is not None else ()),
+        )
+        return ("local", "pulumi", *clusters)
 
     def __getitem__(self, name: EngineName) -> Engine:
         if name not in self._names():
@@ -154,8 +171,12 @@ def _pulumi_factory(settings: PulumiSettings | None) -> Callable[[], Engine]:
 
 
 def build_engines(
-    local: LocalSettings, pulumi: PulumiSettings | None, slurm: Engine | None = None
+    local: LocalSettings,
+    pulumi: PulumiSettings | None,
+    slurm: Engine | None = None,
+    kubernetes: Engine | None = None,
 ) -> Engines:
     """The engines of a server; `pulumi=None` when no passphrase is configured, `slurm`
-    the server's Slurm engine (built by the reconciler from its backends file)."""
-    return Engines(LocalEngine(local), _pulumi_factory(pulumi), slurm)
+    and `kubernetes` the server's cluster engines (built by the reconciler from its
+    backends file)."""
+    return Engines(LocalEngine(local), _pulumi_factory(pulumi), slurm, kubernetes)

@@ -12,7 +12,8 @@ resource's `backends` (fleets) or `backend` (volumes, gateways):
 - no backend, `local`, or an SSH fleet (`ssh_config`) → the local engine (`stacks.local`);
 - `aws`/`gcp` → the Pulumi engine (`stacks.pulumi_engine`);
 - a fleet of `slurm` alone → the server's Slurm engine (one exists only where the
-  server's backends file configures Slurm);
+  server's backends file configures Slurm); of `kubernetes` alone → its Kubernetes engine
+  (likewise);
 - anything else, or local and cloud mixed in one fleet → unsupported, with a message.
 
 Engines raise only the `StackError` classes below; the reconciler maps them (one place)
@@ -40,15 +41,15 @@ PULUMI_NOT_FOUND = (
 )
 
 ResourceKind = Literal["fleet", "volume", "gateway"]
-EngineName = Literal["local", "pulumi", "slurm"]
+EngineName = Literal["local", "pulumi", "slurm", "kubernetes"]
 StackOutputs = dict[str, Any]
 """JSON-able outputs of `up`; shapes per kind are documented in docs/clouds.md."""
 
 LOCAL_BACKENDS = frozenset({"local", "ssh", "remote"})
 CLOUD_BACKENDS = frozenset({"aws", "gcp"})
-CLUSTER_ENGINES: dict[str, EngineName] = {"slurm": "slurm"}
+CLUSTER_ENGINES: dict[str, EngineName] = {"slurm": "slurm", "kubernetes": "kubernetes"}
 """A fleet of only this backend is allocated by that engine (the server's, when its
-backends file has the backend: `reconciler.engine.slurmengine`)."""
+backends file has the backend: `reconciler.engine.slurmengine`, `.kubeengine`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,10 +70,10 @@ class ServerBackends:
                 "a run gets no Slurm allocation of its own yet: declare a fleet with "
                 "`backends: [slurm]` and name it in the run's `fleets:` (docs/slurm.md)"
             )
-        return (
-            f"backend `{wanted[0]}` is configured for project `{project}` in {self.path}, but "
-            "Dockyard does not allocate on it yet (issue 27; `dockyard backend list` shows "
-            "the cluster)"
+        return (  # kubernetes: fleets are pods (where the server has the engine); runs not
+            f"backend `kubernetes` is configured for project `{project}` in {self.path}, but "
+            "a run gets no pod of its own yet: declare a fleet with `backends: [kubernetes]` "
+            "and name it in the run's `fleets:` (docs/kubernetes.md)"
         )
 
     def listing(self, project: str) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ from reconciler.engine.engines import server_engines
 from reconciler.engine.jobevents import JobEventFollower
 from reconciler.engine.joblogs import LogCap
 from reconciler.engine.jobsampling import JobSampler
+from reconciler.engine.kubeengine import cluster_ended_of, kube_engine
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import ConfigSource, GitConfigSource, Reconciler, Reporter
 from reconciler.engine.replicas import ReplicaHeartbeat
@@ -527,6 +528,12 @@ def build_controller(
         store=store,
     )
     slurm = slurm_engine(clusters, pool, data_dir, key, agents)
+    kube = kube_engine(clusters, key, agents.ssh_options.args())
+    clustered: dict[EngineName, Engine] = {}  # the cluster engines the backends file asks for
+    if slurm is not None:
+        clustered["slurm"] = slurm
+    if kube is not None:
+        clustered["kubernetes"] = kube
     runtime = Runtime(
         store=store,
         deps=WorkerDeps(
@@ -535,10 +542,13 @@ def build_controller(
             hint=lambda kind: None,
             agents=AgentDirectory(pool, identity_file=str(key)),
             data_dir=data_dir,
-            engines=dict(engines) | ({"slurm": slurm} if slurm is not None else {})
+            engines=dict(engines) | clustered
             if engines is not None
-            else server_engines(settings, server_key=key, slurm=slurm),
-            cluster_ended=slurm.instance_ended if slurm is not None else None,
+            else server_engines(settings, server_key=key, slurm=slurm, kubernetes=kube),
+            cluster_ended=cluster_ended_of(
+                slurm.instance_ended if slurm is not None else None,
+                kube.instance_ended if kube is not None else None,
+            ),
             local_agent=agents.local,
             ssh_deployer=agents.deploy,
             ssh_refresher=agents.refresh,  # once per process: the host's agent options

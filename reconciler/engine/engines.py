@@ -21,7 +21,11 @@ from stacks.pulumi_engine.settings import PulumiSettings
 
 
 def server_engines(
-    settings: Settings, *, server_key: Path | None = None, slurm: Engine | None = None
+    settings: Settings,
+    *,
+    server_key: Path | None = None,
+    slurm: Engine | None = None,
+    kubernetes: Engine | None = None,
 ) -> Engines:
     local = LocalSettings(
         data_dir=settings.data_dir,
@@ -30,7 +34,7 @@ def server_engines(
         proxy_url=f"{(settings.external_url or settings.public_url).rstrip('/')}/proxy/services",
     )
     if settings.pulumi_passphrase is None:
-        return build_engines(local, None, slurm)
+        return build_engines(local, None, slurm, kubernetes)
     public_key = ""
     if server_key is not None:
         pub = Path(f"{server_key}.pub")
@@ -46,4 +50,4 @@ def server_engines(
         passphrase=settings.pulumi_passphrase.get_secret_value(),
         backend_url=settings.pulumi_backend,
     )
-    return build_engines(local, pulumi, slurm)
+    return build_engines(local, pulumi, slurm, kubernetes)

@@ -1,9 +1,10 @@
 """The Kubernetes engine: a `backends: [kubernetes]` fleet with `nodes: N` is N pods.
 
-An engine in the shape of `stacks.protocol.Engine` (preview, up, refresh, preview_destroy,
-destroy) and of the Slurm engine's `instance_ended`, for the `kubernetes` entry of the
-project in the server's backends file; it speaks to the cluster's API server through
-lightkube (`reconciler.adapters.kubeapi.kube_client`, every answer bounded):
+A `stacks.protocol.Engine` (`kube_engine` builds it when the server's backends file has a
+`kubernetes` entry; `build_controller` registers it beside the Slurm engine, and its
+`instance_ended` through `cluster_ended_of`) for the `kubernetes` entry of the project; it
+speaks to the cluster's API server through lightkube
+(`reconciler.adapters.kubeapi.kube_client`, every answer bounded):
 
 - `up`: the node shape is chosen from the cluster's nodes (`core.kube_pods.choose_offer`
   over `adapters.kubeapi.read_kube_cluster`); each missing node of the fleet is a pod
@@ -30,11 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 from lightkube import ApiError
 from lightkube.core.client import LabelSelector
 from lightkube.resources.core_v1 import Pod
@@ -66,10 +68,11 @@ from reconciler.core.kube_pods import (
 )
 from reconciler.domain.statuses import JobTerminationReason
 from schemas.serverbackends import KubernetesBackend
-from stacks.catalog import requirements_from_spec
+from stacks.catalog import load_catalog, requirements_from_spec
 from stacks.programs.config import node_count
 from stacks.protocol import (
     Availability,
+    EngineName,
     StackBusy,
     StackFailed,
     StackOutputs,
@@ -89,12 +92,12 @@ Client = Callable[[KubernetesBackend, str], KubeTarget]
 class KubernetesEngine:
     """The engine of `backends: [kubernetes]` fleets (see the module docstring)."""
 
-    name = "kubernetes"
+    name: EngineName = "kubernetes"
 
     def __init__(
         self,
         clusters: ServerBackends,
-        authorized_key: str,
+        authorized_key: str | None,
         key: Path,
         known_gpus: Sequence[str],
         *,
@@ -105,6 +108,7 @@ class KubernetesEngine:
     ) -> None:
         self._clusters = clusters
         self._authorized_key = authorized_key  # the server's public key, for the agent
+        # (None: read from `key` when the first pod is made)
         self._key = key  # ... and its private key file, which the instances record
         self._known_gpus = tuple(known_gpus)
         self._image = image
@@ -198,9 +202,15 @@ class KubernetesEngine:
     # -- the engine -----------------------------------------------------------------------
 
     async def preview(self, resource: StackResource) -> StackPlan:
-        async with self._target(resource.project) as target:
-            offer = await self._choose(target, resource)
-            pods = await self._pods(target, resource)
+        """The pods `up` would make, on which node shape; the plan is blocked with the
+        reason (and the backends file's entry) when the cluster cannot answer."""
+        _, source = self._backend(resource.project)
+        try:
+            async with self._target(resource.project) as target:
+                offer = await self._choose(target, resource)
+                pods = await self._pods(target, resource)
+        except StackFailed as exc:
+            raise StackUnavailable(f"{exc} (fix `kubeconfig` at {source})") from None
         where = f"{offer.cluster}/{offer.pool}: {offer.instance_type}"
         steps = tuple(
             StackStep(
@@ -232,6 +242,9 @@ class KubernetesEngine:
         if missing:
             offer = await self._choose(target, resource)
             wanted = self._wanted(resource)
+            if self._authorized_key is None:
+                private = asyncssh.read_private_key(str(self._key))
+                self._authorized_key = private.export_public_key().decode().strip()
             for index in missing:
                 manifest = pod_manifest(
                     stack_name=resource.stack_name,
@@ -239,7 +252,7 @@ class KubernetesEngine:
                     image=self._image,
                     offer=offer,
                     wanted=wanted,
-                    authorized_key=self._authorized_key,
+                    authorized_key=self._authorized_key or "",
                     agent_args=self._agent_args,
                 )
                 pods[index] = await self._create(target, manifest)
@@ -401,3 +414,40 @@ class KubernetesEngine:
         if data is not None and uid and data["metadata"].get("uid") != uid:
             data = None  # a pod of the same name made since is not the instance's
         return pod_status(name, data).ended
+
+
+Ended = tuple[JobTerminationReason, str] | None
+
+
+def kube_engine(
+    clusters: ServerBackends | None, key: Path, agent_args: Sequence[str]
+) -> KubernetesEngine | None:
+    """The server's Kubernetes engine, when its backends file configures Kubernetes for a
+    project (`build_controller` registers it beside the Slurm engine)."""
+    if clusters is None or not any(
+        isinstance(backend, KubernetesBackend)
+        for entry in clusters.config.projects
+        for backend in entry.backends
+    ):
+        return None
+    gpus = sorted({row.gpu_name for row in load_catalog() if row.gpu_name})
+    return KubernetesEngine(clusters, None, key, gpus, agent_args=agent_args)
+
+
+def cluster_ended_of(
+    *asked: Callable[[object], Awaitable[Ended]] | None,
+) -> Callable[[object], Awaitable[Ended]] | None:
+    """One `cluster_ended` for the workers over the cluster engines there are: each engine
+    answers only for the instances it made (their record's key), None for the others."""
+    engines = [ask for ask in asked if ask is not None]
+    if not engines:
+        return None
+
+    async def ended(resources: object) -> Ended:
+        for ask in engines:
+            found = await ask(resources)
+            if found is not None:
+                return found
+        return None
+
+    return ended

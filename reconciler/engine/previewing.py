@@ -257,6 +257,7 @@ def _stack_preview(plan: StackPlan, price: Estimate) -> StackPreview:
 
 LOCAL_PRICE = Estimate(0.0, "local/SSH capacity: $0 here")
 SLURM_PRICE = Estimate(0.0, "Slurm allocations: $0 here (the cluster does its own accounting)")
+KUBE_PRICE = Estimate(0.0, "Kubernetes pods: $0 here (the cluster does its own accounting)")
 
 
 def estimate(
@@ -273,6 +274,8 @@ def estimate(
         return LOCAL_PRICE
     if engine == "slurm":
         return SLURM_PRICE
+    if engine == "kubernetes":
+        return KUBE_PRICE
     if engine is None:
         return Estimate(None, "no price: no engine runs this backend")
     if kind == "fleet":

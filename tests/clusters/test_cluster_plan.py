@@ -79,8 +79,9 @@ async def test_a_configured_cluster_is_still_blocked_but_says_so_honestly() -> N
     reasons = await _reasons(clusters, KUBE_FLEET)
     assert reasons["pods"] == (
         "blocked: backend `kubernetes` is configured for project `main` in "
-        "/etc/dockyard/backends.yml, but Dockyard does not allocate on it yet (issue 27; "
-        "`dockyard backend list` shows the cluster); the cluster has: no node; "
+        "/etc/dockyard/backends.yml, but a run gets no pod of its own yet: declare a fleet "
+        "with `backends: [kubernetes]` and name it in the run's `fleets:` (docs/kubernetes.md)"
+        "; the cluster has: no node; "
         "/etc/dockyard/backends.yml (projects[0].backends[0]): `kubeconfig.data`: not a usable "
         "kubeconfig: not a kubeconfig mapping"
     )

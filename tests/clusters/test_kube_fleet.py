@@ -18,11 +18,15 @@ import pytest
 from reconciler.adapters.backendsfile import load_server_backends
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.dstack_wire import DEFAULT_IMAGE
+from reconciler.core.policy import RepoPolicy
+from reconciler.domain.plan import Action, ActionKind
 from reconciler.domain.statuses import JobTerminationReason
 from reconciler.engine.kubeengine import KubernetesEngine
-from reconciler.engine.previewing import to_stack_resource
+from reconciler.engine.planning import plan_commit
+from reconciler.engine.previewing import Previewer, to_stack_resource
 from stacks.protocol import StackBusy, StackFailed, StackOutputs, StackResource, StackUnavailable
-from tests.planning.factories import resource
+from tests.engine.cloud_double import CloudDouble
+from tests.planning.factories import live, resource, state
 from tests.services.kubeapi import KubeApi, kube_api
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk0 dockyard-server"
@@ -265,3 +269,40 @@ async def test_no_node_that_fits_fails_with_what_was_asked(
     with pytest.raises(StackFailed, match=r"no node of Kubernetes cluster `emulated`.*fits"):
         await _engine(clusters, tmp_path).up(_fleet(GPU_FLEET.replace("H100:2", "A100:2")))
     assert api.pods() == {}
+
+
+async def test_the_plan_shows_the_pods_it_would_make_or_why_the_cluster_cannot_answer(
+    api: KubeApi, clusters: ServerBackends, tmp_path: Path
+) -> None:
+    engine = _engine(clusters, tmp_path)
+    previewer = Previewer({"pulumi": CloudDouble(), "kubernetes": engine}, clusters=clusters)
+    desired = resource(GPU_FLEET)
+
+    async def planned() -> Action:
+        done = await plan_commit(
+            state(desired), RepoPolicy(), live(), base=None, previewer=previewer
+        )
+        (action,) = done.plan.actions
+        return action
+
+    action = await planned()
+    assert action.action is ActionKind.CREATE and action.preview is not None
+    assert [(s.op, s.name, s.diffs) for s in action.preview.steps] == [
+        (
+            "create",
+            f"pod/dockyard-main-fleet-pods-{i}",
+            ("emulated/nodes: nodes:95xCPU:1024000MiB:8xH100",),
+        )
+        for i in range(2)
+    ]
+    assert action.preview.per_hour == 0.0
+    assert api.pods() == {}  # a plan makes nothing
+    api.go_down()
+    action = await planned()
+    assert action.action is ActionKind.BLOCKED
+    assert f"Kubernetes cluster `emulated` ({api.url}): cannot reach the API server" in (
+        action.reason or ""
+    )
+    assert f"(fix `kubeconfig` at {clusters.path} (projects[0].backends[0]))" in (
+        action.reason or ""
+    )

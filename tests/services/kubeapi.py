@@ -155,6 +155,7 @@ class KubeApi:
         reason: str | None = None,
         message: str | None = None,
         exit_code: int = 1,
+        pod_ip: str | None = None,
     ) -> None:
         """Move a pod to `phase` as the kubelet reports it (see the module docstring)."""
         with self._lock:
@@ -162,7 +163,7 @@ class KubeApi:
             status: dict[str, Any] = {"phase": phase}
             container = pod["spec"]["containers"][0]["name"]
             if phase == "Running":
-                status["podIP"] = "10.0.0." + str(1 + len(self._pods) % 250)
+                status["podIP"] = pod_ip or "10.0.0." + str(1 + len(self._pods) % 250)
                 status["conditions"] = [{"type": "Ready", "status": "True"}]
                 status["containerStatuses"] = [
                     {

@@ -85,6 +85,7 @@ class Host:
     identity_file: str | None = None
     proxy_jump: JumpHost | None = None
     slurm: dict[str, Any] | None = None  # the Slurm allocation the instance runs in
+    kubernetes: dict[str, Any] | None = None  # the pod the instance is
 
 
 def make_process(deps: WorkerDeps) -> Process:
@@ -278,6 +279,7 @@ class FleetsProcessor:
 
 def _cloud_host(entry: Mapping[str, Any]) -> Host:
     slurm = entry.get("slurm")  # a Slurm allocation: reached through the login node
+    pod = entry.get("kubernetes")  # a Kubernetes pod (`engine.kubeengine`)
     return Host(
         str(entry["name"]),
         str(entry.get("hostname") or entry.get("public_ip") or ""),
@@ -288,6 +290,7 @@ def _cloud_host(entry: Mapping[str, Any]) -> Host:
         str(entry["identity_file"]) if entry.get("identity_file") else None,
         JumpHost.from_record(entry.get("proxy_jump")),
         dict(slurm) if isinstance(slurm, Mapping) else None,
+        dict(pod) if isinstance(pod, Mapping) else None,
     )
 
 
@@ -308,6 +311,7 @@ def sync_instances(deps: WorkerDeps, fleet: CapacityRecord, hosts: Sequence[Host
             identity_file=host.identity_file,
             proxy_jump=host.proxy_jump,
             slurm=host.slurm,
+            kubernetes=host.kubernetes,
         )
         for host in hosts
     ]

@@ -247,7 +247,7 @@ class InstancesProcessor:
         return 0.0
 
     async def _unreachable(self, row: InstanceRecord, token: str, detail: str) -> ProcessResult:
-        if row.backend == "slurm" and self.deps.cluster_ended is not None:
+        if row.backend in ("slurm", "kubernetes") and self.deps.cluster_ended is not None:
             ended = await self.deps.cluster_ended(row.resources)
             if ended is not None:  # the cluster ended the allocation: so do its jobs
                 reason, message = ended
