@@ -5,6 +5,7 @@ for jobs not yet started too. (A refused job goes back to `submitted` due in `wa
 
 The agent is the real local agent with its data dir on a real 32 MiB tmpfs
 (tests/operations/tmpfs.py) and an 8 MiB free-disk threshold; the disk is filled for real.
+The store on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,9 +20,18 @@ from agent.local import ensure_client_key, ensure_local_agent, stop_local_agent
 from agent.tunnel import TunnelPool
 from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness
 from tests.operations.tmpfs import fill, tmpfs
+from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 MIN_FREE = 8 * 2**20
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest) -> str | None:
+    if request.param == "sqlite":
+        return None  # the harness's SQLite in its data dir
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.create_database()
 
 
 @pytest_asyncio.fixture
@@ -39,10 +49,10 @@ async def small_agent_env(tmp_path: Path) -> AsyncIterator[AgentEnv]:
 
 
 async def test_jobs_refused_for_a_full_disk_are_placed_again_and_run_once_space_returns(
-    tmp_path: Path, small_agent_env: AgentEnv
+    tmp_path: Path, small_agent_env: AgentEnv, db_url: str | None
 ) -> None:
     # more jobs than the instance's 8 blocks: some are refused, the others wait behind them
-    h: Harness = await make_harness(tmp_path / "server", small_agent_env)
+    h: Harness = await make_harness(tmp_path / "server", small_agent_env, db_url)
     filler = fill(small_agent_env.root, leave_mib=2)
     try:
         spec = (

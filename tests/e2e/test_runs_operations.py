@@ -1,6 +1,7 @@
 """Day two with the real local agent: a chatty job's log is capped to its head and tail, and
 a nearly full server data dir (a real tmpfs) pauses log copying without losing or corrupting
-a byte; the job finishes once space returns."""
+a byte; the job finishes once space returns (the store on SQLite in that data dir, and on
+PostgreSQL elsewhere)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from agent.diskspace import DiskWatch
 from reconciler.engine.joblogs import LogCap, job_log_path, read_log, tail_path
 from tests.e2e.runs_harness import AgentEnv, Harness, close_harness, make_harness
 from tests.operations.tmpfs import fill, tmpfs
+from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 MIN_FREE = 8 * 2**20
@@ -47,13 +49,23 @@ async def test_a_chatty_job_keeps_its_head_and_tail(tmp_path: Path, agent_env: A
         await close_harness(h)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest) -> str | None:
+    if request.param == "sqlite":
+        return None  # the harness's SQLite, in the data dir that fills up
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.create_database()
+
+
 @pytest.fixture
-async def small_disk_harness(tmp_path: Path, agent_env: AgentEnv) -> AsyncIterator[Harness]:
+async def small_disk_harness(
+    tmp_path: Path, agent_env: AgentEnv, db_url: str | None
+) -> AsyncIterator[Harness]:
     with tmpfs(tmp_path / "data", 32) as mount:
         disk = DiskWatch({"data dir": mount}, MIN_FREE)
         # the server's own timings: nothing wakes a job whose log waits for space when it
         # returns, so its pass must look again within seconds (`JobsConfig.disk_poll`)
-        harness = await make_harness(tmp_path, agent_env, disk=disk)
+        harness = await make_harness(tmp_path, agent_env, db_url, disk=disk)
         yield harness
         await close_harness(harness)
 

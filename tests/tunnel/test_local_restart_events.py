@@ -5,7 +5,7 @@ its events (not the jobs' 1 s poll that an unfollowed host falls back to).
 Real local agent (embedded SSH server, `ensure_local_agent`), real tunnel, the real
 instances worker (it replaces the killed agent and records its new ports), the real
 `AgentDirectory` (one client per address) wired to the real `JobEventFollower` as the
-controller wires them, on SQLite.
+controller wires them, on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pytest
 from agent.client import AgentClient
 from agent.local import stop_local_agent
 from agent.protocol import JobSpec, JobStatus
+from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Instance
 from reconciler.adapters.db.workleasing import StoreLeasing
 from reconciler.engine.agents import AgentDirectory
@@ -29,6 +30,7 @@ from reconciler.engine.jobevents import JobEventFollower
 from reconciler.engine.worker import Lease
 from reconciler.engine.workers import WorkerDeps
 from reconciler.engine.workers.instances import InstancesProcessor
+from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 from tests.tunnel.conftest import unique_id, wait_job
 from tests.tunnel.test_local import until_dead
 from tests.tunnel.test_local_restart import Rig
@@ -40,6 +42,14 @@ pytestmark = pytest.mark.timeout(240)
 def server_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
     stop_local_agent(tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'events.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.create_database()
 
 
 async def _until(condition: Callable[[], bool], within: float = 60.0) -> None:
@@ -57,8 +67,12 @@ def _hold(port: int) -> socket.socket:
     return sock
 
 
-async def test_a_local_agent_restarted_on_new_ports_is_followed_again(server_dir: Path) -> None:
+async def test_a_local_agent_restarted_on_new_ports_is_followed_again(
+    server_dir: Path, db_url: str
+) -> None:
     rig = Rig(server_dir)
+    rig.store.close()
+    rig.store = Store.from_url(db_url, migrate=True)
     first = await rig.start()
     rig.add_instance(first)
     agents = AgentDirectory(rig.pool, identity_file=str(rig.key))
