@@ -215,7 +215,9 @@ async def measure_throughput(
         )
         costs = {
             "statements_per_task": round((sql_after[0] - sql_before[0]) / tasks, 1),
+            # SQLAlchemy's transactions (an unpinned read is one) and SQLite's own BEGINs
             "transactions_per_task": round((sql_after[1] - sql_before[1]) / tasks, 2),
+            "begins_per_task": round((sql_after[2] - sql_before[2]) / tasks, 2),
             "statements_per_task_by_kind": per_task(kinds_before, counters[0].kinds, tasks),
             "agent_calls_per_task": round(sum(calls.values()), 2),
             "agent_calls_per_task_by_path": calls,
