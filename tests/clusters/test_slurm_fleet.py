@@ -363,3 +363,46 @@ def test_an_allocation_that_reaches_its_time_limit_ends_its_jobs(
     wait_until(
         lambda: not _processes_with("sleep 612"), timeout=60, what="the task's process to end"
     )
+
+
+def test_the_allocations_survive_a_server_restart(
+    tmp_path: Path, slurm: RunningSlurm, login: SSHHost
+) -> None:
+    """The store and the engine's state keep the allocation: a new server process on the
+    same data dir reaches the same agent, runs a task there, and cancels it on delete."""
+    backends = tmp_path / "backends.yml"
+    backends.write_text(_backends(login))
+    settings: dict[str, Any] = {
+        "backends_config": backends,
+        "ssh_agent_dir": str(tmp_path / "agent"),
+    }
+    try:
+        with running_server(tmp_path, None, **settings) as first:
+            _apply(first, "fleets", CPU_FLEET.format(name="kept"), "kept.dstack.yml")
+            wait_until(lambda: _ready(first, "kept"), timeout=180, what="the Slurm fleet")
+            job_id = _allocation(first, "kept")["job_id"]
+        assert _state(slurm, job_id) == "RUNNING"  # the server's stop leaves it running
+        with running_server(tmp_path, None, **settings) as second:
+            assert _allocation(second, "kept")["job_id"] == job_id
+            wait_until(lambda: _ready(second, "kept"), timeout=60, what="the fleet, again")
+            _apply(second, "runs", TASK.format(name="after", fleet="kept", command="echo again"),
+                   "after.dstack.yml")  # fmt: skip
+            wait_until(
+                lambda: (
+                    _api(second, "runs/get", {"run_name": "after"})["status"] in ("done", "failed")
+                ),
+                timeout=120,
+                what="the task after the restart",
+            )
+            assert _job(second, "after")["status"] == "done"
+            assert "again" in _log(second, "after")
+            assert _state(slurm, job_id) == "RUNNING"  # the same allocation, not a new one
+            _api(second, "fleets/delete", {"names": ["kept"]})
+            wait_until(
+                lambda: _state(slurm, job_id) in ("", "CANCELLED"),
+                timeout=60,
+                what="the allocation to be cancelled after the restart",
+            )
+    finally:
+        with contextlib.suppress(Exception):
+            slurm.run("scancel", "--name", "dockyard-main-fleet-kept-0")
