@@ -16,6 +16,7 @@ import pytest
 
 from reconciler.domain.inventory import InstanceRecord
 from tests.services.kubeapi import KubeApi, kube_api
+from tests.services.postgres import PostgresServer, postgres_server  # noqa: F401
 from tests.web.serving import Running, running_server, wait_until
 
 FLEET = """type: fleet
@@ -29,6 +30,15 @@ resources:
 """
 NOBODY = "127.0.0.3"  # a loopback address where no agent listens: refused at once
 LIVE = ("pending", "provisioning", "idle", "busy")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store the server keeps the instances in: SQLite, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'dockyard.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.create_database()
 
 
 @pytest.fixture
@@ -72,9 +82,11 @@ def _run_pending_pods(api: KubeApi) -> bool:
     return bool(pods) and all(p["status"]["phase"] == "Running" for p in api.pods().values())
 
 
-def test_a_kubernetes_fleet_is_pods_recorded_in_the_store(tmp_path: Path, api: KubeApi) -> None:
+def test_a_kubernetes_fleet_is_pods_recorded_in_the_store(
+    tmp_path: Path, api: KubeApi, db_url: str
+) -> None:
     backends = _backends(tmp_path, api)
-    with running_server(tmp_path, None, backends_config=backends) as server:
+    with running_server(tmp_path, None, backends_config=backends, db=db_url) as server:
         _api(server, "fleets/apply", {"text": FLEET, "path": "pods.dstack.yml", "force": False})
         wait_until(lambda: len(api.pods()) == 2, timeout=60, what="the fleet's 2 pods")
         wait_until(
@@ -93,7 +105,7 @@ def test_a_kubernetes_fleet_is_pods_recorded_in_the_store(tmp_path: Path, api: K
         spec = pods["dockyard-main-fleet-pods-0"]["spec"]
         assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
 
-    with running_server(tmp_path, None, backends_config=backends) as server:  # a restart
+    with running_server(tmp_path, None, backends_config=backends, db=db_url) as server:  # restart
         assert {i.name for i in _live(server)} == {"pods-0", "pods-1"}
         api.remove_pod("dockyard-main-fleet-pods-1")  # deleted behind Dockyard's back
 
