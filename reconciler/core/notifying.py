@@ -183,6 +183,13 @@ EVENT_TITLES = {
 }
 
 
+def blocked_message(revision: str, blocked: tuple[str, ...]) -> str:
+    """The event a reconcile records when a budget, policy or approval blocked actions
+    (`reconcile.blocked`): how many, and each `key: reason`, bounded."""
+    listed = "; ".join(blocked)
+    return _cut(f"reconcile blocked at {revision}: {len(blocked)} blocked: {listed}", MAX_MESSAGE)
+
+
 def slack_escape(text: str) -> str:
     """Slack's escaping of `&`, `<` and `>`: a name cannot become a link or a mention."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.source import GitSource
 from reconciler.core.jobusers import JobUserRule
+from reconciler.core.notifying import blocked_message
 from reconciler.core.policy import RepoPolicy
 from reconciler.core.reconcile_bounds import bounded_error, bounded_outcome, bounded_plan
 from reconciler.core.reconcile_status import (
@@ -333,6 +334,15 @@ class Reconciler:
             target_name=revision,
             message=f"{message}: {error}" if error else message,
         )
+        if conclusion.blocked:  # what a budget, policy or approval held back: notified
+            await asyncio.to_thread(
+                self._store.append_event,
+                project_id=row.project_id,
+                target_type="reconcile",
+                target_id=row.id,
+                target_name=revision,
+                message=blocked_message(revision, conclusion.blocked),
+            )
         await self._report(row, conclusion, plan_json)
 
     async def _report(
