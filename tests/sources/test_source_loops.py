@@ -98,3 +98,31 @@ def test_repo_flags_and_a_file_source_for_one_project_are_refused(tmp_path: Path
         pass
     message = str(caught.value)
     assert "'main'" in message and "'other'" in message, message
+
+
+def test_a_sources_credentials_are_its_own(tmp_path: Path) -> None:
+    """`credentials:` is the source's own: an `env:` token goes to git as a header (never
+    in the URL), a `file:` key to ssh; a source without one gets no credentials at all
+    (not the server's DOCKYARD_GIT_TOKEN)."""
+    from reconciler.domain.sources import Source
+    from reconciler.engine.sourceloops import source_location
+
+    environ = {"TEAM_TOKEN": "tok-123", "DOCKYARD_GIT_TOKEN": "server-token"}
+    https = Source(
+        name="a",
+        repo="https://git.example.com/a.git",
+        project="a",
+        credentials_ref="env:TEAM_TOKEN",
+    )
+    located = source_location(https, environ)
+    assert located.token == "tok-123" and "tok-123" not in located.clone_url
+    assert any("Authorization: Basic" in v for v in located.git_env().values())
+    key = tmp_path / "key"
+    key.write_text("not a real key\n")
+    ssh = Source(name="b", repo="git@git.example.com:b.git", project="b",
+                 credentials_ref=f"file:{key}", paths=("teams/b",))  # fmt: skip
+    located = source_location(ssh, environ)
+    assert located.ssh_key == key and located.subdir == "teams/b"
+    assert f"-i {key}" in located.git_env()["GIT_SSH_COMMAND"]
+    bare = source_location(Source(name="c", repo="https://git.example.com/c", project="c"), environ)
+    assert bare.token is None and bare.ssh_key is None

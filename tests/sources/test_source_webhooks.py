@@ -138,3 +138,50 @@ def test_repository_keys_agree_across_url_forms() -> None:
     assert {repository_key(form) for form in forms} == {"github.com/acme/gpu-configs"}
     assert repository_key("https://gitlab.com/acme/gpu-configs") != repository_key(forms[0])
     assert repository_key("/srv/repos/team-a/") == "/srv/repos/team-a"
+
+
+def test_a_monorepos_sources_each_take_their_directory_and_each_push(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MONO_HOOK", SECRET_A)
+    mono = ConfigRepo(tmp_path / "mono")
+    mono.commit(
+        {
+            "teams/nlp/train.dstack.yml": "type: task\nname: nlp-train\ncommands: [echo n]\n",
+            "teams/speech/train.dstack.yml": "type: task\nname: asr-train\ncommands: [echo s]\n",
+        },
+        "two teams",
+    )
+    config = sources_file(
+        tmp_path / "sources.yml",
+        {"name": "nlp", "repo": str(mono.path), "paths": "[teams/nlp]", "project": "nlp",
+         "webhook_secret": "env:MONO_HOOK"},
+        {"name": "speech", "repo": str(mono.path), "paths": "[teams/speech]",
+         "project": "speech", "webhook_secret": "env:MONO_HOOK"},
+    )  # fmt: skip
+    with running_server(tmp_path, None, sources_config=config, fetch_interval=3600) as server:
+
+        def runs(project: str) -> list[str]:
+            with server.client(server.admin_token) as http:
+                got = http.post(f"/api/project/{project}/runs/list", json={})
+            return sorted(r["run_spec"]["run_name"] for r in got.json()) if got.is_success else []
+
+        # each project's implicit local fleet comes up before its run is submitted
+        wait_until(lambda: bool(runs("nlp") and runs("speech")), 150, "both teams' runs")
+        assert runs("nlp") == ["nlp-train"] and runs("speech") == ["asr-train"]
+        wait_until(
+            lambda: all(
+                r["status"] not in ("queued", "running")
+                for p in ("nlp", "speech")
+                for r in reconciles(server, p)
+            ),
+            150,
+            "the first reconciles",
+        )
+        before = [len(reconciles(server, p)) for p in ("nlp", "speech")]
+        answer = github_push(server, str(mono.path), SECRET_A)
+        assert answer.status_code == 202 and answer.json()["outcome"] == "queued", answer.text
+        assert [len(reconciles(server, p)) for p in ("nlp", "speech")] == [
+            before[0] + 1,
+            before[1] + 1,
+        ]
