@@ -142,7 +142,19 @@ class PreviewRuns:
             deployed_at=now,
             expires_at=now + timedelta(seconds=rules.previews.ttl),
         )
-        return self.previews.save_preview(deployed)
+        saved = self.previews.save_preview(deployed)
+        self._record(saved, f"preview deployed at {head[:12]} for {requested_by}")
+        return saved
+
+    def _record(self, preview: PreviewRun, message: str) -> None:
+        """The event a preview's start or end leaves in its config repo's project, where
+        `preview.started` / `preview.torn_down` notifications come from."""
+        self.store.append_event(
+            project_id=self.store.project_id_of(preview.project),
+            target_type="preview",
+            target_name=preview.preview_project,
+            message=f"{message} ({preview.pull.repo}#{preview.pull.number})",
+        )
 
     @staticmethod
     def _refusal(desired: DesiredState) -> str | None:
@@ -252,7 +264,9 @@ class PreviewRuns:
         self._tear(preview)
         stopping = replace(preview, state=PreviewState.STOPPING, reason=reason)
         log.info("tearing down the preview of %s#%s: %s", pull.repo, pull.number, reason)
-        return self.previews.save_preview(self._finish(stopping))
+        saved = self.previews.save_preview(self._finish(stopping))
+        self._record(saved, f"preview torn down: {reason}")
+        return saved
 
     def _finish(self, preview: PreviewRun) -> PreviewRun:
         if not self.previews.remove_idle_project(preview.preview_project):

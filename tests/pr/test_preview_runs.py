@@ -244,6 +244,12 @@ def test_label_deploys_reachable_then_close_tears_down(
             lambda: "torn down" in _comment(github), what="the comment saying so", timeout=60
         )
         assert "the pull request was closed" in _comment(github)
+        # the events preview.started / preview.torn_down notifications come from
+        store = server.server.store
+        main = store.project_id_of("main")
+        said = [e.message for e in store.list_events(project_id=main, target_type="preview")]
+        assert "preview torn down: the pull request was closed (acme/cfg#7)" in said
+        assert any(m.startswith("preview deployed at ") and "for maintainer" in m for m in said)
 
 
 def test_no_preview_for_a_fork_without_a_maintainers_label_nor_over_budget(
