@@ -10,6 +10,7 @@ from reconciler.adapters.db import Store
 from reconciler.adapters.db.notifications import NotificationsStore
 from reconciler.core.notifying import check_receiver
 from reconciler.domain.notifications import Receiver
+from reconciler.domain.sources import Source
 from reconciler.errors import UsageError
 from tests.store.conftest import FakeClock
 
@@ -134,3 +135,16 @@ def test_receiver_names_are_unique_and_deleting_drops_deliveries(store: Store) -
     assert notes.delete_receiver("all")
     assert not notes.delete_receiver("all")
     assert notes.list_deliveries(viewer=None) == []
+
+
+def test_a_source_filter_takes_the_events_of_the_project_it_feeds(store: Store) -> None:
+    notes = _notes(store)
+    alpha = store.get_or_create_project("alpha")
+    beta = store.get_or_create_project("beta")
+    store.add_source(Source(name="team-a", repo="/srv/repos/a", project="alpha"))
+    store.add_source(Source(name="team-b", repo="/srv/repos/b", project="beta"))
+    notes.add_receiver(_hook("a-only", source="team-a"), "admin")
+    _run_failed(store, alpha.id, "from-a")
+    _run_failed(store, beta.id, "from-b")
+    notes.follow_events()
+    assert [d.target_name for d in notes.list_deliveries(viewer=None)] == ["from-a"]
