@@ -28,8 +28,11 @@ slot busy it waits for a row to finish.
 not the loop.
 
 The row callback is the outermost frame for one row: an unexpected exception is logged
-with its traceback, the lease is released with `error_delay`, and the loop goes on.
-Callbacks map the errors they expect through `reconciler.engine.outcomes` themselves.
+with its traceback, the lease is released with `error_delay`, and the loop goes on. A row
+that keeps failing so is tried again after twice the last delay, up to `max_error_delay`
+(its traceback logged once per streak, then one line each time; `on_error` is told at the
+streak's first failure and when the delay reaches its cap), not every `error_delay` for
+ever. Callbacks map the errors they expect through `reconciler.engine.outcomes` themselves.
 
 The store may refuse writes for a while (a full disk, a lost connection: the `store_failure`
 predicate the worker is given says which errors are that). A row whose step failed so is
@@ -67,6 +70,13 @@ Process = Callable[[str, str], Awaitable[ProcessResult]]
 STORE_RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 """Back-off while the store refuses writes (the last step repeats): a step's row is due
 again after it, a refused release is tried again after it."""
+
+ErrorNote = Callable[["Lease", str], Awaitable[None]]
+"""`on_error(lease, message)`: a row's step failed (not the store refusing it): the first
+time in a row, and again when its retry delay reaches `max_error_delay` (e.g. an event)."""
+
+KEPT_STREAKS = 10_000
+"""Rows whose failures in a row a worker counts at most (the oldest forgotten first)."""
 
 Prepare = Callable[[Sequence["Lease"]], Awaitable[None]]
 """`prepare(leases)`: read a claimed batch's rows at once (the callback's `prepare`)."""
@@ -113,6 +123,8 @@ class WorkerConfig:
     lease_seconds: float = 30.0
     min_interval: float = 5.0
     error_delay: float = 15.0
+    max_error_delay: float = 300.0
+    """A row failing in a row waits `error_delay`, then twice as long each time, up to this."""
     idle_cap: float = 5.0
     """The longest idle sleep (other replicas' writes do not hint this worker)."""
     idle_floor: float = 0.05
@@ -135,10 +147,13 @@ class Worker:
         process: Process,
         owner: str | None = None,
         store_failure: Callable[[BaseException], bool] | None = None,
+        on_error: ErrorNote | None = None,
     ) -> None:
         self.config = config
         self._store_failure = store_failure or _never
         self._store_streak = 0  # steps failed in a row because the store refused them
+        self._on_error = on_error
+        self._failures: dict[str, int] = {}  # row -> its steps failed in a row (not refused)
         self.owner = owner or f"{config.kind}-{uuid.uuid4().hex[:12]}"
         self._leasing = leasing
         self._process = process
@@ -206,6 +221,7 @@ class Worker:
         try:
             answer = await self._process(lease.row_id, lease.token)
             self._store_streak = 0
+            self._failures.pop(lease.row_id, None)
             if answer == RELEASED:
                 self._held.pop(lease.token, None)
                 return
@@ -214,7 +230,7 @@ class Worker:
         except asyncio.CancelledError:
             self._held.pop(lease.token, None)
             raise
-        except Exception as exc:  # the outermost frame of one row: log, retry later, go on
+        except Exception as exc:  # noqa: BLE001 - the row's outermost frame: logged (`_failed`)
             if self._store_failure(exc):
                 due_in = self._store_retry(self._store_streak)
                 self._store_streak += 1
@@ -223,8 +239,7 @@ class Worker:
                     self.kind, lease.row_id, _brief(exc), due_in,
                 )  # fmt: skip
             else:
-                log.exception("%s %s: processing failed", self.kind, lease.row_id)
-                due_in = self.config.error_delay
+                due_in = await self._failed(lease, exc)
         if lease.token in self._held:  # not lost meanwhile (`heartbeat_once`)
             try:
                 await self._release(lease, max(0.0, due_in))
@@ -248,6 +263,33 @@ class Worker:
             attempt += 1
             due_in = 0.0  # what the step wrote may not all be recorded: look again at once
             await asyncio.sleep(delay)
+
+    async def _failed(self, lease: Lease, exc: Exception) -> float:
+        """A step failed for another reason than the store refusing it: the row's retry
+        delay (doubling in a row, bounded), logged and told (see the module docstring)."""
+        streak = self._failures.pop(lease.row_id, 0)
+        self._failures[lease.row_id] = streak + 1  # the newest last: the oldest forgotten
+        while len(self._failures) > KEPT_STREAKS:
+            del self._failures[next(iter(self._failures))]
+        cap = max(self.config.max_error_delay, self.config.error_delay)
+        delay = min(self.config.error_delay * 2.0 ** min(streak, 32), cap)
+        capped = streak > 0 and delay >= cap > self.config.error_delay * 2.0 ** min(streak - 1, 32)
+        if streak == 0:
+            log.exception("%s %s: processing failed", self.kind, lease.row_id)
+        else:
+            log.warning(
+                "%s %s: processing failed again (%d in a row: %s); again in %.0f s",
+                self.kind, lease.row_id, streak + 1, _brief(exc), delay,
+            )  # fmt: skip
+        if self._on_error is not None and (streak == 0 or capped):
+            times = "failed" if streak == 0 else f"failed {streak + 1} times in a row"
+            note = f"{self.kind} step {times} ({_brief(exc)}); tried again in {delay:.0f} s"
+            try:
+                await self._on_error(lease, note)
+            except Exception as note_exc:  # noqa: BLE001 - the note is extra: the row goes on
+                log.warning("%s %s: noting the failure failed (%s)", self.kind,
+                            lease.row_id, _brief(note_exc))  # fmt: skip
+        return delay
 
     @staticmethod
     def _store_retry(attempt: int) -> float:

@@ -192,3 +192,41 @@ async def test_a_claim_woken_meanwhile_claims_again_without_asking_the_next_due(
     assert got == {"a", "late"}
     assert calls[:2] == ["claim", "claim"]  # woken during the first: claimed again at once
     assert "next_due" in calls  # a claim not woken meanwhile still asks when to look again
+
+
+async def test_a_row_failing_in_a_row_backs_off_to_a_bound_and_is_noted_twice() -> None:
+    """A step that keeps failing (a bug, not the store refusing it) is not tried every
+    `error_delay` for ever: the delay doubles up to `max_error_delay`; `on_error` hears of
+    the first failure and of the delay reaching its bound; a success starts over."""
+    leasing = MemoryLeasing()
+    leasing.add("fleets", "boom")
+    failing = True
+    notes: list[tuple[str, str]] = []
+
+    async def process(row_id: str, token: str) -> ProcessResult:
+        if failing:
+            raise RuntimeError("bug")
+        return None
+
+    async def on_error(lease: Lease, message: str) -> None:
+        notes.append((lease.row_id, message))
+
+    config = WorkerConfig(kind="fleets", min_interval=15, error_delay=15, max_error_delay=100)
+    worker = Worker(config, leasing=leasing, process=process, on_error=on_error)
+    row = leasing.rows[("fleets", "boom")]
+    for _ in range(6):
+        leasing.now = row.due_at
+        assert await worker.process_once() == 1
+    assert row.releases == [15, 30, 60, 100, 100, 100]
+    assert notes == [
+        ("boom", "fleets step failed (bug); tried again in 15 s"),
+        ("boom", "fleets step failed 4 times in a row (bug); tried again in 100 s"),
+    ]
+    failing = False
+    leasing.now = row.due_at
+    assert await worker.process_once() == 1
+    failing = True
+    leasing.now = row.due_at
+    assert await worker.process_once() == 1
+    assert row.releases[-2:] == [15, 15]  # done once: its next failure is a first one
+    assert len(notes) == 3

@@ -1,10 +1,12 @@
 """The `Store` methods for what happened: events, reconciles and webhook deliveries.
 
-Every state change is an event row (`append_event`). A reconcile row follows one pass:
-`create_reconcile` (queued) → `set_reconcile_stage` per stage (running; each stage's start
-and duration go to `stage_timings`) → `finish_reconcile` (succeeded|failed|aborted, with the
-outcome). `record_delivery` dedupes webhooks on (provider, delivery_id) by the unique
-constraint, so two replicas receiving the same delivery agree on which one is new.
+Every state change is an event row (`append_event`), and so is a worker's step failing on
+a row for a reason other than the store refusing it (`note_step_failure`). A reconcile
+row follows one pass: `create_reconcile` (queued) → `set_reconcile_stage` per stage
+(running; each stage's start and duration go to `stage_timings`) → `finish_reconcile`
+(succeeded|failed|aborted, with the outcome). `record_delivery` dedupes webhooks on
+(provider, delivery_id) by the unique constraint, so two replicas receiving the same
+delivery agree on which one is new.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from sqlalchemy import Select, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.models import Delivery, Event, Project, Reconcile
+from reconciler.adapters.db.models import Delivery, Event, Job, Project, Reconcile, Run
 from reconciler.adapters.db.records import reconcile_record
 from reconciler.adapters.db.sessions import StoreBase
+from reconciler.adapters.db.workleasing import WORK_MODELS
 from reconciler.domain.history import ReconcileRecord
 from reconciler.errors import UsageError
 
@@ -48,6 +51,27 @@ class HistoryStore(StoreBase):
                 created_at=self.now(),
             )
         )
+
+    def note_step_failure(self, kind: str, row_id: str, message: str) -> None:
+        """An event on the row a worker's step keeps failing on (the worker's `on_error`),
+        in its project, named as the row is (a job by its run); none for a row gone."""
+        model = WORK_MODELS.get(kind)
+        with self.writing() as session:
+            row = session.get(model, row_id) if model is not None else None
+            if row is None:
+                return
+            named = session.get(Run, row.run_id) if isinstance(row, Job) else row
+            name = getattr(named, "run_name", None) or getattr(named, "name", None) or row_id
+            session.add(
+                Event(
+                    project_id=getattr(named, "project_id", None),
+                    target_type=kind.removesuffix("s"),
+                    target_id=row_id,
+                    target_name=str(name)[:200],
+                    message=message,
+                    created_at=self.now(),
+                )
+            )
 
     def list_events(
         self,
