@@ -16,7 +16,9 @@ Called by the Kubernetes engine (`reconciler.engine.kubeengine`):
   instance with it); no service-account token mounted and no service links (the jobs in
   the pod get no credential of the cluster's API);
 - `pod_status`: running (with its IP and node), waiting, or ended and why, as the jobs
-  on the instance end with dstack's termination reason.
+  on the instance end with dstack's termination reason;
+- `instance_output`: a running pod as the engine's outputs list an instance (its IP, the
+  agent's ports and key, the backend's `proxy_jump`, and the pod the store keeps).
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from typing import Any
 from reconciler.core.kube_nodes import KubeOffer
 from reconciler.domain.statuses import JobTerminationReason
 from schemas.requirements import Range
+from schemas.serverbackends import ProxyJump
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 STACK_LABEL = "dockyard.dev/stack"
 NODE_LABEL = "dockyard.dev/node"
+AGENT_USER = "dockyard"  # the agent's SSH server takes any user name; the key decides
 AGENT_SSH_PORT = 10022
 AGENT_HTTP_PORT = 10999
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -224,3 +228,43 @@ def _container_reason(status: Mapping[str, Any]) -> str | None:
         if terminated:
             return f"{terminated.get('reason') or 'exited'}, exit code {terminated.get('exitCode')}"
     return None
+
+
+def instance_output(
+    *,
+    fleet: str,
+    project: str,
+    index: int,
+    state: PodStatus,
+    uid: str | None,
+    cluster: str,
+    namespace: str,
+    key: str,
+    jump: ProxyJump | None,
+) -> dict[str, Any]:
+    """Node `index` of the fleet as the fleets worker records its instance."""
+    return {
+        "name": f"{fleet}-{index}",
+        "hostname": state.pod_ip,
+        "port": AGENT_SSH_PORT,
+        "user": AGENT_USER,
+        "agent_port": AGENT_HTTP_PORT,
+        "backend": "kubernetes",
+        "identity_file": key,
+        "proxy_jump": None
+        if jump is None
+        else {
+            "hostname": jump.hostname,
+            "port": jump.port,
+            "user": jump.user,
+            "identity_file": jump.private_key.path if jump.private_key else None,
+        },
+        "kubernetes": {
+            "project": project,
+            "cluster": cluster,
+            "namespace": namespace,
+            "pod": state.name,
+            "uid": uid,
+            "node": state.node,
+        },
+    }

@@ -1,9 +1,9 @@
 """The Kubernetes engine: a `backends: [kubernetes]` fleet with `nodes: N` is N pods.
 
-A `stacks.protocol.Engine` (`kube_engine` builds it when the server's backends file has a
-`kubernetes` entry; `build_controller` registers it beside the Slurm engine, and its
-`instance_ended` through `cluster_ended_of`) for the `kubernetes` entry of the project; it
-speaks to the cluster's API server through lightkube
+A `stacks.protocol.Engine` (`reconciler.engine.clusterengines.kube_engine` builds it when
+the server's backends file has a `kubernetes` entry; `build_controller` registers it beside
+the Slurm engine) for the `kubernetes` entry of the project; it speaks to the cluster's API
+server through lightkube
 (`reconciler.adapters.kubeapi.kube_client`, every answer bounded):
 
 - `up`: the node shape is chosen from the cluster's nodes (`core.kube_pods.choose_offer`
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -54,13 +54,12 @@ from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.dstack_wire import DEFAULT_IMAGE
 from reconciler.core.kube_nodes import KubeOffer
 from reconciler.core.kube_pods import (
-    AGENT_HTTP_PORT,
-    AGENT_SSH_PORT,
     NODE_LABEL,
     STACK_LABEL,
     PodStatus,
     Wanted,
     choose_offer,
+    instance_output,
     pod_manifest,
     pod_name,
     pod_status,
@@ -68,7 +67,7 @@ from reconciler.core.kube_pods import (
 )
 from reconciler.domain.statuses import JobTerminationReason
 from schemas.serverbackends import KubernetesBackend
-from stacks.catalog import load_catalog, requirements_from_spec
+from stacks.catalog import requirements_from_spec
 from stacks.programs.config import node_count
 from stacks.protocol import (
     Availability,
@@ -260,7 +259,17 @@ class KubernetesEngine:
         backend, _ = self._backend(resource.project)
         return {
             "instances": [
-                self._instance(resource, target, backend, index, running[index], pods[index])
+                instance_output(
+                    fleet=resource.name,
+                    project=resource.project,
+                    index=index,
+                    state=running[index],
+                    uid=pods[index]["metadata"].get("uid"),
+                    cluster=target.name,
+                    namespace=target.namespace,
+                    key=str(self._key),
+                    jump=backend.proxy_jump,
+                )
                 for index in sorted(running)
             ]
         }
@@ -330,42 +339,6 @@ class KubernetesEngine:
                 await self._delete(target, state.name)  # a retry makes a new one
                 raise StackFailed(f"{resource.label}: {state.ended[1]} before its agent ran")
 
-    def _instance(
-        self,
-        resource: StackResource,
-        target: KubeTarget,
-        backend: KubernetesBackend,
-        index: int,
-        state: PodStatus,
-        created: Mapping[str, Any],
-    ) -> dict[str, Any]:
-        jump = backend.proxy_jump
-        return {
-            "name": f"{resource.name}-{index}",
-            "hostname": state.pod_ip,
-            "port": AGENT_SSH_PORT,
-            "user": AGENT_USER,
-            "agent_port": AGENT_HTTP_PORT,
-            "backend": "kubernetes",
-            "identity_file": str(self._key),
-            "proxy_jump": None
-            if jump is None
-            else {
-                "hostname": jump.hostname,
-                "port": jump.port,
-                "user": jump.user,
-                "identity_file": jump.private_key.path if jump.private_key else None,
-            },
-            "kubernetes": {
-                "project": resource.project,
-                "cluster": target.name,
-                "namespace": target.namespace,
-                "pod": state.name,
-                "uid": created["metadata"].get("uid"),
-                "node": state.node,
-            },
-        }
-
     async def refresh(self, resource: StackResource) -> StackPlan:
         """A pod of the fleet that ended or is gone is drift (a delete step)."""
         async with self._target(resource.project) as target:
@@ -414,40 +387,3 @@ class KubernetesEngine:
         if data is not None and uid and data["metadata"].get("uid") != uid:
             data = None  # a pod of the same name made since is not the instance's
         return pod_status(name, data).ended
-
-
-Ended = tuple[JobTerminationReason, str] | None
-
-
-def kube_engine(
-    clusters: ServerBackends | None, key: Path, agent_args: Sequence[str]
-) -> KubernetesEngine | None:
-    """The server's Kubernetes engine, when its backends file configures Kubernetes for a
-    project (`build_controller` registers it beside the Slurm engine)."""
-    if clusters is None or not any(
-        isinstance(backend, KubernetesBackend)
-        for entry in clusters.config.projects
-        for backend in entry.backends
-    ):
-        return None
-    gpus = sorted({row.gpu_name for row in load_catalog() if row.gpu_name})
-    return KubernetesEngine(clusters, None, key, gpus, agent_args=agent_args)
-
-
-def cluster_ended_of(
-    *asked: Callable[[object], Awaitable[Ended]] | None,
-) -> Callable[[object], Awaitable[Ended]] | None:
-    """One `cluster_ended` for the workers over the cluster engines there are: each engine
-    answers only for the instances it made (their record's key), None for the others."""
-    engines = [ask for ask in asked if ask is not None]
-    if not engines:
-        return None
-
-    async def ended(resources: object) -> Ended:
-        for ask in engines:
-            found = await ask(resources)
-            if found is not None:
-                return found
-        return None
-
-    return ended
