@@ -4,7 +4,7 @@ An `Engine` (`stacks.protocol`) built by `build_controller` when the server's ba
 file has a Slurm backend; the fleets worker brings a fleet up through it as through any
 engine, and the previewer asks it what a plan would allocate. Everything happens on the
 cluster's login node, over the server's pooled SSH connection to it
-(`agent.tunnel.TunnelPool`):
+(`reconciler.engine.slurmjobs.LoginNode`: sbatch, squeue, scancel):
 
 - `up`: the agent's bundle is put in `~/.dockyard/slurm` on the login node (the home
   directory is shared with the compute nodes, as on HPC clusters; `agent.deploy.
@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import secrets
-import shlex
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -41,24 +40,20 @@ import asyncssh
 
 from agent.bundle import Bundle
 from agent.deploy import AgentOptions, DeployError, install_bundle
-from agent.tunnel import AgentUnreachable, SSHTarget, TunnelPool
-from reconciler.adapters.slurm_login import SlurmUnavailable, read_project_clusters, run_command
+from agent.tunnel import SSHTarget, TunnelPool
+from reconciler.adapters.slurm_login import SlurmUnavailable, read_project_clusters
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.slurm_alloc import (
-    QueuedJob,
-    SlurmTextError,
     Wanted,
     batch_script,
     choose_offer,
     ended_reason,
-    home_path,
-    parse_endpoint,
-    parse_queue,
     sbatch_options,
 )
-from reconciler.core.slurm_nodes import ClusterOffer, key_values
+from reconciler.core.slurm_nodes import ClusterOffer
 from reconciler.domain.statuses import JobTerminationReason
 from reconciler.engine.agentsetup import AgentSetup
+from reconciler.engine.slurmjobs import LoginNode
 from schemas.serverbackends import PrivateKey, SlurmBackend, SlurmCluster
 from stacks.catalog import requirements_from_spec
 from stacks.programs.config import node_count
@@ -78,8 +73,6 @@ from stacks.protocol import (
 
 REMOTE_DIR = ".dockyard/slurm"  # default: beside the SSH hosts' `.dockyard/agent`
 AGENT_USER = "dockyard"  # the agent's SSH server takes any user name; the key decides
-QUEUE = "squeue -h -t all -o '%i|%T|%N|%r' -j "
-MAX_OUTPUT = 1024 * 1024
 Allocation = dict[str, Any]  # index, cluster, job_id, partition, options, job_dir
 
 
@@ -154,6 +147,10 @@ class SlurmEngine:
             identity_file=self._key_file(cluster.private_key),
         )
 
+    def node(self, project: str, cluster: str) -> LoginNode:
+        """The login node of the project's cluster named `cluster`."""
+        return LoginNode(self._pool, self.login(self._cluster(project, cluster)), self._limit_s)
+
     async def _choose(self, resource: StackResource) -> tuple[ClusterOffer, tuple[str, ...]]:
         """The partition one node comes from and its sbatch options; StackUnavailable
         with the login node's error when no cluster could be read."""
@@ -192,71 +189,28 @@ class SlurmEngine:
         tmp.write_text(json.dumps({"allocations": list(allocations)}, indent=2), "utf-8")
         os.replace(tmp, path)
 
-    # -- commands on the login node -------------------------------------------------------
-
-    async def _run(self, target: SSHTarget, command: str, stdin: str | None = None) -> str:
-        try:
-            conn = await self._pool.connection(target)
-            return await run_command(conn, command, self._limit_s, MAX_OUTPUT, stdin=stdin)
-        except SlurmUnavailable as exc:
-            raise StackFailed(f"Slurm login node {target}: {exc}") from None
-        except (AgentUnreachable, OSError, asyncssh.Error) as exc:
-            raise StackFailed(f"Slurm login node {target}: {exc}") from None
-
-    async def queue(self, target: SSHTarget, job_ids: Sequence[str]) -> dict[str, QueuedJob]:
-        """The allocations `squeue` still knows (an id it does not know is left out)."""
-        if not job_ids:
-            return {}
-        ids = ",".join(shlex.quote(str(i)) for i in job_ids)
-        text = await self._run(target, f"{QUEUE}{ids} 2>/dev/null; true")
-        try:
-            return parse_queue(text)
-        except SlurmTextError as exc:
-            raise StackFailed(f"Slurm login node {target}: {exc}") from None
-
     async def _submit(
         self,
         resource: StackResource,
-        target: SSHTarget,
+        node: LoginNode,
         index: int,
         python: str,
         chosen: tuple[ClusterOffer, tuple[str, ...]],
     ) -> Allocation:
         offer, options = chosen
-        cluster, partition = offer.cluster, offer.partition
         job_dir = f"{self._remote_dir}/jobs/{resource.stack_name}-{index}-{secrets.token_hex(4)}"
-        d = home_path(job_dir)
         key_line = asyncssh.read_private_key(str(self._key)).export_public_key().decode().strip()
-        await self._run(target, f"mkdir -p {d} && cd {d} && umask 077 && cat > authorized_keys",
-                        stdin=key_line + "\n")  # fmt: skip
         script = batch_script(job_dir, self._remote_dir, python, self._options.args())
-        await self._run(target, f"cat > {d}/batch.sh", stdin=script)
-        name = shlex.quote(f"dockyard-{resource.stack_name}-{index}")
-        flags = " ".join(shlex.quote(o) for o in options)
-        out = await self._run(
-            target,
-            f"sbatch --parsable --job-name={name} --output={d}/slurm.out {flags} {d}/batch.sh",
-        )
-        job_id = out.strip().split(";")[0]
-        if not job_id.isdigit():
-            raise StackFailed(
-                f"{resource.label}: sbatch printed {out.strip()[:200]!r}, not a job id"
-            )
-        return {"index": index, "cluster": cluster, "job_id": job_id, "partition": partition,
-                "options": list(options), "job_dir": job_dir}  # fmt: skip
-
-    async def _endpoint(self, target: SSHTarget, allocation: Allocation) -> dict[str, Any] | None:
-        d = home_path(allocation["job_dir"])
-        text = await self._run(target, f"cat {d}/endpoint 2>/dev/null; true")
-        if not text.strip():
-            return None
-        try:
-            node, ssh_port, http_port = parse_endpoint(text)
-        except SlurmTextError as exc:
-            raise StackFailed(f"Slurm job {allocation['job_id']}: {exc}") from None
-        shown = await self._run(target, f"scontrol show node {shlex.quote(node)} --oneliner")
-        address = key_values(shown.strip()).get("NodeAddr") or node
-        return {"node": node, "hostname": address, "port": ssh_port, "agent_port": http_port}
+        name = f"dockyard-{resource.stack_name}-{index}"
+        job_id = await node.submit(job_dir, key_line, script, name, options)
+        return {
+            "index": index,
+            "cluster": offer.cluster,
+            "job_id": job_id,
+            "partition": offer.partition,
+            "options": list(options),
+            "job_dir": job_dir,
+        }
 
     # -- the engine ---------------------------------------------------------------------------
 
@@ -288,13 +242,13 @@ class SlurmEngine:
         count = node_count(resource.spec, resource.nodes)
         kept: list[Allocation] = []
         for allocation in self._load(resource):  # those that still hold (or wait for) a node
-            target = self.login(self._cluster(resource.project, allocation["cluster"]))
-            queued = await self.queue(target, [allocation["job_id"]])
+            node = self.node(resource.project, allocation["cluster"])
+            queued = await node.queue([allocation["job_id"]])
             alive = ended_reason(allocation["job_id"], queued.get(allocation["job_id"])) is None
             if alive and allocation["index"] < count:
                 kept.append(allocation)
             elif alive:
-                await self._run(target, f"scancel {shlex.quote(allocation['job_id'])}")
+                await node.cancel([allocation["job_id"]], [allocation["job_dir"]])
         self._save(resource, kept)
         missing = sorted(set(range(count)) - {int(a["index"]) for a in kept})
         if missing:
@@ -304,15 +258,15 @@ class SlurmEngine:
                 raise StackFailed(str(exc)) from None
             except StackUnavailable as exc:
                 raise StackFailed(str(exc)) from None
-            target = self.login(self._cluster(resource.project, offer.cluster))
+            node = self.node(resource.project, offer.cluster)
             try:
                 bundle = await self._bundle()
-                python = await install_bundle(self._pool, target, bundle, self._remote_dir)
+                python = await install_bundle(self._pool, node.target, bundle, self._remote_dir)
             except DeployError as exc:
                 raise StackFailed(f"{resource.label}: the agent's bundle: {exc}") from None
             for index in missing:
                 chosen = (offer, options)
-                kept.append(await self._submit(resource, target, index, python, chosen))
+                kept.append(await self._submit(resource, node, index, python, chosen))
                 self._save(resource, kept)  # at once: a crash now forgets no allocation
         return {"instances": await self._running(resource, sorted(kept, key=lambda a: a["index"]))}
 
@@ -329,22 +283,23 @@ class SlurmEngine:
                 if job_id in found:
                     continue
                 cluster = self._cluster(resource.project, allocation["cluster"])
-                target = self.login(cluster)
-                job = (await self.queue(target, [job_id])).get(job_id)
+                node = LoginNode(self._pool, self.login(cluster), self._limit_s)
+                job = (await node.queue([job_id])).get(job_id)
                 ended = ended_reason(job_id, job)
                 if ended is not None:
                     raise StackFailed(
                         f"{resource.label}: {ended[1]} before its agent started (see "
                         f"{allocation['job_dir']}/slurm.out on the login node)"
                     )
-                endpoint = await self._endpoint(target, allocation) if job and job.running else None
+                running = job is not None and job.running
+                endpoint = await node.endpoint(allocation["job_dir"], job_id) if running else None
                 if endpoint is None:
                     waiting.append(
                         f"job {job_id} {job.state if job else '?'} ({job.reason if job else ''})"
                     )
                     continue
                 found[job_id] = _instance(
-                    resource, allocation, cluster, target, endpoint, self._key
+                    resource, allocation, cluster, node.target, endpoint, self._key
                 )
             if not waiting:
                 return [found[a["job_id"]] for a in allocations]
@@ -358,9 +313,9 @@ class SlurmEngine:
     async def refresh(self, resource: StackResource) -> StackPlan:
         steps = []
         for allocation in self._load(resource):
-            target = self.login(self._cluster(resource.project, allocation["cluster"]))
+            node = self.node(resource.project, allocation["cluster"])
             job_id = allocation["job_id"]
-            if ended_reason(job_id, (await self.queue(target, [job_id])).get(job_id)):
+            if ended_reason(job_id, (await node.queue([job_id])).get(job_id)):
                 name = f"allocation/{resource.name}-{allocation['index']}"
                 steps.append(StackStep(StepOp.DELETE, name, "slurm:sbatch"))
         return StackPlan(resource.stack_name, tuple(steps), {"delete": len(steps)} if steps else {})
@@ -375,14 +330,10 @@ class SlurmEngine:
     async def destroy(self, resource: StackResource) -> None:
         """`scancel` every allocation of the fleet, then forget them."""
         allocations = self._load(resource)
-        by_cluster: dict[str, list[str]] = {}
-        for allocation in allocations:
-            by_cluster.setdefault(allocation["cluster"], []).append(str(allocation["job_id"]))
-        for cluster, job_ids in by_cluster.items():
-            target = self.login(self._cluster(resource.project, cluster))
-            await self._run(target, "scancel " + " ".join(shlex.quote(i) for i in job_ids))
-            dirs = [home_path(a["job_dir"]) for a in allocations if a["cluster"] == cluster]
-            await self._run(target, f"rm -rf {' '.join(dirs)}")  # their keys, logs, job data
+        for cluster in dict.fromkeys(a["cluster"] for a in allocations):
+            mine = [a for a in allocations if a["cluster"] == cluster]
+            node = self.node(resource.project, cluster)
+            await node.cancel([str(a["job_id"]) for a in mine], [a["job_dir"] for a in mine])
         self._state_file(resource).unlink(missing_ok=True)
 
     async def instance_ended(self, resources: object) -> tuple[JobTerminationReason, str] | None:
@@ -394,8 +345,7 @@ class SlurmEngine:
             return None
         try:
             project, cluster = str(record.get("project")), str(record.get("cluster"))
-            target = self.login(self._cluster(project, cluster))
-            queued = await self.queue(target, [job_id])
+            queued = await self.node(project, cluster).queue([job_id])
         except (StackFailed, StackUnavailable, StackUnsupported):
             return None
         return ended_reason(job_id, queued.get(job_id))
