@@ -7,7 +7,8 @@ deliveries with a lease and sends each in its own task: at most `concurrency` re
 once, each bounded by `timeout` in all, no redirects followed. A receiver that is down or
 slow costs only its own slot and its retries (back-off from `retry_base` doubling to
 `retry_cap`, `max_attempts` in all); the reconcile loop, the workers and the API never wait
-for it. What is sent is `core.notifying`'s: a signed JSON body, or a Slack `{"text"}`.
+for it. Deliveries that ended more than `keep` ago are deleted (hourly, in batches).
+What is sent is `core.notifying`'s: a signed JSON body, or a Slack `{"text"}`.
 Tests drive `pass_once()` and `drain()` with the store's clock.
 """
 
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 import httpx
 
@@ -42,6 +44,9 @@ class NotifierConfig:
     retry_cap: float = 600.0
     overlap: float = 30.0
     """Seconds of events read again each pass: an event committed that late is still sent."""
+    keep: float = 30 * 86400.0
+    """Seconds a delivered or failed notification stays listed before it is deleted."""
+    prune_every: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,7 @@ class Notifier:
         self._inflight: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._pruned_at = float("-inf")
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -78,6 +84,7 @@ class Notifier:
         """Queue new events' deliveries, then start sending what is due (as many as free
         slots allow); the number of deliveries started."""
         await asyncio.to_thread(self.store.follow_events, overlap=self.config.overlap)
+        await self._prune()
         free = self.config.concurrency - len(self._inflight)
         if free <= 0:
             return 0
@@ -87,6 +94,14 @@ class Notifier:
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
         return len(claimed)
+
+    async def _prune(self) -> None:
+        now = self.store.now().timestamp()
+        if now - self._pruned_at < self.config.prune_every:
+            return
+        self._pruned_at = now
+        keep = timedelta(seconds=self.config.keep)
+        await asyncio.to_thread(self.store.prune_deliveries, keep)
 
     async def drain(self) -> None:
         """Wait for the requests under way to end and be recorded."""

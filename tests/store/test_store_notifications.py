@@ -148,3 +148,22 @@ def test_a_source_filter_takes_the_events_of_the_project_it_feeds(store: Store) 
     _run_failed(store, beta.id, "from-b")
     notes.follow_events()
     assert [d.target_name for d in notes.list_deliveries(viewer=None)] == ["from-a"]
+
+
+def test_ended_deliveries_are_pruned_after_their_keep(store: Store, clock: FakeClock) -> None:
+    notes = _notes(store)
+    main = store.get_or_create_project("main")
+    notes.add_receiver(_hook("all"), "admin")
+    _run_failed(store, main.id, "old")
+    _run_failed(store, main.id, "open")
+    notes.follow_events()
+    claimed = {c.event.target_name: c for c in notes.claim_due(10, lease=60)}
+    old = claimed["old"]
+    assert notes.finish_attempt(
+        old.id, old.token, delivered=True, status_code=200, error=None, retry_in=None
+    )
+    clock.advance(100)
+    assert notes.prune_deliveries(timedelta(seconds=101)) == 0  # not old enough
+    clock.advance(2)
+    assert notes.prune_deliveries(timedelta(seconds=101)) == 1
+    assert [d.target_name for d in notes.list_deliveries(viewer=None)] == ["open"]  # kept

@@ -39,6 +39,7 @@ from reconciler.adapters.db.models import (
     SourceRow,
     new_id,
 )
+from reconciler.adapters.db.notifyrows import OPEN, delivery_view, event_record, receiver_record
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.core.notifying import NOTIFIED_TARGETS, bounded_event, event_kinds, takes
 from reconciler.domain.notifications import (
@@ -50,7 +51,6 @@ from reconciler.domain.notifications import (
 from reconciler.errors import UsageError
 
 CURSOR = "events"
-OPEN = ("pending", "retrying")
 
 
 class NotificationsStore(StoreBase):
@@ -58,7 +58,7 @@ class NotificationsStore(StoreBase):
 
     # -- receivers -------------------------------------------------------------------------
 
-    def add_receiver(self, receiver: Receiver, created_by: str) -> Receiver:
+    def addreceiver_record(self, receiver: Receiver, created_by: str) -> Receiver:
         """Store a checked receiver (`core.notifying.check_receiver`); refused by name."""
         row = NotificationReceiver(
             name=receiver.name,
@@ -77,14 +77,14 @@ class NotificationsStore(StoreBase):
             raise UsageError(
                 f"receiver {receiver.name} exists: delete it first or pick another name"
             ) from None
-        return _receiver(row)
+        return receiver_record(row)
 
     def list_receivers(self) -> list[Receiver]:
         with self.reading() as session:
             rows = session.scalars(select(NotificationReceiver).order_by(NotificationReceiver.name))
-            return [_receiver(row) for row in rows]
+            return [receiver_record(row) for row in rows]
 
-    def delete_receiver(self, name: str) -> bool:
+    def deletereceiver_record(self, name: str) -> bool:
         """Delete the receiver and its deliveries; False if there is none of that name."""
         with self.writing() as session:
             result = session.execute(
@@ -98,7 +98,7 @@ class NotificationsStore(StoreBase):
         """Queue a delivery per new notified event and receiver taking it (see the module
         docstring); the number of rows added. One transaction, which holds the cursor."""
         with self.writing() as session:
-            receivers = [_receiver(r) for r in session.scalars(select(NotificationReceiver))]
+            receivers = [receiver_record(r) for r in session.scalars(select(NotificationReceiver))]
             if not receivers:
                 return 0
             position = self._cursor(session, min(_created(r) for r in receivers))
@@ -183,7 +183,9 @@ class NotificationsStore(StoreBase):
                 if row is None or receiver is None:
                     continue
                 claimed.append(
-                    ClaimedDelivery(row.id, token, row.attempts, _receiver(receiver), _event(row))
+                    ClaimedDelivery(
+                        row.id, token, row.attempts, receiver_record(receiver), event_record(row)
+                    )
                 )
         return claimed
 
@@ -231,6 +233,25 @@ class NotificationsStore(StoreBase):
         with self.reading() as session:
             return session.scalar(query)
 
+    def prune_deliveries(self, older_than: timedelta, batch: int = 1000) -> int:
+        """Delete up to `batch` delivered or failed deliveries that ended more than
+        `older_than` ago (the table stays bounded); how many."""
+        ended = (
+            select(NotificationDelivery.id)
+            .where(
+                NotificationDelivery.status.in_(("delivered", "failed")),
+                NotificationDelivery.finished_at < self.now() - older_than,
+            )
+            .limit(batch)
+        )
+        with self.writing() as session:
+            ids = list(session.scalars(ended))
+            if ids:
+                session.execute(
+                    delete(NotificationDelivery).where(NotificationDelivery.id.in_(ids))
+                )
+        return len(ids)
+
     def list_deliveries(
         self, *, viewer: str | None, limit: int = 50, project: str | None = None
     ) -> list[DeliveryView]:
@@ -250,7 +271,9 @@ class NotificationsStore(StoreBase):
             NotificationDelivery.created_at.desc(), NotificationDelivery.id.desc()
         ).limit(max(1, min(limit, 1000)))
         with self.reading() as session:
-            return [_view(row, receiver, name) for row, receiver, name in session.execute(query)]
+            return [
+                delivery_view(row, receiver, name) for row, receiver, name in session.execute(query)
+            ]
 
 
 def _events_after(after: tuple[datetime, str], page: int) -> Any:
@@ -341,51 +364,3 @@ def _deliveries(
 def _created(receiver: Receiver) -> datetime:
     assert receiver.created_at is not None
     return receiver.created_at
-
-
-def _receiver(row: NotificationReceiver) -> Receiver:
-    return Receiver(
-        name=row.name,
-        kind="slack" if row.kind == "slack" else "webhook",
-        url=row.url,
-        events=tuple(row.events or ()),
-        project=row.project_name,
-        source=row.source_name,
-        secret=row.secret,
-        id=row.id,
-        created_by=row.created_by,
-        created_at=row.created_at,
-    )
-
-
-def _event(row: NotificationDelivery) -> NotifiedEvent:
-    data = row.event if isinstance(row.event, dict) else {}
-    return NotifiedEvent(
-        id=row.event_id,
-        kind=row.kind,
-        project=data.get("project"),
-        target_type=str(data.get("target_type", "")),
-        target_name=str(data.get("target_name", "")),
-        message=str(data.get("message", "")),
-        created_at=datetime.fromisoformat(str(data.get("created_at"))),
-    )
-
-
-def _view(row: NotificationDelivery, receiver: str, project: str | None) -> DeliveryView:
-    event = _event(row)
-    status = row.status if row.status in ("pending", "retrying", "delivered") else "failed"
-    return DeliveryView(
-        id=row.id,
-        receiver=receiver,
-        kind=row.kind,
-        project=project,
-        target_name=event.target_name,
-        message=event.message,
-        status=status,  # type: ignore[arg-type]
-        attempts=row.attempts,
-        next_attempt_at=row.next_attempt_at if row.status in OPEN else None,
-        last_status_code=row.last_status_code,
-        last_error=row.last_error,
-        created_at=row.created_at,
-        finished_at=row.finished_at,
-    )
