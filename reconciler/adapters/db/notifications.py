@@ -58,7 +58,7 @@ class NotificationsStore(StoreBase):
 
     # -- receivers -------------------------------------------------------------------------
 
-    def addreceiver_record(self, receiver: Receiver, created_by: str) -> Receiver:
+    def add_receiver(self, receiver: Receiver, created_by: str) -> Receiver:
         """Store a checked receiver (`core.notifying.check_receiver`); refused by name."""
         row = NotificationReceiver(
             name=receiver.name,
@@ -84,7 +84,7 @@ class NotificationsStore(StoreBase):
             rows = session.scalars(select(NotificationReceiver).order_by(NotificationReceiver.name))
             return [receiver_record(row) for row in rows]
 
-    def deletereceiver_record(self, name: str) -> bool:
+    def delete_receiver(self, name: str) -> bool:
         """Delete the receiver and its deliveries; False if there is none of that name."""
         with self.writing() as session:
             result = session.execute(
