@@ -33,9 +33,9 @@ from reconciler.adapters.db.replicas import this_server
 from reconciler.adapters.db.sourceleasing import ProjectReconcileLeasing
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.db.workleasing import StoreLeasing
-from reconciler.adapters.gitsource.archives import GitArchives
 from reconciler.adapters.gitsource.remotes import location_from_env
 from reconciler.adapters.gitsource.source import GitSource
+from reconciler.adapters.gitsource.sourcearchives import SourceArchives
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.gpugroups import gpu_groups
 from reconciler.core.jobusers import JobUserRule
@@ -575,6 +575,8 @@ def build_controller(
         controller.forwards = SessionForwards(
             pool, settings.attach_host, settings.attach_port_range
         )
+    archives = SourceArchives()  # repos/files of a run: from its own source's mirror
+    runtime.deps = dataclasses_replace(runtime.deps, archives=archives.build)
     if source is None and settings.repo:
         location = location_from_env(
             settings.repo,
@@ -590,8 +592,7 @@ def build_controller(
             limits=limits,  # a blob over config-max-bytes is refused unread
         )
         source = GitConfigSource(git_source)
-        archives = GitArchives(lambda: Path(git_source.mirror.repo.git_dir))
-        runtime.deps = dataclasses_replace(runtime.deps, archives=archives.build)
+        archives.add("--repo", git_source)
     controller.source = source
     if source is not None:
         runtime.reconciler = Reconciler(
@@ -621,7 +622,7 @@ def build_controller(
     controller.repo_project = settings.project if runtime.reconciler is not None else None
     controller.loops = SourceLoops(
         store,
-        source_reconcilers(settings, store, runtime, controller, credentials, environ),
+        source_reconcilers(settings, store, runtime, controller, credentials, environ, archives),
         controller.timers,
         default_interval=settings.fetch_interval,
         identity=runtime.identity,

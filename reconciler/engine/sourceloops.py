@@ -28,6 +28,7 @@ from reconciler.adapters.db.sourceleasing import ProjectReconcileLeasing
 from reconciler.adapters.db.store import Store
 from reconciler.adapters.gitsource.remotes import RepoLocation
 from reconciler.adapters.gitsource.source import GitSource
+from reconciler.adapters.gitsource.sourcearchives import SourceArchives
 from reconciler.core.sources import parse_ref
 from reconciler.domain.sources import Source
 from reconciler.engine.previewing import Previewer
@@ -207,6 +208,7 @@ def source_reconcilers(
     controller: EngineController,
     credentials: Callable[[str], str | None] | None,
     environ: Mapping[str, str] | None,
+    archives: SourceArchives | None = None,
 ) -> MakeReconciler:
     """How a stored source's own `Reconciler` is made (`build_controller`): its own mirror
     under `<data-dir>/sources/<name>`, its own credentials, the project it feeds when its
@@ -223,6 +225,8 @@ def source_reconcilers(
             mirror_root=settings.data_dir / "sources" / source.name,
             default_project=source.project,
         )
+        if archives is not None:  # its runs' repos/files come from its own mirror
+            archives.add(source.name, git_source)
         previewer = Previewer(
             runtime.deps.engines, credentials=credentials, clusters=controller.clusters
         )
