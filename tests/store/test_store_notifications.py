@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import event
 
 from reconciler.adapters.db import Store
 from reconciler.adapters.db.notifications import NotificationsStore
@@ -167,3 +168,25 @@ def test_ended_deliveries_are_pruned_after_their_keep(store: Store, clock: FakeC
     clock.advance(2)
     assert notes.prune_deliveries(timedelta(seconds=101)) == 1
     assert [d.target_name for d in notes.list_deliveries(viewer=None)] == ["open"]  # kept
+
+
+def test_a_quiet_pass_writes_nothing(store: Store, clock: FakeClock) -> None:
+    notes = _notes(store)
+    main = store.get_or_create_project("main")
+    notes.add_receiver(_hook("all"), "admin")
+    _run_failed(store, main.id, "a")
+    notes.follow_events()
+    statements: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        statements.append(" ".join(statement.split()[:2]).upper())
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        clock.advance(1)
+        assert notes.follow_events() == 0  # the event is read again (overlap): queued already
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    writes = [s for s in statements if s.split()[0] in ("INSERT", "UPDATE", "DELETE")]
+    assert statements and not writes and "BEGIN IMMEDIATE" not in statements, statements
+    assert len(notes.list_deliveries(viewer=None)) == 1

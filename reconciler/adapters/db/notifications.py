@@ -8,7 +8,8 @@ many replicas run:
 - `follow_events` reads `events` after the cursor (less an `overlap`, so an event whose
   transaction committed late is still seen) and inserts one `notification_deliveries` row
   per event and receiver that takes it, ignoring the rows already there: the unique
-  (event_id, receiver_id) decides, whichever replica saw the event first.
+  (event_id, receiver_id) decides, whichever replica saw the event first. The cursor only
+  moves forward.
 - `claim_due` takes due rows with a conditional write of a lease (a row is held by one
   notifier at a time, `SKIP LOCKED` on PostgreSQL so replicas do not queue on each other).
 - `finish_attempt` records the outcome fenced by that lease: delivered, retrying at a due
@@ -96,45 +97,49 @@ class NotificationsStore(StoreBase):
 
     def follow_events(self, *, overlap: float = 30.0, page: int = 500) -> int:
         """Queue a delivery per new notified event and receiver taking it (see the module
-        docstring); the number of rows added. One transaction, which holds the cursor."""
-        with self.writing() as session:
+        docstring); the number of rows added. The events are read in a read transaction;
+        a write happens only when there is a delivery to add or the cursor to move, so a
+        quiet server's passes write nothing (on SQLite, they never take the write lock)."""
+        with self.reading() as session:
             receivers = [receiver_record(r) for r in session.scalars(select(NotificationReceiver))]
             if not receivers:
                 return 0
-            position = self._cursor(session, min(_created(r) for r in receivers))
+            stored = session.scalar(
+                select(NotificationCursor.position).where(NotificationCursor.name == CURSOR)
+            )
+            position = stored if stored is not None else min(_created(r) for r in receivers)
             sources = dict(session.execute(select(SourceRow.project_name, SourceRow.name)).all())
-            added, last = 0, position
+            values: list[dict[str, Any]] = []
+            last = position
             after: tuple[datetime, str] = (position - timedelta(seconds=overlap), "")
             while True:
                 rows = session.execute(_events_after(after, page)).all()
                 why = _why_runs_ended(session, [event for event, _ in rows])
-                values = [
-                    v
-                    for event, project in rows
-                    for v in _deliveries(event, project, receivers, sources, why)
-                ]
-                if values:
-                    added += self._insert_new(session, values)
+                for event, project in rows:
+                    values.extend(_deliveries(event, project, receivers, sources, why))
                 if rows:
                     after = (rows[-1][0].created_at, rows[-1][0].id)
                     last = max(last, after[0])
                 if len(rows) < page:
                     break
+            values = _not_queued(session, values)
+        if not values and stored is not None and last <= stored:
+            return 0
+        with self.writing() as session:
+            self._ensure_cursor(session, position)
+            added = self._insert_new(session, values) if values else 0
             session.execute(
                 update(NotificationCursor)
-                .where(NotificationCursor.name == CURSOR)
+                .where(NotificationCursor.name == CURSOR, NotificationCursor.position < last)
                 .values(position=last)
-            )
+            )  # never moved back: replicas may pass each other
         return added
 
-    def _cursor(self, session: Session, start: datetime) -> datetime:
-        """The cursor's position, held for this transaction (created at `start`)."""
+    def _ensure_cursor(self, session: Session, start: datetime) -> None:
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         session.execute(
             insert(NotificationCursor).values(name=CURSOR, position=start).on_conflict_do_nothing()
         )
-        query = select(NotificationCursor).where(NotificationCursor.name == CURSOR)
-        return session.scalars(query.with_for_update()).one().position
 
     def _insert_new(self, session: Session, values: list[dict[str, Any]]) -> int:
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
@@ -274,6 +279,19 @@ class NotificationsStore(StoreBase):
             return [
                 delivery_view(row, receiver, name) for row, receiver, name in session.execute(query)
             ]
+
+
+def _not_queued(session: Session, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`values` less the (event, receiver) pairs already queued (the overlap reads them
+    again each pass); the unique constraint still decides between replicas."""
+    ids = sorted({v["event_id"] for v in values})
+    queued: set[tuple[str, str]] = set()
+    for i in range(0, len(ids), 500):
+        pairs = select(NotificationDelivery.event_id, NotificationDelivery.receiver_id).where(
+            NotificationDelivery.event_id.in_(ids[i : i + 500])
+        )
+        queued.update((event_id, receiver_id) for event_id, receiver_id in session.execute(pairs))
+    return [v for v in values if (v["event_id"], v["receiver_id"]) not in queued]
 
 
 def _events_after(after: tuple[datetime, str], page: int) -> Any:
