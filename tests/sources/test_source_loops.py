@@ -126,3 +126,24 @@ def test_a_sources_credentials_are_its_own(tmp_path: Path) -> None:
     assert f"-i {key}" in located.git_env()["GIT_SSH_COMMAND"]
     bare = source_location(Source(name="c", repo="https://git.example.com/c", project="c"), environ)
     assert bare.token is None and bare.ssh_key is None
+
+
+def test_a_sources_fetch_interval_is_its_own(tmp_path: Path) -> None:
+    """A source's `fetch_interval` times its own periodic fetch: the server's is an hour,
+    the fast source's timer queues passes, the other source's does not."""
+    fast, slow = ConfigRepo(tmp_path / "fast"), ConfigRepo(tmp_path / "slow")
+    fast.commit({"README.md": "f\n"}, "f")
+    slow.commit({"README.md": "s\n"}, "s")
+    config = sources_file(
+        tmp_path / "sources.yml",
+        {"name": "fast", "repo": str(fast.path), "project": "fast", "fetch_interval": 0.5},
+        {"name": "slow", "repo": str(slow.path), "project": "slow"},
+    )
+    with running_server(tmp_path, None, sources_config=config, fetch_interval=3600) as srv:
+
+        def timed(project: str) -> int:
+            rows = reconciles(srv, project)
+            return sum(1 for r in rows if r["trigger"] == "timer")
+
+        wait_until(lambda: timed("fast") >= 1, 30, "a timer pass of the fast source")
+        assert timed("slow") == 0
