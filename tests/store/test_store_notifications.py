@@ -176,6 +176,10 @@ def test_a_quiet_pass_writes_nothing(store: Store, clock: FakeClock) -> None:
     notes.add_receiver(_hook("all"), "admin")
     _run_failed(store, main.id, "a")
     notes.follow_events()
+    [claimed] = notes.claim_due(10, lease=60)
+    notes.finish_attempt(
+        claimed.id, claimed.token, delivered=False, status_code=500, error="x", retry_in=60
+    )
     statements: list[str] = []
 
     def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
@@ -185,6 +189,7 @@ def test_a_quiet_pass_writes_nothing(store: Store, clock: FakeClock) -> None:
     try:
         clock.advance(1)
         assert notes.follow_events() == 0  # the event is read again (overlap): queued already
+        assert notes.claim_due(10, lease=60) == []  # not due: a pass finds nothing to send
     finally:
         event.remove(store.engine, "before_cursor_execute", record)
     writes = [s for s in statements if s.split()[0] in ("INSERT", "UPDATE", "DELETE")]

@@ -170,6 +170,9 @@ class NotificationsStore(StoreBase):
             .order_by(NotificationDelivery.next_attempt_at)
             .limit(limit)
         )
+        with self.reading() as session:  # nothing due (the usual pass): no write at all
+            if session.scalar(query.limit(1)) is None:
+                return []
         if self.engine.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True)
         claimed: list[ClaimedDelivery] = []
