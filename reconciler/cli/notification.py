@@ -25,12 +25,10 @@ from reconciler.api.notifications import (
     ReceiverInfo,
 )
 from reconciler.cli.console import JsonOption, ProjectOption, ago, open_client, print_json, table
+from reconciler.core.notifying import EVENT_KINDS
 from reconciler.errors import UsageError
 
-KINDS = (
-    "reconcile.failed, reconcile.blocked, run.failed, run.retried_out, instance.unreachable, "
-    "preview.started, preview.torn_down"
-)
+KINDS = ", ".join(EVENT_KINDS)
 
 
 def _secret(secret_file: str | None, secret_env: str | None) -> str | None:
@@ -92,7 +90,7 @@ def register(app: typer.Typer) -> None:
             "kind": kind,
             "url": url,
             "secret": _secret(secret_file, secret_env),
-            "events": event or KINDS.split(", "),
+            "events": event or list(EVENT_KINDS),
             "project": for_project,
             "source": source,
         }
