@@ -45,7 +45,16 @@ def _body(**values: Any) -> dict[str, Any]:
 
 
 def _state(source: dict[str, Any]) -> str:
-    return "suspended" if source["suspended"] else "following"
+    return str(source.get("state") or ("suspended" if source["suspended"] else "following"))
+
+
+def _last(source: dict[str, Any]) -> str:
+    """The newest finished pass: its status, and its error's first line (shortened)."""
+    last = source.get("last_reconcile")
+    if not last:
+        return "-"
+    error = (last.get("error") or "").splitlines()[0] if last.get("error") else ""
+    return f"{last['status']}: {error[:80]}" if error else str(last["status"])
 
 
 def _show(source: dict[str, Any], json_: bool) -> None:
@@ -58,6 +67,7 @@ def _show(source: dict[str, Any], json_: bool) -> None:
     ]
     rows += [
         ("state", _state(source)),
+        ("last reconcile", _last(source)),
         ("webhook_secret", source.get("webhook_secret") or "(the server's --webhook-secret)"),
         ("credentials", source.get("credentials") or "-"),
         ("origin", source["origin"]),
@@ -80,10 +90,10 @@ def register(app: typer.Typer) -> None:
             out().print("No sources.")
             return
         rows = [
-            (s["name"], s["project"], s["repo"], s["branch"], _state(s), s["origin"])
+            (s["name"], s["project"], s["repo"], s["branch"], _state(s), s["origin"], _last(s))
             for s in listed
         ]
-        table(["NAME", "PROJECT", "REPO", "BRANCH", "STATE", "ORIGIN"], rows)
+        table(["NAME", "PROJECT", "REPO", "BRANCH", "STATE", "ORIGIN", "LAST RECONCILE"], rows)
 
     @group.command("get")
     def get(name: NameArg, json_: JsonOption = False, project: ProjectOption = None) -> None:

@@ -106,6 +106,17 @@ def source_to_dict(source: Source) -> dict[str, Any]:
     }
 
 
+def source_state(source: Source, last_status: str | None, last_error: str | None) -> str:
+    """`suspended`, `failing` (its newest finished pass failed or was aborted, not for
+    being suspended) or `following`."""
+    if source.suspended:
+        return "suspended"
+    held = (last_error or "").startswith("suspended:")
+    if last_status in ("failed", "aborted") and not held:
+        return "failing"
+    return "following"
+
+
 def project_conflict(sources: Iterable[Source], candidate: Source) -> str | None:
     """Why `candidate` may not be added beside `sources` (None: it may)."""
     for other in sources:

@@ -21,8 +21,9 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import Field, ValidationError
 
 from reconciler.adapters.db.readmodels import accounts as q
+from reconciler.adapters.db.sources import LastReconcile
 from reconciler.api.requests import Body
-from reconciler.core.sources import SourceSpec, source_to_dict
+from reconciler.core.sources import SourceSpec, source_state, source_to_dict
 from reconciler.domain.sources import Source
 from reconciler.errors import DockyardError
 from reconciler.web.auth import Principal, require_admin, require_user
@@ -80,8 +81,24 @@ async def _changed(context: WebContext) -> None:
         await follow()
 
 
-def _shown(source: Source) -> dict[str, Any]:
-    return source_to_dict(source)
+def _shown(source: Source, last: LastReconcile | None = None) -> dict[str, Any]:
+    """The source, its state and its project's newest finished reconcile (id, status,
+    error): what `dockyard source list` shows."""
+    shown = source_to_dict(source)
+    status, error = (last.status, last.error) if last is not None else (None, None)
+    shown["state"] = source_state(source, status, error)
+    shown["last_reconcile"] = (
+        {"id": last.id, "status": last.status, "error": last.error} if last is not None else None
+    )
+    return shown
+
+
+async def _with_state(
+    request: Request, context: WebContext, sources: list[Source]
+) -> list[dict[str, Any]]:
+    store = sources_store(request, context)
+    lasts = await anyio.to_thread.run_sync(store.last_reconciles, [s.project for s in sources])
+    return [_shown(s, lasts.get(s.project)) for s in sources]
 
 
 def build_sources_router() -> APIRouter:
@@ -99,7 +116,8 @@ def build_sources_router() -> APIRouter:
             sources_store(request, context).list_sources, project
         )
         visible = await _visible(context, me)
-        return [_shown(s) for s in found if visible is None or s.project in visible]
+        seen = [s for s in found if visible is None or s.project in visible]
+        return await _with_state(request, context, seen)
 
     @router.post("/get")
     async def get_source(
@@ -114,7 +132,7 @@ def build_sources_router() -> APIRouter:
         visible = await _visible(context, me)
         if found is None or (visible is not None and found.project not in visible):
             raise NotFoundError(f"no source named {body.name!r}")
-        return _shown(found)
+        return (await _with_state(request, context, [found]))[0]
 
     @router.post("/create")
     async def create_source(

@@ -10,6 +10,7 @@ adds, suspends or deletes one, a literal secret posted is not echoed back.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,18 @@ def test_an_admin_manages_sources_with_the_cli(server: Running, tmp_path: Path) 
     assert code == 0, text
     assert "team-a" in text and "alpha" in text and "following" in text
     assert "declared" in text and "file" in text
+    # the declared source's repo does not exist: its state says so, with the pass's error
+
+    def declared() -> dict[str, Any]:
+        shown: dict[str, Any] = json.loads(
+            dockyard(server, "source", "get", "declared", "--json")[1]
+        )
+        return shown
+
+    wait_until(lambda: declared()["state"] == "failing", 60, "the declared source to fail")
+    last = declared()["last_reconcile"]
+    assert last["status"] in ("failed", "aborted") and "no-such-repo" in last["error"], last
+    assert "failing" in dockyard(server, "source", "list")[1]
 
     code, text = dockyard(
         server, "source", "add", "team-a2", "--repo", str(repo.path), "--for-project", "alpha"

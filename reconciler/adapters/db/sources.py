@@ -11,12 +11,13 @@ unique `project_name` whichever replica writes. The loops read `list_sources`
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from reconciler.adapters.db.models import Project, Reconcile
 from reconciler.adapters.db.models.sources import SourceRow
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.core.sources import project_conflict
@@ -28,6 +29,16 @@ _WHERE_DECLARED = {
     "file": "it is declared in the --sources-config file: edit the file and restart",
     "flags": "it is the server's --repo/--project: change the flags and restart",
 }
+
+
+_FINISHED = ("succeeded", "failed", "aborted")
+
+
+@dataclass(frozen=True, slots=True)
+class LastReconcile:
+    id: str
+    status: str
+    error: str | None
 
 
 def source_of(row: SourceRow) -> Source:
@@ -147,6 +158,23 @@ class SourcesStore(StoreBase):
                 raise NotFoundError(f"no source named {name!r}")
             row.suspended, row.updated_at = suspended, self.now()
             return source_of(row)
+
+    def last_reconciles(self, projects: Collection[str]) -> dict[str, LastReconcile]:
+        """Each project's newest finished reconcile (`source list`'s state), one indexed
+        read per project (`ix_reconciles_project_created`)."""
+        found: dict[str, LastReconcile] = {}
+        with self.reading() as session:
+            for project in projects:
+                row = session.execute(
+                    select(Reconcile.id, Reconcile.status, Reconcile.error)
+                    .join(Project, Project.id == Reconcile.project_id)
+                    .where(Project.name == project, Reconcile.status.in_(_FINISHED))
+                    .order_by(Reconcile.created_at.desc())
+                    .limit(1)
+                ).first()
+                if row is not None:
+                    found[project] = LastReconcile(row[0], row[1], row[2])
+        return found
 
     def declare_sources(self, origins: Collection[str], sources: Sequence[Source]) -> None:
         """At start: the sources of `origins` become exactly `sources` (their rows
