@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # the web modules load in build_web: a start runs its runtime
 log = logging.getLogger("dockyard.server")
 
 ControllerFactory = Callable[[Settings, Store], Controller]
+FIRST_PASS_WAIT = 3.0
+"""The longest a start waits for the runtime's first pass before it builds the web app."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,9 +300,14 @@ def serve_engine_first(engine: ServerRuntime) -> None:
 
     async def run() -> None:
         await engine.controller.start()
+        # The runtime's first pass first (every host looked at, the jobs it woke passed):
+        # on a busy machine the web app's build would take the CPU that pass needs.
+        caught_up = getattr(engine.controller, "caught_up", None)
+        if caught_up is not None:
+            await caught_up(FIRST_PASS_WAIT)
         # The runtime goes on while a thread builds the web app; meanwhile the GIL is handed
         # over every 0.5 ms, not 5: each of the runtime's I/O wake-ups would otherwise wait
-        # out the builder's slice, and its first pass makes hundreds of them.
+        # out the builder's slice.
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, 0.0005))
         try:

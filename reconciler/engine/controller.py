@@ -12,6 +12,7 @@ transaction in a thread; the workers do the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib
 import logging
@@ -161,6 +162,20 @@ class EngineController:
         if self.runtime.reconciler is not None:
             for project in sorted(self.runtime.projects):
                 await self.request_reconcile(project, trigger="startup")
+
+    async def caught_up(self, within: float) -> None:
+        """Wait (at most `within` seconds) until the instances worker, then the jobs worker,
+        have found nothing due once: after a start, every host was looked at and the jobs
+        it woke had their pass (a restart's first progress). The server builds its web app
+        after it (`reconciler.app.serve_engine_first`), so the two do not share the CPU."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        for kind in ("instances", "jobs"):
+            worker = self.runtime.workers.get(kind)
+            if worker is None:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(worker.idle.wait(), max(0.0, deadline - loop.time()))
 
     async def stop(self) -> None:
         if not self._started:

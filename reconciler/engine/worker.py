@@ -164,6 +164,8 @@ class Worker:
         self._wake = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.idle = asyncio.Event()
+        """Set once the loop has found nothing due and nothing in hand (caught up)."""
 
     @property
     def kind(self) -> WorkKind:
@@ -347,6 +349,8 @@ class Worker:
             quiet = False
             if full:
                 continue
+            if delay and not self._in_flight:  # nothing due, nothing in hand: caught up
+                self.idle.set()
             if delay is None:  # every slot busy: a row that finishes sets the wake
                 await self._wake.wait()
                 continue

@@ -230,3 +230,33 @@ async def test_a_row_failing_in_a_row_backs_off_to_a_bound_and_is_noted_twice() 
     assert await worker.process_once() == 1
     assert row.releases[-2:] == [15, 15]  # done once: its next failure is a first one
     assert len(notes) == 3
+
+
+async def test_idle_is_set_once_the_due_rows_are_done_and_nothing_else_is_due() -> None:
+    """`idle` (what a restarted server waits for before it builds its web app): set by the
+    loop only after the rows due at its start were processed, not before."""
+    leasing = MemoryLeasing()
+    for row in ("a", "b"):
+        leasing.add("fleets", row)
+    leasing.add("fleets", "later", due_at=3600)
+    gate = asyncio.Event()
+    seen: list[str] = []
+
+    async def process(row_id: str, token: str) -> ProcessResult:
+        await gate.wait()
+        seen.append(row_id)
+        return 3600.0
+
+    worker = Worker(CONFIG, leasing=leasing, process=process)
+    await worker.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(worker.held) < 2:  # the rows are in hand
+            assert asyncio.get_running_loop().time() < deadline, "rows not claimed"
+            await asyncio.sleep(0.01)
+        assert not worker.idle.is_set()
+        gate.set()
+        await asyncio.wait_for(worker.idle.wait(), timeout=10)
+        assert sorted(seen) == ["a", "b"]
+    finally:
+        await worker.stop()
