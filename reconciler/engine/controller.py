@@ -126,7 +126,9 @@ class EngineController:
         self._started = False
         self.leasing = StoreLeasing(self.store.leases, make_lease=Lease, lane=self.store.lane)
         # Agents' job events wake their jobs (no quick polls): `engine/jobevents.py`.
-        self.events = JobEventFollower(self.leasing, self.hint, states=self.store)
+        self.events = JobEventFollower(
+            self.leasing, self.hint, states=self.store, store_failure=refused_by_store
+        )
         self.agents.on_client = self.events.follow
         self.agents.following = self.events.following
         self.agents.events = self.events

@@ -23,7 +23,11 @@ No event is dropped on a failed write (a full disk, a lost database connection):
 follower moves past a page only once what it implies is recorded (the wakes, the starts),
 retrying the same writes with back-off (`WRITE_RETRY_SECONDS`) meanwhile; the agent keeps
 the events (or says it could not: a reset page, and every job there is woken). A lost feed
-whose wake of the instance's jobs failed keeps that wake pending until it is done.
+whose wake of the instance's jobs failed keeps that wake pending until it is done. A write
+that fails for another reason than the store refusing it (`store_failure` says which are
+refusals; a bug, a row it cannot take) is not retried for ever, holding the host's feed:
+logged with its traceback, the page is passed over and every job there woken instead
+(each pass asks the agent), that wake pending until done.
 
 `JobEventFollower.follow(instance_id, client)` is idempotent and cheap: the
 `AgentDirectory` calls it whenever a worker asks for an agent's client, so a host is
@@ -96,8 +100,10 @@ class JobEventFollower:
         states: AgentStates | None = None,
         gap: float = PAGE_GAP,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        store_failure: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self._gap = gap
+        self._refused = store_failure or _always  # None: every failed write is a refusal
         self._sleep = sleep
         self._wakes = wakes
         self._states = states
@@ -196,16 +202,16 @@ class JobEventFollower:
             failures = 0
             self._live.add(instance_id)
             self._keep_ends(instance_id, page)
-            await self._record(instance_id, client.name, page)
-            unwoken = unwoken and not page.reset  # a reset page woke every job there
+            recorded = await self._record(instance_id, client.name, page)
+            unwoken = (unwoken and not page.reset) or not recorded  # not: wake them all
             since, epoch = page.seq, page.epoch
             if page.events and self._gap > 0:
                 await self._sleep(self._gap)  # let the next page gather (`PAGE_GAP`)
 
-    async def _record(self, instance_id: str, name: str, page: JobEventsPage) -> None:
-        """Record what the page implies (starts, wakes), retrying until the store takes
+    async def _record(self, instance_id: str, name: str, page: JobEventsPage) -> bool:
+        """Record what the page implies (starts, wakes), retrying while the store refuses
         it: the page is not passed over before (the next poll would never name those
-        jobs again)."""
+        jobs again). False for another error: every job there must be woken instead."""
         started, ids = ([], []) if page.reset else self._news(instance_id, page)
         attempt = 0
         while True:
@@ -216,7 +222,10 @@ class JobEventFollower:
                     await self._record_running(instance_id, started)
                     woken = await self._wakes.wake("jobs", ids) if ids else 0
                 break
-            except Exception as exc:  # noqa: BLE001 - a refused write: the same writes again
+            except Exception as exc:  # a refused write: the same writes again (else logged)
+                if not self._refused(exc):
+                    log.exception("%s: recording job events failed; its jobs are woken", name)
+                    return False
                 delay = self._write_retry[min(attempt, len(self._write_retry) - 1)]
                 log.warning(
                     "%s: recording job events failed (%s); again in %.2f s",
@@ -228,6 +237,7 @@ class JobEventFollower:
                 await self._sleep(delay)
         if woken:
             self._hint("jobs")
+        return True
 
     async def _wake_all(self, instance_id: str, name: str) -> bool:
         """Wake every unfinished job on the instance; whether the store took it."""
@@ -294,6 +304,10 @@ class JobEventFollower:
             unwoken = not await self._wake_all(instance_id, name)
         await asyncio.sleep(self._retry[min(failures, len(self._retry) - 1)])
         return unwoken
+
+
+def _always(exc: BaseException) -> bool:
+    return True
 
 
 def _brief(exc: BaseException) -> str:

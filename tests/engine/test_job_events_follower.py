@@ -226,3 +226,37 @@ async def test_after_a_page_with_events_the_next_poll_waits_the_gap() -> None:
         "poll after 3",
         "poll after 3",  # the page without news: no pause
     ]
+
+
+class BrokenStates:
+    """The store failing a page's write for another reason than refusing it (a bug)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def record_agent_running(self, instance_id: str, agent_job_ids: Sequence[str]) -> list[str]:
+        self.calls += 1
+        raise ValueError("not a refusal")
+
+
+async def test_a_write_that_fails_without_a_refusal_wakes_every_job_and_goes_on() -> None:
+    """Not retried for ever, holding the host's feed (a refusal is: tests/engine/
+    test_store_refusals.py): the page is passed over, every job there woken instead (each
+    pass asks the agent), and the next page's news is recorded."""
+    pages = [
+        JobEventsPage(epoch="e", seq=0, reset=True),
+        JobEventsPage(epoch="e", seq=1, events=[_state("a-1", "running")]),
+        JobEventsPage(epoch="e", seq=2, events=[_state("a-2", "exited")]),
+    ]
+    wakes, states = RecordedWakes(), BrokenStates()
+    follower = JobEventFollower(
+        wakes, lambda kind: None, states=states, store_failure=lambda exc: False
+    )
+    client: AgentClient = ScriptedAgent(pages)  # type: ignore[assignment]
+    follower.follow("i-1", client)
+    try:
+        await _until(lambda: "a-2" in wakes.woken, within=10)
+        assert states.calls == 1  # tried once, not again and again
+        assert wakes.everything == 2  # the reset page's wake, then the one instead of a-1's
+    finally:
+        await follower.aclose()
