@@ -4,8 +4,9 @@ N tasks on the local fleet print a line every 0.2 s; the server is stopped with 
 (graceful) and started again, R times. For each restart: the seconds from the new
 process's start until the first job progresses (the store records more of its log than it
 had when the server stopped; watched from the spawn on, as the runtime starts before the
-web app), the same from the new server answering its healthcheck (negative when jobs moved
-before it answered) and from the SIGTERM, until every job has, and how long the graceful
+web app) and the CPU time the new process used until then (what load does not stretch),
+the same from the new server answering its healthcheck (negative when jobs moved before
+it answered) and from the SIGTERM, until every job has, and how long the graceful
 stop took; p50/min/max over the restarts. The promise (docs/server.md, "Stopping"):
 progress resumes within 2 s of a graceful restart's new process.
 
@@ -38,6 +39,12 @@ def offsets(db: Path) -> dict[str, int]:
     return {name: offset for name, status, offset in job_rows(db) if status == "running"}
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) process `pid` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(tmp: Path, tasks: int, restarts: int) -> dict[str, Any]:
     names = [f"tick-{i}" for i in range(tasks)]
     repo = config_repo(tmp / "repo", dict.fromkeys(names, TICKS))
@@ -48,6 +55,7 @@ def run(tmp: Path, tasks: int, restarts: int) -> dict[str, Any]:
     from_spawn: list[float] = []
     from_sigterm: list[float] = []
     stops: list[float] = []
+    cpu: list[float] = []  # the new server's CPU seconds until the first job moved
     try:
         server.start()
         wait_for(lambda: sum(o > 0 for o in offsets(db).values()) == tasks, within=300)
@@ -66,10 +74,16 @@ def run(tmp: Path, tasks: int, restarts: int) -> dict[str, Any]:
                 return [n for n, o in at_stop.items() if now.get(n, 0) > o]
 
             # watched from the spawn on: the server may move jobs before it answers
+            def watch() -> tuple[float, float]:
+                at = wait_for(lambda: bool(moved()), within=120, every=0.01)
+                assert server.process is not None
+                return at, cpu_seconds(server.process.pid)
+
             with ThreadPoolExecutor(1) as pool:
-                watch = pool.submit(lambda: wait_for(lambda: bool(moved()), within=120, every=0.01))
+                watching = pool.submit(watch)
                 up = server.start()
-                some = watch.result()
+                some, used = watching.result()
+            cpu.append(used)
             first.append(some - up)
             from_spawn.append(some - stopped)
             from_sigterm.append(some - stopping)
@@ -85,6 +99,7 @@ def run(tmp: Path, tasks: int, restarts: int) -> dict[str, Any]:
         "every_job_progress_after_healthy_s": percentiles(every),
         "first_job_progress_after_process_start_s": percentiles(from_spawn),
         "first_job_progress_after_sigterm_s": percentiles(from_sigterm),
+        "server_cpu_s_to_first_job_progress": percentiles(cpu),
         "graceful_stop_s": percentiles(stops),
         "samples_first_s": [round(s, 3) for s in first],
         "load_average": list(os.getloadavg()),
