@@ -7,11 +7,11 @@ fleet and reads them back with `squeue`; everything it decides is here, without 
   project's clusters) that can hold one node of the fleet's `resources`;
 - `sbatch_options`: dstack's fields as `sbatch` options (`--partition`, `--gres`,
   `--cpus-per-task`, `--mem`; docs/slurm.md has the table);
-- `batch_script`: the allocation's script: pick two free ports on the compute node, write
-  them with the node's name to the allocation's `endpoint` file (the home directory is
-  shared with the login node), then run the agent in the foreground (its HTTP API on
-  127.0.0.1, its SSH server on the node's addresses for the server's key only), so the
-  agent lives exactly as long as the allocation;
+- `batch_script`: the allocation's script: pick two free ports on the compute node, run
+  the agent on them (its HTTP API on 127.0.0.1, its SSH server on the node's addresses for
+  the server's key only) and, once it listens, write them with the node's name to the
+  allocation's `endpoint` file (the home directory is shared with the login node); the
+  agent replaces the script's shell, so it lives exactly as long as the allocation;
 - `parse_queue` / `ended_reason`: `squeue`'s lines, and the dstack termination reason of
   the jobs on an allocation Slurm ended (its time limit → `max_duration_exceeded`;
   cancelled, preempted, node failure, gone → `interrupted_by_no_capacity`, as a spot
@@ -119,17 +119,37 @@ def home_path(path: str) -> str:
     return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
 
 
+_LISTENING = (
+    "import os, socket, sys, time\n"
+    "port, pid, deadline = int(sys.argv[1]), int(sys.argv[2]), time.monotonic() + 120\n"
+    "while time.monotonic() < deadline:\n"
+    "    try:\n"
+    "        socket.create_connection(('127.0.0.1', port), 1).close()\n"
+    "        sys.exit(0)\n"
+    "    except OSError:\n"
+    "        os.kill(pid, 0)\n"  # the agent exited: ProcessLookupError, exit 1
+    "        time.sleep(0.05)\n"
+    "sys.exit(1)\n"
+)
+
+
 def batch_script(job_dir: str, bundle_dir: str, python: str, agent_args: Sequence[str]) -> str:
     """The allocation's batch script (see the module docstring). `job_dir` and
-    `bundle_dir` are absolute or relative to the home directory."""
+    `bundle_dir` are absolute or relative to the home directory. The endpoint file is
+    written once the agent's SSH server accepts connections, so the server's first look at
+    the new instance finds its agent (no failed connection, no back-off); the agent is the
+    batch step's own process (`exec`), so every signal Slurm sends the step reaches it."""
     q = shlex.quote
     flags = " ".join(q(arg) for arg in agent_args)
     return (
         "#!/bin/sh\n"
         f"cd {home_path(job_dir)} || exit 1\n"
         f"set -- $({q(python)} -c {q(_PORTS)}) || exit 1\n"
-        'echo "${SLURMD_NODENAME:-$(hostname)} $1 $2" > endpoint.tmp && mv endpoint.tmp endpoint\n'
         f"export PYTHONPATH={home_path(bundle_dir + '/current/site')} PYTHONNOUSERSITE=1\n"
+        # in the background: once the agent (this process, after `exec`) listens
+        f'{{ {q(python)} -c {q(_LISTENING)} "$1" "$$" 2>/dev/null && '
+        'echo "${SLURMD_NODENAME:-$(hostname)} $1 $2" > endpoint.tmp && '
+        "mv endpoint.tmp endpoint; } &\n"
         f'exec {q(python)} -s -m agent serve --data-dir "$PWD/data" --http-port "$2" '
         f'--ssh-port "$1" --ssh-host 0.0.0.0 --authorized-keys "$PWD/authorized_keys" '
         f'--host-key "$PWD/host_key" {flags}\n'

@@ -4,6 +4,7 @@ sbatch options, the batch script, and what `squeue` and the endpoint file say.""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,9 @@ def test_the_batch_script_runs_what_it_is_given_as_words_never_as_commands(
     assert done.returncode == 0, done.stderr
     where = tmp_path / job_dir
     assert not list(tmp_path.rglob("PWNED*"))  # no command substitution, no `;` ran
+    deadline = time.monotonic() + 10  # written in the background, once the agent listens
+    while not (where / "endpoint").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert (where / "endpoint").read_text() == "dy1 5000 5001\n"
     args = (where / "args").read_text().splitlines()
     assert args[:5] == ["-s", "-m", "agent", "serve", "--data-dir"]

@@ -158,6 +158,11 @@ def _log(server: Running, run: str) -> str:
     return base64.b64decode(chunk["data"]).decode(errors="replace")
 
 
+def _jobs_dir(server: Running) -> Path:
+    """Where this server's allocations keep their files (beside its SSH agent dir)."""
+    return Path(server.settings.data_dir).parent / "slurm" / "jobs"
+
+
 def _processes_with(text: str) -> list[str]:
     """Command lines of this machine's processes that contain `text`."""
     found = []
@@ -207,11 +212,11 @@ def test_a_fleet_is_sbatch_allocations_running_the_agent_and_runs_a_task(
     )
     assert _state(slurm, job_id) in ("", "CANCELLED")
     wait_until(
-        lambda: not _processes_with("/slurm/jobs/main-fleet-hpc-0-"),
+        lambda: not _processes_with(f"{_jobs_dir(server)}/main-fleet-hpc-0-"),
         timeout=30,
         what="the allocation's agent to be gone",
     )
-    assert not list(Path(server.settings.data_dir).parent.glob("slurm/jobs/*"))  # rm -rf'd
+    assert not list(_jobs_dir(server).glob("*"))  # rm -rf'd
     store = server.controller.runtime.store  # type: ignore[attr-defined]
     wait_until(
         lambda: all(
@@ -262,7 +267,10 @@ def test_an_allocation_cancelled_behind_dockyards_back_ends_its_jobs(
     assert f"(job {allocation['job_id']}) ended: " in ended[0].status_message
     # nothing of the allocation runs any more: its agent, the task's process
     wait_until(
-        lambda: not _processes_with("sleep 611") and not _processes_with("/slurm/jobs/main-"),
+        lambda: (
+            not _processes_with("sleep 611")
+            and not _processes_with(f"{_jobs_dir(server)}/main-fleet-hpc-cpu-0-")
+        ),
         timeout=30,
         what="the allocation's processes to be gone",
     )
