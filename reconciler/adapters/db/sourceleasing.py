@@ -3,7 +3,8 @@
 Each source is followed by its own `reconciles` worker (`reconciler.engine.sourceloops`),
 so a source whose fetch hangs holds only its own rows: `ProjectReconcileLeasing` is the
 `StoreLeasing` of the "reconciles" kind whose claim and `next_due` see only the rows of
-one project (by name, so a project created by its first reconcile is found). The filter
+one project (by name, so a project created by its first reconcile is found) and of its
+pull requests' preview projects. The filter
 is built once per leasing, so the claim's statements are built once too (`Leases._built`).
 """
 
@@ -11,17 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, or_, select
 
 from reconciler.adapters.db.lanes import Lane
 from reconciler.adapters.db.leasing import Leases
-from reconciler.adapters.db.models import Project, Reconcile
+from reconciler.adapters.db.models import PreviewRunRow, Project, Reconcile
 from reconciler.adapters.db.workleasing import L, StoreLeasing, pending_work
 from reconciler.ports import WorkKind
 
 
 class ProjectReconcileLeasing(StoreLeasing[L]):
-    """`StoreLeasing` whose "reconciles" rows are those of `project` alone."""
+    """`StoreLeasing` whose "reconciles" rows are those of `project` (and of its preview
+    projects) alone."""
 
     def __init__(
         self,
@@ -33,8 +35,13 @@ class ProjectReconcileLeasing(StoreLeasing[L]):
     ) -> None:
         super().__init__(leases, make_lease=make_lease, lane=lane)
         self.project = project
-        of_project = select(Project.id).where(Project.name == project).scalar_subquery()
-        self._where = and_(pending_work("reconciles"), Reconcile.project_id == of_project)
+        # the project's own rows and those of its pull requests' preview projects, which
+        # the project's source deploys (`reconciler.engine.previewing`)
+        previews = select(PreviewRunRow.preview_project).where(PreviewRunRow.project == project)
+        of_project = select(Project.id).where(
+            or_(Project.name == project, Project.name.in_(previews))
+        )
+        self._where = and_(pending_work("reconciles"), Reconcile.project_id.in_(of_project))
 
     async def claim_due(
         self, kind: WorkKind, *, owner: str, limit: int, lease_seconds: float
