@@ -60,7 +60,7 @@ from reconciler.engine.sessionforwards import LISTEN_HOST, SessionForwards
 from reconciler.engine.slurmengine import slurm_engine
 from reconciler.engine.sourceloops import SourceLoops, source_reconcilers, suspended_reason
 from reconciler.engine.triggers import Timers, queue_reconcile
-from reconciler.engine.worker import Lease, Process, Worker, WorkerConfig
+from reconciler.engine.worker import ErrorNote, Lease, Process, Worker, WorkerConfig
 from reconciler.engine.workers import WorkerDeps, WorkerTimings
 from reconciler.errors import DockyardError, UsageError
 from reconciler.ports import Trigger, WorkKind
@@ -470,6 +470,7 @@ def make_workers(
             process=process,
             owner=_owner(identity, kind),
             store_failure=refused_by_store,
+            on_error=failure_events(deps.store),
         )
     if reconciler is not None:
         scoped = (
@@ -485,8 +486,19 @@ def make_workers(
             process=reconciler.process,
             owner=_owner(identity, "reconciles"),
             store_failure=refused_by_store,
+            on_error=failure_events(deps.store),
         )
     return workers
+
+
+def failure_events(store: Store) -> ErrorNote:
+    """A worker's row that keeps failing gets an event (`Store.note_step_failure`): what an
+    operator reads in the row's events, not only in the server's log."""
+
+    async def note(lease: Lease, message: str) -> None:
+        await store.in_lane(store.note_step_failure, lease.kind, lease.row_id, message)
+
+    return note
 
 
 def _owner(identity: str, kind: str) -> str | None:
