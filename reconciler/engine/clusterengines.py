@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.domain.statuses import JobTerminationReason
-from reconciler.engine.kubeengine import KubernetesEngine
 from schemas.serverbackends import KubernetesBackend
 from stacks.catalog import load_catalog
+
+if TYPE_CHECKING:  # lightkube is loaded only where a backends file names Kubernetes
+    from reconciler.engine.kubeengine import KubernetesEngine
 
 Ended = tuple[JobTerminationReason, str] | None
 
@@ -33,6 +36,8 @@ def kube_engine(
         for backend in entry.backends
     ):
         return None
+    from reconciler.engine.kubeengine import KubernetesEngine
+
     gpus = sorted({row.gpu_name for row in load_catalog() if row.gpu_name})
     return KubernetesEngine(clusters, None, key, gpus, agent_args=agent_args)
 

@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.db.store import Store
-from reconciler.adapters.kubeapi import read_project_kube
 from reconciler.adapters.slurm_login import read_project_clusters
 from reconciler.core.clusterbackends import ServerBackends, describe_offers
 from reconciler.core.elastic import Growth, choose_growth, failure_message
@@ -180,6 +179,9 @@ class Previewer:
     async def _kube_has(self, project: str) -> str:
         """What the project's Kubernetes clusters have now, read from their nodes (one line)."""
         assert self._clusters is not None
+        # lightkube (the client) is loaded only when a Kubernetes cluster is asked
+        from reconciler.adapters.kubeapi import read_project_kube
+
         gpus = sorted({row.gpu_name for row in self._catalog if row.gpu_name})
         offers, errors = await read_project_kube(self._clusters, project, gpus)
         return describe_kube_offers(offers, errors)

@@ -20,7 +20,17 @@ from pathlib import Path
 from reconciler.adapters.db import Store, resolve_db_url
 from reconciler.adapters.db.migrating import alembic_config, head_revision, script_revisions
 
-HEAVY = ("git", "gitdb", "alembic", "mako", "pulumi", "docker", "fastapi", "reconciler.web")
+HEAVY = (
+    "git",
+    "gitdb",
+    "alembic",
+    "mako",
+    "pulumi",
+    "docker",
+    "fastapi",
+    "reconciler.web",
+    "lightkube",
+)
 
 START = """
 import json, os, sys
