@@ -114,7 +114,7 @@ class AccountsStore(StoreBase):
         if role not in PROJECT_ROLES:
             raise UsageError(f"unknown project role {role!r}: use admin, manager or user")
         with self.writing() as session:
-            before = _member_roles(session, project_id)
+            before = member_roles(session, project_id)
             name = session.get(User, user_id)
             after = {**before, (name.name if name else user_id): role}
             _refuse_unless_allowed(before, after)
@@ -164,7 +164,7 @@ class AccountsStore(StoreBase):
         leave the project without an admin."""
         with self.writing() as session:
             user = session.get(User, user_id)
-            before = _member_roles(session, project_id)
+            before = member_roles(session, project_id)
             after = {k: v for k, v in before.items() if k != (user.name if user else user_id)}
             _refuse_unless_allowed(before, after)
             result = session.execute(
@@ -219,7 +219,8 @@ class AccountsStore(StoreBase):
         return bool(getattr(result, "rowcount", 0))
 
 
-def _member_roles(session: Session, project_id: str) -> dict[str, str]:
+def member_roles(session: Session, project_id: str) -> dict[str, str]:
+    """`username: role` of the project's members now (the store's writes and the API's)."""
     rows = session.execute(
         select(User.name, Member.role)
         .join(Member, Member.user_id == User.id)

@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.accounts import hash_token, new_token
+from reconciler.adapters.db.accounts import hash_token, member_roles, new_token
 from reconciler.adapters.db.models import Member, Project, Token, User
 from reconciler.adapters.db.teardowns import record_teardowns
 from reconciler.api import models as wire
@@ -92,7 +92,7 @@ def delete_user(session: Session, username: str, caller: Principal) -> None:
         .order_by(Project.name)
     ).all()
     for project_id, project_name in projects:
-        before = _roles(session, project_id)
+        before = member_roles(session, project_id)
         after = {name: role for name, role in before.items() if name != username}
         refusal = membership_refusal(before, after, caller_may_change_admins=True)
         if refusal is not None:
@@ -161,16 +161,6 @@ def delete_project(session: Session, name: str, now: datetime) -> int:
     return hosts
 
 
-def _roles(session: Session, project_id: str) -> dict[str, str]:
-    """`username: role` of the project's members now."""
-    rows = session.execute(
-        select(User.name, Member.role)
-        .join(Member, Member.user_id == User.id)
-        .where(Member.project_id == project_id)
-    )
-    return {name: role for name, role in rows}
-
-
 def _check_change(before: dict[str, str], after: dict[str, str], may_change_admins: bool) -> None:
     refusal = membership_refusal(before, after, caller_may_change_admins=may_change_admins)
     if refusal is not None:
@@ -189,7 +179,7 @@ def set_members(
     (`MembershipRefusedError`, nothing written) by `membership_refusal`:
     `may_change_admins` is false for a project manager."""
     users = {name: _user_by_name(session, name) for name in members}
-    before = _roles(session, project_id)
+    before = member_roles(session, project_id)
     after = dict(members) if replace else {**before, **members}
     _check_change(before, after, may_change_admins)
     if replace:
@@ -210,7 +200,7 @@ def remove_members(
 ) -> wire.Project:
     """Remove the named members, unless `membership_refusal` refuses (see `set_members`)."""
     users = [_user_by_name(session, name) for name in usernames]
-    before = _roles(session, project_id)
+    before = member_roles(session, project_id)
     after = {name: role for name, role in before.items() if name not in set(usernames)}
     _check_change(before, after, may_change_admins)
     for user in users:
