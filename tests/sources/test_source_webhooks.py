@@ -160,15 +160,28 @@ def test_a_monorepos_sources_each_take_their_directory_and_each_push(
          "project": "speech", "webhook_secret": "env:MONO_HOOK"},
     )  # fmt: skip
     with running_server(tmp_path, None, sources_config=config, fetch_interval=3600) as server:
+        refused: list[str] = []  # answers that were not a list, said if the wait fails
 
         def runs(project: str) -> list[str]:
             with server.client(server.admin_token) as http:
-                got = http.post(f"/api/project/{project}/runs/list", json={})
-            return sorted(r["run_spec"]["run_name"] for r in got.json()) if got.is_success else []
+                # finished runs too: a task that echoes once may end before the other's starts
+                got = http.post(f"/api/project/{project}/runs/list", json={"all": True})
+            if not got.is_success:
+                refused.append(f"{project}: {got.status_code} {got.text[:200]}")
+                return []
+            return sorted(r["run_spec"]["run_name"] for r in got.json())
 
-        # each project's implicit local fleet comes up before its run is submitted
-        wait_until(lambda: bool(runs("nlp") and runs("speech")), 150, "both teams' runs")
-        assert runs("nlp") == ["nlp-train"] and runs("speech") == ["asr-train"]
+        # each project's implicit local fleet comes up before its run is submitted; each
+        # project gets its own directory's run and only that one
+        try:
+            wait_until(
+                lambda: runs("nlp") == ["nlp-train"] and runs("speech") == ["asr-train"],
+                150,
+                "each team's own run",
+            )
+        except AssertionError as timed_out:
+            seen = refused[-3:]
+            raise AssertionError(f"{timed_out}; answers that were no list: {seen}") from None
         wait_until(
             lambda: all(
                 r["status"] not in ("queued", "running")
