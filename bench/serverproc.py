@@ -60,7 +60,8 @@ class Server:
     """One `dockyard server` on `data_dir`, its repo `repo`; `start`/`stop` as an operator."""
 
     data_dir: Path
-    repo: Path
+    repo: Path | None
+    """The `--repo` config repo; None: the server follows its sources file only."""
     work: Path
     """Where its HOME and its output (`server.log`) go: outside the data dir."""
     env: dict[str, str] = field(default_factory=dict)
@@ -76,8 +77,8 @@ class Server:
             "HOME": str(home),
             "DOCKYARD_CONFIG": str(home / "config.yml"),
             "DOCKYARD_PORT": str(self.port),
-            "DOCKYARD_REPO": str(self.repo),
             "DOCKYARD_LOCAL_JOB_ISOLATION": "process",
+            **({"DOCKYARD_REPO": str(self.repo)} if self.repo is not None else {}),
             **self.env,
         }
         self.log = self.work / "server.log"
