@@ -106,6 +106,18 @@ def source_to_dict(source: Source) -> dict[str, Any]:
     }
 
 
+_HTTP_USERINFO = re.compile(r"\b(https?://)[^/@\s]+@", re.IGNORECASE)
+_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.-]*://[^/@\s:]+):[^/@\s]+@", re.IGNORECASE)
+
+
+def without_credentials(text: str) -> str:
+    """`text` with the credentials of every URL in it left out: an HTTP(S) URL's user and
+    password (a token is often the user: `https://token@host/x` → `https://host/x`), any
+    other URL's password (`ssh://git:pw@host` → `ssh://git@host`). How a repo, or an error
+    naming it, is shown."""
+    return _PASSWORD.sub(r"\1@", _HTTP_USERINFO.sub(r"\1", text))
+
+
 def source_state(source: Source, last_status: str | None, last_error: str | None) -> str:
     """`suspended`, `failing` (its newest finished pass failed or was aborted, not for
     being suspended) or `following`."""
