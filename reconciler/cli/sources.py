@@ -22,7 +22,12 @@ SourceProject = Annotated[
 ]
 BranchOption = Annotated[str | None, typer.Option("--branch", help="The branch (main).")]
 PathOption = Annotated[
-    str | None, typer.Option("--path", help="The directory within the repo holding the configs.")
+    list[str] | None,
+    typer.Option(
+        "--path",
+        help="A directory within the repo holding the configs; repeat it for several "
+        "(--path '' in update: the whole repo).",
+    ),
 ]
 IntervalOption = Annotated[
     float | None, typer.Option("--fetch-interval", help="Seconds between periodic fetches.")
@@ -39,8 +44,8 @@ CredentialsOption = Annotated[
 
 def _body(**values: Any) -> dict[str, Any]:
     body = {k: v for k, v in values.items() if v is not None}
-    if "path" in body:
-        body["paths"] = [body.pop("path")] if body["path"] else []
+    if "path" in body:  # `--path ''` alone: the whole repo
+        body["paths"] = [p for p in body.pop("path") if p != ""]
     return body
 
 

@@ -28,6 +28,9 @@ REF_PATTERN = r"^(env:[A-Za-z_][A-Za-z0-9_]{0,99}|file:/[^\x00]{1,1000})$"
 BRANCH_PATTERN = r"^[A-Za-z0-9_/][A-Za-z0-9._/-]{0,199}$"
 MAX_SOURCES = 1000
 MAX_FETCH_INTERVAL = 86400.0
+MAX_PATHS = 64
+MAX_PATH_LENGTH = 500
+_PATH_SEGMENT = re.compile(r"^[^\x00-\x1f\x7f\\:*?\[\]]+$")
 
 
 class SourceSpec(StrictModel):
@@ -37,7 +40,7 @@ class SourceSpec(StrictModel):
     repo: str = Field(min_length=1, max_length=1000)
     project: str = Field(pattern=NAME_PATTERN)
     branch: str = Field(default="main", pattern=BRANCH_PATTERN)
-    paths: list[str] = Field(default_factory=list, max_length=1)
+    paths: list[str] = Field(default_factory=list, max_length=MAX_PATHS)
     fetch_interval: float | None = Field(default=None, gt=0, le=MAX_FETCH_INTERVAL)
     suspended: bool = False
     webhook_secret: str | None = Field(default=None, pattern=REF_PATTERN)
@@ -60,14 +63,11 @@ class SourceSpec(StrictModel):
     @field_validator("paths")
     @classmethod
     def _relative_paths(cls, value: list[str]) -> list[str]:
-        cleaned = []
-        for path in value:
-            path = path.strip("/")
-            parts = path.split("/")
-            if not path or ".." in parts or any(ord(c) < 32 for c in path):
-                raise ValueError(f"{path!r}: a directory inside the repo (no '..', not empty)")
-            cleaned.append(path)
-        return cleaned
+        problems = [why for why in (path_problem(p) for p in value) if why]
+        problems += overlap_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems[:5]))
+        return value
 
     def to_source(self, origin: SourceOrigin = "api") -> Source:
         return Source(
@@ -82,6 +82,48 @@ class SourceSpec(StrictModel):
             credentials_ref=self.credentials,
             origin=origin,
         )
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` is not a directory of the repo as a source's `paths:` names it (None:
+    it is): relative, in normal form (`teams/a`: no leading, trailing or double `/`, no
+    `.` or `..`), at most 500 characters, without control characters or the characters
+    git reads as a pattern (`\\ : * ? [ ]`)."""
+    if not path:
+        return "'' is not a directory: leave `paths` out to read the whole repo"
+    if len(path) > MAX_PATH_LENGTH:
+        return f"{path[:40]!r}…: a directory is at most {MAX_PATH_LENGTH} characters"
+    parts = path.split("/")
+    if ".." in parts:
+        return f"{path!r}: '..' leaves the repo; name a directory inside it"
+    if path.startswith("/"):
+        return f"{path!r} is absolute: name it relative to the repo's root, like {_normal(path)!r}"
+    if any(part in ("", ".") for part in parts):
+        return f"{path!r} is not in normal form: write it {_normal(path)!r}"
+    if not all(_PATH_SEGMENT.match(part) for part in parts):
+        return f"{path!r}: no control characters nor any of \\ : * ? [ ] in a directory"
+    return None
+
+
+def _normal(path: str) -> str:
+    return "/".join(p for p in path.split("/") if p not in ("", ".")) or "(the whole repo)"
+
+
+def overlap_problems(paths: Sequence[str]) -> list[str]:
+    """Each directory named twice, or inside another one named (its configs would be
+    the source's twice)."""
+    problems = []
+    for at, path in enumerate(paths):
+        for other in paths[:at]:
+            if path == other:
+                problems.append(f"{path!r} is named twice: name each directory once")
+            elif path.startswith(other + "/") or other.startswith(path + "/"):
+                inner, outer = (path, other) if len(path) > len(other) else (other, path)
+                problems.append(
+                    f"{inner!r} is inside {outer!r}: name {outer!r} only, or the "
+                    "directories within it you mean"
+                )
+    return problems
 
 
 class SourcesFile(StrictModel):
@@ -104,6 +146,18 @@ def source_to_dict(source: Source) -> dict[str, Any]:
         "credentials": source.credentials_ref,
         "origin": source.origin,
     }
+
+
+_HTTP_USERINFO = re.compile(r"\b(https?://)[^/@\s]+@", re.IGNORECASE)
+_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.-]*://[^/@\s:]+):[^/@\s]+@", re.IGNORECASE)
+
+
+def without_credentials(text: str) -> str:
+    """`text` with the credentials of every URL in it left out: an HTTP(S) URL's user and
+    password (a token is often the user: `https://token@host/x` → `https://host/x`), any
+    other URL's password (`ssh://git:pw@host` → `ssh://git@host`). How a repo, or an error
+    naming it, is shown."""
+    return _PASSWORD.sub(r"\1@", _HTTP_USERINFO.sub(r"\1", text))
 
 
 def source_state(source: Source, last_status: str | None, last_error: str | None) -> str:

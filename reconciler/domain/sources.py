@@ -36,5 +36,13 @@ class Source:
 
     @property
     def subdir(self) -> str:
-        """The one directory the git source reads (`paths` holds at most one today)."""
-        return self.paths[0] if self.paths else ""
+        """The directory the source's snapshot is relative to: its one directory (whose
+        `.dockyard.yml` is the policy and whose `paths` are relative to it), or the repo's
+        root when it names none or several."""
+        return self.paths[0] if len(self.paths) == 1 else ""
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The directories the source's configs must be in when it names several (none:
+        every config under `subdir`)."""
+        return self.paths if len(self.paths) > 1 else ()

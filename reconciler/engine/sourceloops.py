@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,15 +52,17 @@ MakeReconciler = Callable[[Source], Reconciler]
 def source_location(source: Source, environ: Mapping[str, str]) -> RepoLocation:
     """Where the source's repo is and its own credentials: `env:NAME` is a token (https)
     or, for SSH, names a key file; `file:PATH` is a key file (SSH) or holds a token."""
-    location = RepoLocation(url=source.repo, branch=source.branch, subdir=source.subdir)
+    location = RepoLocation(
+        url=source.repo, branch=source.branch, subdir=source.subdir, roots=source.roots
+    )
     if source.credentials_ref is None:
         return location
     kind, value = parse_ref(source.credentials_ref)
     named = environ.get(value, "") if kind == "env" else value
     if location.scheme == "ssh":
-        return RepoLocation(location.url, location.branch, location.subdir, ssh_key=Path(named))
+        return replace(location, ssh_key=Path(named))
     token = named if kind == "env" else _read_token(Path(value))
-    return RepoLocation(location.url, location.branch, location.subdir, token=token or None)
+    return replace(location, token=token or None)
 
 
 def _read_token(path: Path) -> str | None:

@@ -20,16 +20,20 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import Field, ValidationError
 
-from reconciler.adapters.db.readmodels import accounts as q
-from reconciler.adapters.db.sources import LastReconcile
 from reconciler.api.requests import Body
-from reconciler.core.sources import SourceSpec, source_state, source_to_dict
+from reconciler.core.sources import SourceSpec, source_to_dict
 from reconciler.domain.sources import Source
 from reconciler.errors import DockyardError
 from reconciler.web.auth import Principal, require_admin, require_user
 from reconciler.web.context import WebContext, get_context
 from reconciler.web.errors import NotFoundError
 from reconciler.web.hookrouting import sources_store
+from reconciler.web.sourcereads import (
+    shown_source,
+    visible_projects,
+    visible_sources,
+    with_state,
+)
 
 
 class SourceName(Body):
@@ -68,37 +72,10 @@ def _spec(body: SourceBody, name: str | None = None) -> SourceSpec:
         raise HTTPException(status_code=400, detail="; ".join(lines)) from None
 
 
-async def _visible(context: WebContext, me: Principal) -> set[str] | None:
-    """The projects whose sources the caller sees (None: every project, an admin)."""
-    if me.is_admin:
-        return None
-    return {p.project_name for p in await context.db.read(q.list_projects, me)}
-
-
 async def _changed(context: WebContext) -> None:
     follow = getattr(context.controller, "sources_changed", None)
     if follow is not None:
         await follow()
-
-
-def _shown(source: Source, last: LastReconcile | None = None) -> dict[str, Any]:
-    """The source, its state and its project's newest finished reconcile (id, status,
-    error): what `dockyard source list` shows."""
-    shown = source_to_dict(source)
-    status, error = (last.status, last.error) if last is not None else (None, None)
-    shown["state"] = source_state(source, status, error)
-    shown["last_reconcile"] = (
-        {"id": last.id, "status": last.status, "error": last.error} if last is not None else None
-    )
-    return shown
-
-
-async def _with_state(
-    request: Request, context: WebContext, sources: list[Source]
-) -> list[dict[str, Any]]:
-    store = sources_store(request, context)
-    lasts = await anyio.to_thread.run_sync(store.last_reconciles, [s.project for s in sources])
-    return [_shown(s, lasts.get(s.project)) for s in sources]
 
 
 def build_sources_router() -> APIRouter:
@@ -112,12 +89,7 @@ def build_sources_router() -> APIRouter:
         context: WebContext = Depends(get_context),
     ) -> list[dict[str, Any]]:
         project = body.project if body is not None else None
-        found = await anyio.to_thread.run_sync(
-            sources_store(request, context).list_sources, project
-        )
-        visible = await _visible(context, me)
-        seen = [s for s in found if visible is None or s.project in visible]
-        return await _with_state(request, context, seen)
+        return await visible_sources(request, context, me, project)
 
     @router.post("/get")
     async def get_source(
@@ -129,10 +101,10 @@ def build_sources_router() -> APIRouter:
         found = await anyio.to_thread.run_sync(
             sources_store(request, context).get_source, body.name
         )
-        visible = await _visible(context, me)
+        visible = await visible_projects(context, me)
         if found is None or (visible is not None and found.project not in visible):
             raise NotFoundError(f"no source named {body.name!r}")
-        return (await _with_state(request, context, [found]))[0]
+        return (await with_state(request, context, [found]))[0]
 
     @router.post("/create")
     async def create_source(
@@ -144,7 +116,7 @@ def build_sources_router() -> APIRouter:
         source = _spec(body).to_source("api")
         added = await anyio.to_thread.run_sync(sources_store(request, context).add_source, source)
         await _changed(context)
-        return _shown(added)
+        return shown_source(added)
 
     @router.post("/update")
     async def update_source(
@@ -165,7 +137,7 @@ def build_sources_router() -> APIRouter:
         changed = _spec(merged, name).to_source("api")
         updated = await anyio.to_thread.run_sync(store.update_source, name, changed)
         await _changed(context)
-        return _shown(updated)
+        return shown_source(updated)
 
     @router.post("/delete")
     async def delete_source(
@@ -198,7 +170,7 @@ def _add_suspension(router: APIRouter, verb: str, suspended: bool) -> None:
         if not suspended:  # resumed: the next pass applies the branch head, now
             with contextlib.suppress(DockyardError):
                 await context.controller.request_reconcile(changed.project, trigger="api")
-        return _shown(changed)
+        return shown_source(changed)
 
     router.add_api_route(f"/{verb}", set_suspended, methods=["POST"], name=f"{verb}_source")
 

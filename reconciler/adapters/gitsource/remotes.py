@@ -30,6 +30,8 @@ class RepoLocation:
     subdir: str = ""
     token: str | None = None
     ssh_key: Path | None = None
+    roots: tuple[str, ...] = ()
+    """Several directories (of the repo's root) holding the configs; none: all of `subdir`."""
 
     @property
     def scheme(self) -> str:

@@ -1,7 +1,8 @@
 """Immutable snapshots of a config repo at a commit: which config files, at which blobs.
 
 A `Snapshot` maps repo-relative paths of config files (`*.dstack.yml`, `*.dstack.yaml`
-and `.dockyard.yml`, under the optional subdirectory) to their blob SHAs; contents are
+and `.dockyard.yml`, under the optional subdirectory, or in any of several directories
+of a source that names several, its `roots`) to their blob SHAs; contents are
 read (and parsed) only for blobs not seen before. The first snapshot lists the commit's
 tree once (`git ls-tree`); the next ones apply `git diff-tree` between the two commits to
 the previous snapshot, so a one-file commit costs one small diff.
@@ -33,6 +34,8 @@ class Snapshot:
     subdir: str = ""
     links: frozenset[str] = frozenset()
     """Config paths committed as symbolic links: reported, never read."""
+    roots: tuple[str, ...] = ()
+    """The directories a config must be in (none: anywhere under `subdir`)."""
 
     @property
     def policy_path(self) -> str:
@@ -43,20 +46,30 @@ class Snapshot:
         return path[len(self.subdir) + 1 :] if self.subdir else path
 
 
-def is_snapshot_file(path: str, subdir: str) -> bool:
+def is_snapshot_file(path: str, subdir: str, roots: tuple[str, ...] = ()) -> bool:
+    """A config under `subdir` (and in one of `roots`, when named), or the policy file
+    at `subdir`'s top (with `roots`, the repo's root: `subdir` is then empty)."""
+    if path == (f"{subdir}/{POLICY_FILE}" if subdir else POLICY_FILE):
+        return True
     if subdir and not path.startswith(subdir + "/"):
         return False
-    name = path.rsplit("/", 1)[-1]
-    return path.endswith(CONFIG_SUFFIXES) or (
-        name == POLICY_FILE and path == (f"{subdir}/{POLICY_FILE}" if subdir else POLICY_FILE)
-    )
+    if roots and not any(path.startswith(root + "/") for root in roots):
+        return False
+    return path.endswith(CONFIG_SUFFIXES)
 
 
-def list_snapshot(repo: git.Repo, commit: str, subdir: str = "") -> Snapshot:
+def _pathspec(subdir: str, roots: tuple[str, ...]) -> list[str]:
+    """What git is asked to list (a narrowing only: `is_snapshot_file` decides)."""
+    if roots:
+        return ["--", *roots, POLICY_FILE]
+    return ["--", subdir] if subdir else []
+
+
+def list_snapshot(
+    repo: git.Repo, commit: str, subdir: str = "", roots: tuple[str, ...] = ()
+) -> Snapshot:
     """The snapshot of `commit`, from one `git ls-tree` of its whole tree."""
-    args = ["-r", "-z", "--full-tree", commit]
-    if subdir:
-        args += ["--", subdir]
+    args = ["-r", "-z", "--full-tree", commit, *_pathspec(subdir, roots)]
     out = repo.git.ls_tree(*args)
     files: dict[str, str] = {}
     links: set[str] = set()
@@ -65,7 +78,7 @@ def list_snapshot(repo: git.Repo, commit: str, subdir: str = "") -> Snapshot:
             continue
         meta, _, path = entry.partition("\t")
         mode, kind, sha = meta.split()
-        if kind != "blob" or not is_snapshot_file(path, subdir):
+        if kind != "blob" or not is_snapshot_file(path, subdir, roots):
             continue
         if mode == _LINK:
             links.add(path)
@@ -76,6 +89,7 @@ def list_snapshot(repo: git.Repo, commit: str, subdir: str = "") -> Snapshot:
         files=MappingProxyType(dict(sorted(files.items()))),
         subdir=subdir,
         links=frozenset(links),
+        roots=roots,
     )
 
 
@@ -86,9 +100,8 @@ def advance_snapshot(repo: git.Repo, previous: Snapshot, commit: str) -> Snapsho
     """The snapshot of `commit`, from `previous` and `git diff-tree` between the two."""
     if commit == previous.commit:
         return previous
-    args = ["-r", "-z", "--no-renames", "--no-commit-id", previous.commit, commit]
-    if previous.subdir:
-        args += ["--", previous.subdir]
+    where = _pathspec(previous.subdir, previous.roots)
+    args = ["-r", "-z", "--no-renames", "--no-commit-id", previous.commit, commit, *where]
     out = repo.git.diff_tree(*args)
     files = dict(previous.files)
     links = set(previous.links)
@@ -101,7 +114,7 @@ def advance_snapshot(repo: git.Repo, previous: Snapshot, commit: str) -> Snapsho
         links.discard(path)
         if status.startswith("D") or new_mode in ("000000", "160000"):
             continue
-        if is_snapshot_file(path, previous.subdir):
+        if is_snapshot_file(path, previous.subdir, previous.roots):
             if new_mode == _LINK:
                 links.add(path)
             else:
@@ -111,4 +124,5 @@ def advance_snapshot(repo: git.Repo, previous: Snapshot, commit: str) -> Snapsho
         files=MappingProxyType(dict(sorted(files.items()))),
         subdir=previous.subdir,
         links=frozenset(links),
+        roots=previous.roots,
     )

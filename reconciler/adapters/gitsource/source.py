@@ -67,9 +67,13 @@ class GitSource:
             try:
                 snap = advance_snapshot(self.mirror.repo, previous, commit)
             except git.GitCommandError:  # the previous commit is gone (force push + gc)
-                snap = list_snapshot(self.mirror.repo, commit, self.location.subdir)
+                snap = list_snapshot(
+                    self.mirror.repo, commit, self.location.subdir, self.location.roots
+                )
         else:
-            snap = list_snapshot(self.mirror.repo, commit, self.location.subdir)
+            snap = list_snapshot(
+                self.mirror.repo, commit, self.location.subdir, self.location.roots
+            )
         self._snapshots[commit] = snap
         while len(self._snapshots) > _KEPT_SNAPSHOTS:
             self._snapshots.popitem(last=False)

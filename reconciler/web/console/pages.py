@@ -1,6 +1,7 @@
 """The console's routes: sign-in and out, projects, a project's GitOps timeline, a commit's
-plan. Runs live in `runpages`, capacity and settings in `capacitypages`; all are added to
-the router `build_console_router` returns (called by `reconciler.web.app`).
+plan. Runs live in `runpages`, capacity and settings in `capacitypages`, sources in
+`sourcepages`; all are added to the router `build_console_router` returns (called by
+`reconciler.web.app`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from reconciler.web.console.origins import secure_cookie, sign_in_refusal
 from reconciler.web.console.rendering import SECURITY_HEADERS
 from reconciler.web.console.runpages import add_run_pages, project_costs
 from reconciler.web.console.sessions import COOKIE, COOKIE_PATH
+from reconciler.web.console.sourcepages import add_source_pages
 from reconciler.web.console.state import Console
 from reconciler.web.console.static import add_static_routes
 from reconciler.web.context import WebContext, get_context
@@ -40,6 +42,7 @@ def build_console_router(data_dir: Path) -> APIRouter:
     _add_project_pages(router, console)
     add_run_pages(router, console)
     add_capacity_pages(router, console)
+    add_source_pages(router, console)
     add_static_routes(router)
     return router
 
