@@ -53,3 +53,21 @@ def rules_at(source: PolicySource | None) -> RulesAt:
         return policy.policy if policy.project == project else PolicyRules()
 
     return rules
+
+
+def rules_by_project(
+    default: RulesAt, sources: Callable[[str], PolicySource | None] | None
+) -> RulesAt:
+    """The deployed rules of each project from its own source's config repo (`sources`:
+    the config repo of the stored source feeding a project, `SourceLoops.config_source`);
+    `default` (the `--repo` one) for a project no stored source feeds."""
+    if sources is None:
+        return default
+
+    def rules(project: str, revision: str | None) -> PolicyRules:
+        found = sources(project)
+        return (
+            rules_at(found)(project, revision) if found is not None else default(project, revision)
+        )
+
+    return rules
