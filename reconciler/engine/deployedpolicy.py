@@ -10,8 +10,10 @@ nothing until that commit itself is applied.
 `rules_at(source)` reads the rules at a revision from the config repo; the reconciler
 (`reconciling`), the PR bots (`reconciler.pr.approving`, PR plans through `plan_live`) and
 `POST plan/files` pass it to `plan_live` / `approve`, which ask it for the project's last
-applied revision. No revision applied yet, no config repo, or a revision that cannot be
-read: no approver counts (a violating run stays blocked; change the rule instead).
+applied revision. With many sources, `rules_by_project` reads each project's rules from
+its own source's config repo (its mirror). No revision applied yet, no config repo, or a
+revision that cannot be read: no approver counts (a violating run stays blocked; change
+the rule instead).
 """
 
 from __future__ import annotations

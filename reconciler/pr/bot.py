@@ -14,6 +14,10 @@ GitLab answers `/dockyard approve` notes of merge requests. It
   must act: install the Pulumi CLI, add credentials, fix the backend). A status is posted
   only when it changes (the periodic reconcile of the same commit does not post it again).
 
+A stored source's bot (`reconciler.pr.sourcebots`) is the same class with that source's
+project, directory, token, comment marker and status context; it also plans GitLab
+`Merge Request Hook` deliveries (`accept_merge_request`).
+
 Work runs in background tasks (the webhook is answered at once); host failures are logged
 as their one-line message, never with the token.
 """
