@@ -86,12 +86,14 @@ def two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Two]:
             yield Two(server, host, a, b)
 
 
-def github(server: Running, event: str, payload: dict[str, Any], secret: str) -> httpx.Response:
+def github(
+    server: Running, event: str, payload: dict[str, Any], secret: str, delivery: str = ""
+) -> httpx.Response:
     body = json.dumps(payload).encode()
     signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     headers = {
         "X-GitHub-Event": event,
-        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
         "X-Hub-Signature-256": signature,
         "Content-Type": "application/json",
     }
@@ -136,11 +138,13 @@ def test_a_pull_request_signed_with_the_other_sources_secret_is_refused(two: Two
     state = two.host.state
     state.files = {"train.dstack.yml": TRAIN}
     payload = pull_request("acme/team-b", str(two.b.path))
-    answer = github(two.server, "pull_request", payload, SECRET_A)
+    answer = github(two.server, "pull_request", payload, SECRET_A, "pr-1")
     assert answer.status_code == 401, answer.text
     assert "team-b" in answer.json()["reason"]
-    # the refused delivery was recorded nowhere: the same delivery, rightly signed, plans
-    assert github(two.server, "pull_request", payload, SECRET_B).status_code == 202
+    assert state.requests == []
+    # the refused delivery was recorded nowhere: the same delivery id, rightly signed, plans
+    answer = github(two.server, "pull_request", payload, SECRET_B, "pr-1")
+    assert answer.status_code == 202 and answer.json()["outcome"] == "planning", answer.text
     wait_until(lambda: len(state.statuses) == 1, 30, "the rightly signed plan")
     assert len(state.comments) == 1 and state.statuses[0][1]["context"] == "dockyard/team-b/plan"
 
