@@ -33,10 +33,11 @@ from reconciler.adapters.db.secrets_crypto import SecretsCipher, load_or_create_
 from reconciler.adapters.sourcesfile import declared_sources, flags_source
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.domain.inventory import InstanceRecord
-from reconciler.engine.deployedpolicy import RulesAt, rules_at
+from reconciler.engine.deployedpolicy import RulesAt, rules_at, rules_by_project
 from reconciler.engine.service_stats import RequestStats
 from reconciler.ports import Controller
 from reconciler.pr.bot import PullRequestBot, build_bot, build_gitlab_bot
+from reconciler.pr.sourcebots import SourceBots, build_source_bots
 from reconciler.settings import Settings
 
 if TYPE_CHECKING:  # the web modules load in build_web: a start runs its runtime first
@@ -166,6 +167,7 @@ class ServerRuntime:
     notes: PullRequestBot | None
     admin_token: str | None
     cli_config_written: bool
+    source_bots: SourceBots | None = None
 
 
 def build_server(
@@ -200,15 +202,21 @@ def build_engine(
         controller = controller_factory(settings, store)
     else:
         controller = load_controller(settings, store, stats, reporter=bot, clusters=clusters)
-    # approvers: the deployed `.dockyard.yml`'s, read from the config repo (deployedpolicy)
-    deployed = rules_at(getattr(controller, "source", None))
-    for pr_bot in (bot, notes):  # PR plans preview with the reconcile's engines
+    # approvers: the deployed `.dockyard.yml`'s, read from each project's own config repo
+    loops = getattr(controller, "loops", None)  # the stored sources' (deployedpolicy)
+    deployed = rules_by_project(
+        rules_at(getattr(controller, "source", None)),
+        loops.config_source if loops is not None else None,
+    )
+    sources = build_source_bots(settings, store)  # each source's PRs (pr.sourcebots)
+    for pr_bot in (bot, notes, sources):  # PR plans preview with the reconcile's engines
         if pr_bot is not None:
             pr_bot.previewer = getattr(controller, "previewer", None)
             pr_bot.deployed = deployed
     return ServerRuntime(
-        settings, store, db, controller, stats, clusters, deployed, bot, notes, token, wrote_config
-    )
+        settings, store, db, controller, stats, clusters, deployed, bot, notes, token,
+        wrote_config, sources,
+    )  # fmt: skip
 
 
 def build_web(engine: ServerRuntime) -> Server:
@@ -233,6 +241,7 @@ def build_web(engine: ServerRuntime) -> Server:
         pull_requests=bot,
     )
     app.state.gitlab_pull_requests = notes  # reconciler.web.hooks_gitlab
+    app.state.source_bots = engine.source_bots  # reconciler.web.hooks_sourceprs
     app.state.server_backends = clusters  # backends/list (reconciler.web.routes_backends)
     app.state.deployed_rules = deployed  # POST plan/files (reconciler.web.routes_pr)
     # preview runs of pull requests (docs/previews.md): label or `/dockyard preview` → pr-<n>

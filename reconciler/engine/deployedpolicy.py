@@ -10,8 +10,10 @@ nothing until that commit itself is applied.
 `rules_at(source)` reads the rules at a revision from the config repo; the reconciler
 (`reconciling`), the PR bots (`reconciler.pr.approving`, PR plans through `plan_live`) and
 `POST plan/files` pass it to `plan_live` / `approve`, which ask it for the project's last
-applied revision. No revision applied yet, no config repo, or a revision that cannot be
-read: no approver counts (a violating run stays blocked; change the rule instead).
+applied revision. With many sources, `rules_by_project` reads each project's rules from
+its own source's config repo (its mirror). No revision applied yet, no config repo, or a
+revision that cannot be read: no approver counts (a violating run stays blocked; change
+the rule instead).
 """
 
 from __future__ import annotations
@@ -51,5 +53,23 @@ def rules_at(source: PolicySource | None) -> RulesAt:
         except DockyardError:
             return PolicyRules()
         return policy.policy if policy.project == project else PolicyRules()
+
+    return rules
+
+
+def rules_by_project(
+    default: RulesAt, sources: Callable[[str], PolicySource | None] | None
+) -> RulesAt:
+    """The deployed rules of each project from its own source's config repo (`sources`:
+    the config repo of the stored source feeding a project, `SourceLoops.config_source`);
+    `default` (the `--repo` one) for a project no stored source feeds."""
+    if sources is None:
+        return default
+
+    def rules(project: str, revision: str | None) -> PolicyRules:
+        found = sources(project)
+        return (
+            rules_at(found)(project, revision) if found is not None else default(project, revision)
+        )
 
     return rules

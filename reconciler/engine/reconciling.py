@@ -170,6 +170,11 @@ class Reconciler:
         self._capacity_wait = capacity_wait
         self._on_policy = on_policy
 
+    @property
+    def source(self) -> ConfigSource:
+        """The config repo this reconciler reads (its deployed policy: `deployedpolicy`)."""
+        return self._source
+
     async def process(self, reconcile_id: str, lock_token: str) -> float | None:
         """The `reconciles` worker callback: one full pass of one reconcile row."""
         row = await asyncio.to_thread(self._store.load_reconcile, reconcile_id, lock_token)

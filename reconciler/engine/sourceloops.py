@@ -31,6 +31,7 @@ from reconciler.adapters.gitsource.source import GitSource
 from reconciler.adapters.gitsource.sourcearchives import SourceArchives
 from reconciler.core.sources import parse_ref
 from reconciler.domain.sources import Source
+from reconciler.engine.deployedpolicy import PolicySource
 from reconciler.engine.previewing import Previewer
 from reconciler.engine.reconciling import GitConfigSource, Reconciler
 from reconciler.engine.triggers import Timers, queue_reconcile
@@ -82,6 +83,8 @@ def _restart_key(source: Source) -> tuple[object, ...]:
 class _Loop:
     source: Source
     worker: Worker
+    config: PolicySource
+    """The source's config repo (its mirror): its deployed `.dockyard.yml` is read there."""
 
 
 class SourceLoops:
@@ -116,6 +119,13 @@ class SourceLoops:
         for loop in self._loops.values():
             if loop.source.project == project:
                 return loop.worker
+        return None
+
+    def config_source(self, project: str) -> PolicySource | None:
+        """The config repo of the source feeding `project` (None: no running loop)."""
+        for loop in self._loops.values():
+            if loop.source.project == project:
+                return loop.config
         return None
 
     def hint(self) -> None:
@@ -162,11 +172,11 @@ class SourceLoops:
                 if loop is not None:
                     await self._drop(name)
                 try:
-                    worker = self._worker(source)
+                    worker, config = self._worker(source)
                 except Exception:
                     log.exception("source %s cannot be followed", name)
                     continue
-                self._loops[name] = _Loop(source, worker)
+                self._loops[name] = _Loop(source, worker, config)
                 await worker.start()
                 self._follow(source)
                 started.append(name)
@@ -188,19 +198,20 @@ class SourceLoops:
         self._timers.unfollow(loop.source.project)
         await loop.worker.stop()
 
-    def _worker(self, source: Source) -> Worker:
+    def _worker(self, source: Source) -> tuple[Worker, PolicySource]:
         reconciler = self._make_reconciler(source)
         leasing = ProjectReconcileLeasing(
             self._store.leases, source.project, make_lease=Lease, lane=self._store.lane
         )
         owner = f"{self._identity}/source:{source.name}" if self._identity else None
-        return Worker(
+        worker = Worker(
             SOURCE_RECONCILES,
             leasing=leasing,
             process=reconciler.process,
             owner=owner,
             store_failure=refused_by_store,
         )
+        return worker, reconciler.source
 
 
 def source_reconcilers(

@@ -29,6 +29,7 @@ from reconciler.core.policy import PolicyRules
 from reconciler.domain.approvals import Approval
 from reconciler.engine.deployedpolicy import RulesAt
 from reconciler.engine.previewing import Previewer
+from reconciler.pr.commenting import PLAN_CONTEXT
 from reconciler.pr.hosting import CodeHost
 from reconciler.pr.liveplan import plan_files
 from reconciler.pr.posting import post_plan
@@ -68,6 +69,12 @@ class ApprovalRequest:
     subdir: str = ""
     seen_head: str | None = None
     """The head commit the approver saw when commenting (GitLab's note says it), if known."""
+    key: str = ""
+    """The plan comment's marker key and status context re-posted once approved: a
+    source's own (`BotConfig.key`, `plan_context`), or the `--repo` bot's."""
+    context: str = PLAN_CONTEXT
+    default_project: str | None = None
+    """The project when the head's `.dockyard.yml` names none (a source's; None: `main`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +144,7 @@ class _Planner:
             catalog=self.catalog,
             tree=tree,
             deployed=self.deployed,
+            default_project=self.request.default_project,
         )
 
 
@@ -179,5 +187,7 @@ async def _check_and_record(
     )
     await asyncio.to_thread(planner.store.record_approval, approval)
     report = await planner.plan(files, sha, tree)
-    await asyncio.to_thread(post_plan, host, request.number, report, sha=sha)
+    await asyncio.to_thread(
+        post_plan, host, request.number, report, sha=sha, key=request.key, context=request.context
+    )
     return Outcome(True, f"{author} approved {len(violations)} violation(s) of {sha[:12]}")

@@ -14,6 +14,10 @@ GitLab answers `/dockyard approve` notes of merge requests. It
   must act: install the Pulumi CLI, add credentials, fix the backend). A status is posted
   only when it changes (the periodic reconcile of the same commit does not post it again).
 
+A stored source's bot (`reconciler.pr.sourcebots`) is the same class with that source's
+project, directory, token, comment marker and status context; it also plans GitLab
+`Merge Request Hook` deliveries (`accept_merge_request`).
+
 Work runs in background tasks (the webhook is answered at once); host failures are logged
 as their one-line message, never with the token.
 """
@@ -26,7 +30,7 @@ import hmac
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from reconciler.adapters.db.store import Store
@@ -55,6 +59,7 @@ HostFactory = Callable[[str], CodeHost]
 """Opens the host API for a repository (`owner/name`)."""
 
 PLANNED_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+MERGE_REQUEST_ACTIONS = frozenset({"open", "update", "reopen"})
 _REMEMBERED = 1_000
 """How many (commit, context) statuses the bot remembers, so as not to post them again."""
 
@@ -90,6 +95,13 @@ class BotConfig:
     subdir: str = ""
     job_users: JobUserRule | None = None
     """The server's rule for a process job's `user:` (`core.jobusers`; None: not checked)."""
+    key: str = ""
+    """The plan comment's marker key (`commenting.marker`): a source's bot posts its own
+    comment beside another source's on one monorepo PR ("" for the `--repo` bot)."""
+    plan_context: str = PLAN_CONTEXT
+    """The PR plan's commit status context (`dockyard/<source>/plan` for a source's bot)."""
+    default_project: str | None = None
+    """The project when a PR's `.dockyard.yml` names none (a source's; None: `main`)."""
 
 
 def sign(key: bytes, subject: str) -> str:
@@ -157,6 +169,22 @@ class PullRequestBot:
         self._spawn(self._plan_pull_request(repo, number, sha))
         return True, f"planning pull request #{number} at {sha[:12]}"
 
+    def accept_merge_request(self, payload: Mapping[str, Any]) -> tuple[bool, str]:
+        """The same for a GitLab `Merge Request Hook` (open, update, reopen)."""
+        attrs = payload.get("object_attributes")
+        repo = (payload.get("project") or {}).get("path_with_namespace")
+        if not isinstance(attrs, Mapping) or not isinstance(repo, str):
+            return False, "the delivery has no merge request or project"
+        action = attrs.get("action")
+        if action not in MERGE_REQUEST_ACTIONS:
+            return False, f"merge request {action!r} is not planned (open, update, reopen)"
+        number, last = attrs.get("iid"), attrs.get("last_commit")
+        sha = last.get("id") if isinstance(last, Mapping) else None
+        if not isinstance(number, int) or not isinstance(sha, str) or not sha:
+            return False, "the delivery has no merge request iid or last commit"
+        self._spawn(self._plan_pull_request(repo, number, sha))
+        return True, f"planning merge request !{number} at {sha[:12]}"
+
     async def _plan_pull_request(self, repo: str, number: int, sha: str) -> None:
         """Plan the PR head (the reconcile's plan function, previews included) and post the
         comment and status."""
@@ -175,11 +203,16 @@ class PullRequestBot:
                 tree=tree,
                 deployed=self.deployed,
                 job_users=self.config.job_users,
+                default_project=self.config.default_project,
             )
-            await asyncio.to_thread(post_plan, host, number, report, sha=sha)
+            key, context = self.config.key, self.config.plan_context
+            await asyncio.to_thread(
+                post_plan, host, number, report, sha=sha, key=key, context=context
+            )
         except DockyardError as exc:
             log.warning("planning pull request %s#%s failed: %s", repo, number, exc)
-            status = CommitStatus(StatusState.ERROR, PLAN_CONTEXT, f"cannot plan: {exc}"[:140])
+            text = f"cannot plan: {exc}"[:140]
+            status = CommitStatus(StatusState.ERROR, self.config.plan_context, text)
             await asyncio.to_thread(self._status_quietly, host, sha, status)
         finally:
             await asyncio.to_thread(host.close)
@@ -198,6 +231,13 @@ class PullRequestBot:
     def _start_approval(self, request: ApprovalRequest | str) -> tuple[bool, str]:
         if isinstance(request, str):
             return False, request
+        config = self.config
+        request = replace(
+            request,
+            key=config.key,
+            context=config.plan_context,
+            default_project=config.default_project,
+        )
         self._spawn(self._approve(request))
         return True, f"checking {APPROVE_COMMAND} on #{request.number}"
 

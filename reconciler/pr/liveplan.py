@@ -38,12 +38,16 @@ async def plan_files(
     tree: str | None = None,
     deployed: RulesAt | None = None,
     job_users: JobUserRule | None = None,
+    default_project: str | None = None,
 ) -> PlanReport:
     """The PR plan of `files` (at `commit`) against project `project`'s live state, runs
     priced with `catalog` (the caller's, loaded once); with `tree` (the commit's git tree),
     approvals recorded for that content count when the `deployed` rules (the last applied
-    revision's, never `files`') name their approver."""
-    loaded = load_files(files, commit=commit, parse=parse_config, subdir=subdir)
+    revision's, never `files`') name their approver. `default_project`: the project when
+    the files' `.dockyard.yml` names none (a source's; None: `main`)."""
+    loaded = load_files(
+        files, commit=commit, parse=parse_config, subdir=subdir, default_project=default_project
+    )
     declared = loaded.policy.project
     if declared != project:
         raise UsageError(

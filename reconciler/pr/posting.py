@@ -7,9 +7,9 @@ the `dockyard/plan` status on the head SHA (asked of the host when not given).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from reconciler.pr.commenting import comment_body, marker, plan_status
+from reconciler.pr.commenting import PLAN_CONTEXT, comment_body, marker, plan_status
 from reconciler.pr.hosting import CodeHost, CommitStatus
 from reconciler.pr.reviewing import PlanReport
 
@@ -34,8 +34,10 @@ def post_plan(
     key: str = "",
     full_plan_url: str | None = None,
     status_url: str | None = None,
+    context: str = PLAN_CONTEXT,
 ) -> Posted:
-    """Upsert the plan comment on PR `number` and set `dockyard/plan` on its head."""
+    """Upsert the plan comment on PR `number` and set `dockyard/plan` (or `context`, a
+    source's own) on its head."""
     body = comment_body(report, limit=host.comment_limit, key=key, full_plan_url=full_plan_url)
     existing = host.find_comment(number, marker(key))
     if existing is None:
@@ -43,6 +45,6 @@ def post_plan(
     else:
         comment = host.update_comment(number, existing.id, body)
     head = sha or host.head_sha(number)
-    status = plan_status(report, target_url=status_url or full_plan_url)
+    status = replace(plan_status(report, target_url=status_url or full_plan_url), context=context)
     host.set_status(head, status)
     return Posted(comment.id, existing is None, head, status, len(body))

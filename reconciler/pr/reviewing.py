@@ -48,9 +48,15 @@ def wanted_path(subdir: str = "") -> Callable[[str], bool]:
 
 
 def load_files(
-    files: Mapping[str, bytes], *, commit: str, parse: ConfigParser, subdir: str = ""
+    files: Mapping[str, bytes],
+    *,
+    commit: str,
+    parse: ConfigParser,
+    subdir: str = "",
+    default_project: str | None = None,
 ) -> LoadedSnapshot:
-    """The desired state of a commit whose files are given (path → content)."""
+    """The desired state of a commit whose files are given (path → content);
+    `default_project`: the project when `.dockyard.yml` names none (a source's)."""
     chosen = {path: text for path, text in files.items() if is_snapshot_file(path, subdir)}
     blobs = {path: hashlib.sha1(text).hexdigest() for path, text in chosen.items()}
     texts = {blobs[path]: text for path, text in chosen.items()}
@@ -59,7 +65,7 @@ def load_files(
         return {blob: texts[blob] for blob in wanted}
 
     snapshot = Snapshot(commit=commit, files=blobs, subdir=subdir)
-    return load_snapshot(snapshot, read, DocumentCache(parse))
+    return load_snapshot(snapshot, read, DocumentCache(parse), default_project=default_project)
 
 
 def review(

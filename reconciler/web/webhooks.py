@@ -18,7 +18,9 @@ the server's secret and every source's own before anything of the body is read; 
 proven delivery then reaches the sources of its repository whose own secret proved it
 (one reconcile queued per source: a monorepo's sources each get theirs), a delivery for
 a repository signed with another source's secret is refused (401, recorded nowhere), and
-one for a repository no source follows is 202 `ignored`, nothing fetched.
+one for a repository no source follows is 202 `ignored`, nothing fetched. A pull or
+merge request (or a note on one) of a stored source's repository goes to that source's
+own PR bot (`hooks_sourceprs`), the `--repo` one's to the `--repo` bot.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from reconciler.web.hookparsing import (
 from reconciler.web.hookrouting import Target, WebhookKeys, targets_for, webhook_keys
 from reconciler.web.hooks_gitlab import NOTE_EVENT, answer_note, gitlab_bot
 from reconciler.web.hooks_previews import after_delivery
+from reconciler.web.hooks_sourceprs import answer_source_pr
 from reconciler.web.routes_pr import after_push, answer_pull_request, pull_request_bot
 
 log = logging.getLogger(__name__)
@@ -220,6 +223,10 @@ async def receive_github(
         hook = read_github(event, body)
     except PayloadError as exc:
         return _answer(400, "invalid", str(exc))
+    # a stored source's pull request: its own bot, token and policy (hooks_sourceprs)
+    answered = await answer_source_pr(request, context, "github", event, body, delivery_id)
+    if answered is not None:
+        return answered
     # pull requests (reconciler.pr.bot, when a GitHub token is configured): plan PRs,
     # and set `dockyard/apply` pending on the pushed commit
     bot = pull_request_bot(request)
@@ -249,6 +256,10 @@ async def receive_gitlab(request: Request, context: WebContext) -> JSONResponse:
         hook = read_gitlab(event, body)
     except PayloadError as exc:
         return _answer(400, "invalid", str(exc))
+    # a stored source's merge request or note: its own bot (hooks_sourceprs)
+    answered = await answer_source_pr(request, context, "gitlab", event, body, delivery_id)
+    if answered is not None:
+        return answered
     notes = gitlab_bot(request)  # `/dockyard approve` on merge requests (hooks_gitlab)
     keys: WebhookKeys = request.state.hook_keys
     proved: set[str] = request.state.hook_proved

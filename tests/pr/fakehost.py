@@ -47,6 +47,8 @@ class HostState:
     repo: Path | None = None
     """A real git repository GitLab's `repository/tree` and `blobs/{id}/raw` read."""
     next_id: int = 1000
+    tokens: set[str] = field(default_factory=set)
+    """More tokens either API accepts (a source's own), beside TOKEN and GITLAB_TOKEN."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, status: int, body: dict[str, Any], **headers: str) -> None:
@@ -103,12 +105,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         if parts.path.startswith("/api/v4/"):
-            if self.headers.get("PRIVATE-TOKEN") != GITLAB_TOKEN:
+            if self.headers.get("PRIVATE-TOKEN") not in {GITLAB_TOKEN, *state.tokens}:
                 self._send(401, {"message": "401 Unauthorized"})
                 return
             status, answer = _gitlab(state, self.command, unquote(parts.path[7:]), query, body)
         else:
-            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            accepted = {f"Bearer {t}" for t in (TOKEN, *state.tokens)}
+            if self.headers.get("Authorization") not in accepted:
                 self._send(401, {"message": "Bad credentials"})
                 return
             status, answer = _github(state, self.command, parts.path, query, body)
