@@ -308,3 +308,30 @@ def route_delivery(
         return flags, None
     shown = sorted(repositories)[0] if repositories else "(none named)"
     return [], f"ignored: no source follows repository {shown}"
+
+
+def foreign_repository(provider: str, payload: dict[str, Any], source: Source) -> str | None:
+    """Why a verified pull-request delivery routed to `source` must not be answered, or
+    None. The bot posts to the repository the delivery names (GitHub's
+    `repository.full_name`, GitLab's `project.path_with_namespace`) with the source's own
+    token, so a delivery whose URL fields route it to the source but whose name is another
+    repository is refused: else whoever holds a source's webhook secret could have its
+    token post to any repository it reaches. A source followed by a local path has no
+    name to compare with (the operator's own mirror): the delivery's name is taken."""
+    found = _URL.match(source.repo.strip())
+    if found is None and not source.repo.strip().startswith(("/", ".", "~")):
+        found = _SCP_LIKE.match(source.repo.strip())
+    if found is None:
+        return None
+    expected = found.group(2).strip("/").removesuffix(".git").strip("/").lower()
+    section, field = (
+        ("repository", "full_name") if provider == "github" else ("project", "path_with_namespace")
+    )
+    named = payload.get(section)
+    name = named.get(field) if isinstance(named, dict) else None
+    if isinstance(name, str) and name.strip("/").lower() == expected:
+        return None
+    shown = name[:200] if isinstance(name, str) else "no repository"
+    return (
+        f"the delivery names {shown!r}, source {source.name} follows {expected!r}: nothing posted"
+    )

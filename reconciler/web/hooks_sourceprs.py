@@ -21,7 +21,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from reconciler.api.models import WebhookAnswer
-from reconciler.core.sources import delivery_repositories, route_delivery
+from reconciler.core.sources import delivery_repositories, foreign_repository, route_delivery
 from reconciler.pr.bot import PullRequestBot
 from reconciler.pr.sourcebots import Provider, SourceBots
 from reconciler.web.context import WebContext
@@ -83,6 +83,11 @@ async def answer_source_pr(
         for source, bot in found:
             if bot is None:
                 reasons.append(f"source {source.name} has no API token to post with")
+                continue
+            foreign = foreign_repository(provider, dict(payload), source)
+            if foreign is not None:
+                log.warning("pull-request delivery refused for source %s: %s", source.name, foreign)
+                reasons.append(foreign)
                 continue
             done, why = accept(bot)(payload)
             started = started or done

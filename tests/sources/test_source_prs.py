@@ -268,3 +268,39 @@ def test_a_source_without_a_token_plans_nothing_and_says_so_once(
         assert host.state.requests == []
     told = [r for r in caplog.records if r.name == "reconciler.pr.sourcebots"]
     assert len(told) == 1 and "team-a has no API token" in told[0].getMessage()
+
+
+def test_a_delivery_naming_another_repository_makes_the_source_post_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: whoever holds team-c's webhook secret sends a pull request routed to
+    team-c (its URL fields are team-c's) that names another repository the token
+    reaches; team-c's token must post nowhere. The same delivery naming team-c posts."""
+    secret, token = "team-c-hook-secret", "ghp_teamCtokenCCCCCCCCCCCCCCCCCCCCCCCCC"
+    monkeypatch.setenv("TEAM_C_HOOK", secret)
+    monkeypatch.setenv("TEAM_C_TOKEN", token)
+    url = "https://git.invalid/acme/team-c.git"  # never fetched here: the PR is read by API
+    config = sources_file(
+        tmp_path / "sources.yml",
+        {"name": "team-c", "repo": url, "project": "gamma",
+         "webhook_secret": "env:TEAM_C_HOOK", "credentials": "env:TEAM_C_TOKEN"},
+    )  # fmt: skip
+    with fake_host() as host:
+        host.state.tokens = {token}
+        host.state.head = PR_HEAD
+        host.state.files = {"train.dstack.yml": TRAIN}
+        overrides: dict[str, Any] = {
+            "sources_config": config,
+            "fetch_interval": 3600,
+            "github_api_url": host.url,
+        }
+        with running_server(tmp_path, None, **overrides) as server:
+            answer = github(server, "pull_request", pull_request("acme/victim", url), secret)
+            assert answer.status_code == 202, answer.text
+            assert "names 'acme/victim', source team-c follows 'acme/team-c'" in answer.text
+            assert host.state.requests == []
+            answer = github(server, "pull_request", pull_request("Acme/Team-C", url), secret)
+            assert answer.status_code == 202 and answer.json()["outcome"] == "planning"
+            wait_until(lambda: len(host.state.statuses) == 1, 30, "team-c's plan status")
+            paths = {tuple(r.path.split("/")[2:4]) for r in host.state.requests}
+            assert paths == {("Acme", "Team-C")}, paths
