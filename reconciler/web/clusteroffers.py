@@ -23,7 +23,6 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.adapters.kubeapi import read_project_kube
 from reconciler.adapters.slurm_login import read_project_clusters
 from reconciler.core.clusterbackends import ServerBackends
 from reconciler.core.kube_nodes import KubeOffer
@@ -86,6 +85,16 @@ def kube_rows(offers: Sequence[KubeOffer], catalog: Sequence[CatalogRow]) -> tup
     )
 
 
+async def _read_kube(
+    clusters: ServerBackends, project: str, gpus: Sequence[str]
+) -> tuple[tuple[KubeOffer, ...], tuple[str, ...]]:
+    # lightkube (about 0.4 s of CPU to import) loads only when a Kubernetes cluster is
+    # asked, not with the web app at every start (tests/operations/test_start_imports.py)
+    from reconciler.adapters.kubeapi import read_project_kube
+
+    return await read_project_kube(clusters, project, gpus)
+
+
 async def _none() -> tuple[tuple[Any, ...], tuple[str, ...]]:
     return (), ()
 
@@ -103,7 +112,7 @@ async def cluster_offers(
     gpus = sorted({row.gpu_name for row in catalog if row.gpu_name})
     (slurm, slurm_errors), (kube, kube_errors) = await asyncio.gather(
         read_project_clusters(clusters, project) if "slurm" in named else _none(),
-        read_project_kube(clusters, project, gpus) if "kubernetes" in named else _none(),
+        _read_kube(clusters, project, gpus) if "kubernetes" in named else _none(),
     )
     rows = catalog_rows(slurm, catalog) + kube_rows(kube, catalog)
     offers = find_offers(wanted, rows)

@@ -74,3 +74,17 @@ def test_the_head_read_from_the_scripts_is_alembics() -> None:
     scripts = ScriptDirectory.from_config(alembic_config())
     assert head_revision() == scripts.get_current_head()
     assert script_revisions() == {s.revision: s.down_revision for s in scripts.walk_revisions()}
+
+
+def test_the_web_app_loads_no_kubernetes_client() -> None:
+    """The web app (built at every start, beside the runtime's first pass) loads lightkube
+    only when a Kubernetes cluster is asked (`web.clusteroffers`), not with its routes."""
+    code = (
+        "import sys, reconciler.web.app, reconciler.web.routes_backends;"
+        " print(sorted(m for m in sys.modules if m.split('.')[0] == 'lightkube'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
