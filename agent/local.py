@@ -166,11 +166,23 @@ def _free_port(preferred: int | None) -> int:
     raise LocalAgentError("no free port on 127.0.0.1")  # pragma: no cover
 
 
+LOCK_POLL = 0.05  # seconds between tries of a taken start lock
+
+
 @contextlib.asynccontextmanager
 async def _locked(path: Path) -> AsyncIterator[None]:
+    # Waited for by polling, never by a thread blocked in flock: callers wait together
+    # (one per project's local fleet: 50 sources are 50 of them), and blocked threads
+    # would fill the loop's default executor while the holder needs one of its threads to
+    # start the agent (to_thread below): every start stood still, the web app too.
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     with os.fdopen(fd, "a+b") as handle:
-        await asyncio.to_thread(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(LOCK_POLL)
         try:
             yield
         finally:

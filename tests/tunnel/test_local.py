@@ -161,3 +161,24 @@ async def test_a_port_taken_before_the_agent_binds_it_starts_the_agent_on_others
     finally:
         taken.close()
         await pool.close()
+
+
+async def test_many_callers_at_once_never_hold_the_loops_threads(server_dir: Path) -> None:
+    """One caller per project's local fleet ensures the agent at the same time (50 sources
+    on one server). Waiting for the start lock must not hold a thread of the loop's
+    default executor: with more waiters than threads, the holder could get none to start
+    the agent, and every caller (and the web app) stood still."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = ensure_client_key(server_dir / "keys" / "id_ed25519")
+    pool = TunnelPool()
+    loop = asyncio.get_running_loop()
+    threads = ThreadPoolExecutor(max_workers=2)
+    loop.set_default_executor(threads)
+    try:
+        callers = [ensure_local_agent(server_dir, key, pool) for _ in range(6)]
+        agents = await asyncio.wait_for(asyncio.gather(*callers), timeout=60)
+    finally:
+        threads.shutdown(wait=False, cancel_futures=True)
+    assert sum(agent.started for agent in agents) == 1
+    assert len({agent.pid for agent in agents}) == 1
