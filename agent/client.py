@@ -126,8 +126,12 @@ class AgentClient:
         ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
             return await pool.open_stream(target, host, port)
 
+        # No cap on connections: each is a channel of the one SSH connection, and one
+        # agent may be followed by several long-polls at once (one per instance there:
+        # every project's local fleet is the same local agent); a cap below their number
+        # left no connection for submissions, which then waited for a poll to end.
         http = httpx.AsyncClient(
-            transport=SSHTransport(open_stream),
+            transport=SSHTransport(open_stream, max_connections=None),
             base_url=f"http://127.0.0.1:{agent_port}{API_PREFIX}",
             timeout=timeout,
         )

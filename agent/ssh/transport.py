@@ -164,7 +164,11 @@ class SSHTransport(httpx.AsyncBaseTransport):
     """httpx transport: HTTP/1.1 keep-alive connections over SSH channels."""
 
     def __init__(
-        self, open_stream: OpenStream, *, max_connections: int = 20, keepalive_expiry: float = 30.0
+        self,
+        open_stream: OpenStream,
+        *,
+        max_connections: int | None = 20,
+        keepalive_expiry: float = 30.0,
     ) -> None:
         self._pool = httpcore.AsyncConnectionPool(
             max_connections=max_connections,

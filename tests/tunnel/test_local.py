@@ -182,3 +182,29 @@ async def test_many_callers_at_once_never_hold_the_loops_threads(server_dir: Pat
         threads.shutdown(wait=False, cancel_futures=True)
     assert sum(agent.started for agent in agents) == 1
     assert len({agent.pid for agent in agents}) == 1
+
+
+async def test_a_request_is_answered_while_many_long_polls_hold_the_agent(
+    server_dir: Path,
+) -> None:
+    """One agent, one client, more long-polls than a connection cap would allow (every
+    project's local fleet is the same local agent, each followed by a poll of its own):
+    a submission-like request still goes out at once, not after a poll ends."""
+    key = ensure_client_key(server_dir / "keys" / "id_ed25519")
+    pool = TunnelPool()
+    agent = await ensure_local_agent(server_dir, key, pool)
+    async with AgentClient.over_tunnel(pool, agent.target, agent.agent_port) as client:
+        first = await client.job_events(0, "", wait=0)
+        polls = [
+            asyncio.create_task(client.job_events(first.seq, first.epoch, wait=50))
+            for _ in range(30)
+        ]
+        try:
+            await asyncio.sleep(0)  # the polls are sent before the request below
+            answer = await asyncio.wait_for(client.healthcheck(), timeout=20)
+            assert answer.build
+            assert not any(poll.done() for poll in polls)  # they were all still held
+        finally:
+            for poll in polls:
+                poll.cancel()
+            await asyncio.gather(*polls, return_exceptions=True)
