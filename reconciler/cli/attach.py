@@ -50,7 +50,10 @@ def _alias(run: wire.Run, name: str) -> Alias | None:
     jpd = (sub.job_provisioning_data if sub else None) or {}
     if not jpd.get("hostname") or not jpd.get("ssh_port"):
         return None
-    local = jpd.get("dockyard_backend", jpd.get("backend")) in (None, "local")
+    backend = jpd.get("dockyard_backend", jpd.get("backend"))
+    if backend == "slurm":  # reached only through the login node, and its agent knows
+        return None  # the server's key alone: an alias there could never log in
+    local = backend in (None, "local")
     if local:
         return Alias(name, str(jpd["hostname"]), int(jpd["ssh_port"]), name)
     # an SSH host: its own sshd (dstack's attach is given the server's listener instead)

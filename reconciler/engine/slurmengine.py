@@ -221,6 +221,7 @@ class SlurmEngine:
             raise StackFailed(f"{resource.label}: {exc}") from None
         recorded = {int(a["index"]) for a in self._load(resource)}
         where = f"{offer.cluster}/{offer.partition}"
+        count = node_count(resource.spec, resource.nodes)
         steps = [
             StackStep(
                 StepOp.SAME if i in recorded else StepOp.CREATE,
@@ -228,9 +229,16 @@ class SlurmEngine:
                 "slurm:sbatch",
                 (where, *options),
             )
-            for i in range(node_count(resource.spec, resource.nodes))
+            for i in range(count)
+        ]  # and those `up` cancels: a lower `nodes` gives back the highest indexes
+        steps += [
+            StackStep(StepOp.DELETE, f"allocation/{resource.name}-{i}", "slurm:scancel")
+            for i in sorted(recorded)
+            if i >= count
         ]
         summary = {"create": sum(1 for s in steps if s.op is StepOp.CREATE)}
+        if len(steps) > count:
+            summary["delete"] = len(steps) - count
         return StackPlan(resource.stack_name, tuple(steps), summary)
 
     async def up(self, resource: StackResource) -> StackOutputs:
