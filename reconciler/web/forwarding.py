@@ -81,7 +81,7 @@ async def bridge(websocket: WebSocket, reader: StreamReader, writer: StreamWrite
         group.start_soon(inbound)
         group.start_soon(outbound)
     writer.close()
-    with contextlib.suppress(RuntimeError, OSError):
+    with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):  # the client left first
         await websocket.close()
 
 
