@@ -13,7 +13,6 @@ only the outermost loop (the worker) logs them with a traceback and retries late
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -35,9 +34,6 @@ STACK_FAILED_DELAY = 30.0
 
 AGENT_RETRY_DELAY = 5.0
 """Seconds before calling an agent again after a transport failure or a 5xx answer."""
-
-RETRY_BACKOFF: tuple[float, ...] = (15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-"""Back-off for repeated failures of the same thing (dstack's pending-run resubmission)."""
 
 
 class Verdict(StrEnum):
@@ -135,10 +131,3 @@ def _agent_outcome(exc: BaseException) -> Outcome | None:
     if isinstance(exc, LocalAgentError):
         return Outcome(Verdict.RETRY, str(exc), retry_after=STACK_FAILED_DELAY)
     return None
-
-
-def retry_delay(attempt: int, schedule: Sequence[float] = RETRY_BACKOFF) -> float:
-    """Pure: the delay before retry number `attempt` (0-based), capped at the last step."""
-    if not schedule:
-        return 0.0
-    return schedule[min(max(attempt, 0), len(schedule) - 1)]
