@@ -37,8 +37,6 @@ def test_events_filter_and_order(store: Store, clock: FakeClock) -> None:
     page = store.list_events(project_id=main.id, limit=2)
     older = store.list_events(project_id=main.id, before=page[-1].created_at)
     assert [e.message for e in older] == ["event 0"]
-    assert store.delete_events_before(since) == 2
-    assert {e.message for e in store.list_events()} == {"event 2", "x", "up"}
 
 
 def test_reconcile_lifecycle_records_stage_timings(store: Store, clock: FakeClock) -> None:
@@ -98,13 +96,8 @@ def test_deliveries_dedupe_per_provider(store: Store) -> None:
     assert store.record_delivery(provider="github", delivery_id="abc", event="push", ref="main")
     assert not store.record_delivery(provider="github", delivery_id="abc", event="push")
     assert store.record_delivery(provider="gitlab", delivery_id="abc", event="push")
-    assert store.set_delivery_outcome(
-        "github", "abc", status_code=202, outcome="queued", reason="push to main"
-    )
-    assert not store.set_delivery_outcome("github", "nope", status_code=1, outcome="", reason="")
     got = store.get_delivery("github", "abc")
-    assert got is not None
-    assert (got.ref, got.status_code, got.outcome) == ("main", 202, "queued")
+    assert got is not None and got.ref == "main"
 
 
 def test_concurrent_duplicate_deliveries_yield_one_new(store: Store) -> None:

@@ -106,12 +106,6 @@ class HistoryStore(StoreBase):
         with self.reading() as session:
             return list(session.scalars(query.limit(limit)))
 
-    def delete_events_before(self, before: datetime) -> int:
-        """Housekeeping: delete events created before `before`; returns how many."""
-        with self.writing() as session:
-            result = session.execute(delete(Event).where(Event.created_at < before))
-        return int(getattr(result, "rowcount", 0))
-
     # -- reconciles -------------------------------------------------------------------------
 
     def create_reconcile(
@@ -321,21 +315,6 @@ class HistoryStore(StoreBase):
         except IntegrityError:
             return False
         return True
-
-    def set_delivery_outcome(
-        self, provider: str, delivery_id: str, *, status_code: int, outcome: str, reason: str
-    ) -> bool:
-        """Fill in what was done with a delivery; False if it was never recorded."""
-        with self.writing() as session:
-            row = session.scalars(
-                select(Delivery).where(
-                    Delivery.provider == provider, Delivery.delivery_id == delivery_id
-                )
-            ).one_or_none()
-            if row is None:
-                return False
-            row.status_code, row.outcome, row.reason = status_code, outcome, reason
-            return True
 
     def get_delivery(self, provider: str, delivery_id: str) -> Delivery | None:
         with self.reading() as session:
