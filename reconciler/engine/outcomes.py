@@ -4,7 +4,7 @@ Every part of the shell raises typed errors — ours (`reconciler.errors`), the 
 contract's (`schemas.ConfigError`), the engines' (`stacks.protocol.StackError`) and the
 agent client's (`agent.client` errors). Workers and the reconcile pass never decide
 policy themselves: they call `outcome_of(exc)` and act on the `Outcome` — its verdict,
-the user-facing message, when to try again and whether it deserves a warning event.
+the user-facing message and when to try again.
 This is source-controller's `ComputeReconcileResult`, as a pure function over types.
 
 Unknown exceptions are *not* classified (`outcome_of` returns `None`): they are bugs, and
@@ -64,11 +64,6 @@ class Outcome:
     def retries(self) -> bool:
         """Whether the same work is tried again without any change from a person."""
         return self.retry_after is not None
-
-    @property
-    def warns(self) -> bool:
-        """Whether the outcome deserves a warning event (waiting is routine)."""
-        return self.verdict is not Verdict.WAIT
 
     @property
     def event(self) -> str:

@@ -63,13 +63,6 @@ def test_unknown_exceptions_are_not_classified() -> None:
     assert outcome_of(KeyError("x")) is None
 
 
-def test_waiting_does_not_warn_but_failures_do() -> None:
-    waiting = outcome_of(WaitingError("capacity"))
-    failed = outcome_of(PermanentError("x"))
-    assert waiting is not None and failed is not None
-    assert not waiting.warns and failed.warns
-
-
 def test_agent_errors_separate_transport_from_answers() -> None:
     from agent.client import AgentError, AgentUnreachable
     from agent.deploy import DeployError, DeployFailure
