@@ -10,6 +10,7 @@ import pytest
 from reconciler.adapters.db import Store
 from reconciler.errors import UsageError
 from tests.store.conftest import FakeClock
+from tests.store.deliveries import deliver, delivery
 
 
 def test_events_filter_and_order(store: Store, clock: FakeClock) -> None:
@@ -93,10 +94,10 @@ def test_reconcile_arguments_are_checked(store: Store) -> None:
 
 
 def test_deliveries_dedupe_per_provider(store: Store) -> None:
-    assert store.record_delivery(provider="github", delivery_id="abc", event="push", ref="main")
-    assert not store.record_delivery(provider="github", delivery_id="abc", event="push")
-    assert store.record_delivery(provider="gitlab", delivery_id="abc", event="push")
-    got = store.get_delivery("github", "abc")
+    assert deliver(store, "github", "abc", ref="main")
+    assert not deliver(store, "github", "abc")
+    assert deliver(store, "gitlab", "abc")
+    got = delivery(store, "github", "abc")
     assert got is not None and got.ref == "main"
 
 
@@ -104,11 +105,11 @@ def test_concurrent_duplicate_deliveries_yield_one_new(store: Store) -> None:
     answers: list[bool] = []
     barrier = threading.Barrier(4)
 
-    def deliver() -> None:
+    def receive() -> None:
         barrier.wait()
-        answers.append(store.record_delivery(provider="github", delivery_id="d", event="push"))
+        answers.append(deliver(store, "github", "d"))
 
-    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    threads = [threading.Thread(target=receive) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
