@@ -111,13 +111,6 @@ class WorkloadsStore(StoreBase):
 
     # -- volumes and gateways ---------------------------------------------------------------
 
-    def list_volumes(self, project_id: str, *, include_deleted: bool = False) -> list[Volume]:
-        query = select(Volume).where(Volume.project_id == project_id)
-        if not include_deleted:
-            query = query.where(Volume.deleted.is_(False))
-        with self.reading() as session:
-            return list(session.scalars(query.order_by(Volume.name, Volume.created_at)))
-
     def get_volume_by_name(self, project_id: str, name: str) -> Volume | None:
         query = select(Volume).where(
             Volume.project_id == project_id, Volume.name == name, Volume.deleted.is_(False)
