@@ -1,4 +1,4 @@
-"""The server-side defaults dstack fills before it stores and diffs a run spec (reference §1.9).
+"""The server-side defaults dstack fills before it stores and diffs a run spec.
 
 `priority` -> 0; a task without `groups` gets `nodes: 1`; `resources.gpu: null` -> `0..`;
 the GPU `vendor` is inferred (nvidia for the default image when no names are given, else

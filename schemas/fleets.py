@@ -1,6 +1,6 @@
 """`type: fleet`: cloud fleets (`nodes`) and SSH fleets (`ssh_config`), exactly one of them.
 
-Field names and defaults are dstack 0.22.5's (reference §1.7). `nodes: 2`, `nodes: 0..4`
+Field names and defaults are dstack 0.22.5's. `nodes: 2`, `nodes: 0..4`
 and `{min, target, max}` normalize to `{min, target, max}` (target defaults to min).
 """
 

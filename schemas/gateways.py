@@ -1,6 +1,6 @@
 """`type: gateway`: an ingress for services (domain, TLS certificate, load balancer).
 
-Field names and defaults are dstack 0.22.5's (reference §1.8). The checks dstack's server
+Field names and defaults are dstack 0.22.5's. The checks dstack's server
 makes before it creates a gateway (backend support, private gateways, ALB and certificate
 combinations, at most 9 replicas) are made here at parse time.
 """

@@ -1,8 +1,8 @@
 """Profile fields shared by runs (and partly by fleets and presets): where and how to provision.
 
 `backends`, `regions`, `spot_policy`, `retry`, `max_duration`, `idle_duration`, `schedule`,
-`fleets`, `instances`, `tags`, `backend_options`, … with dstack's values and defaults
-(reference §1.1). Used by `runs.py`, `fleets.py` and `presets.py`.
+`fleets`, `instances`, `tags`, `backend_options`, … with dstack's values and defaults.
+Used by `runs.py`, `fleets.py` and `presets.py`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Run configurations: the fields every run has, `dev-environment` and `task`.
 
-`service` lives in `service.py`. Field names, defaults and checks are dstack 0.22.5's
-(reference §1.1); cross-field errors are raised as `FieldConflict` so `parse_config` can
-point at the field that conflicts.
+`service` lives in `service.py`. Field names, defaults and checks are dstack 0.22.5's;
+cross-field errors are raised as `FieldConflict` so `parse_config` can point at the field
+that conflicts.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class BaseRunConfiguration(ProfileParams, ConfigModel):
 
     @model_validator(mode="after")
     def _server_defaults(self) -> BaseRunConfiguration:
-        """dstack's server fills these before storing a run spec (reference §1.9)."""
+        """dstack's server fills these before storing a run spec."""
         if self.priority is None:
             fill_field(self, "priority", 0)
         fill_field(self, "resources", with_server_defaults(self.resources, self.image, self.docker))
@@ -241,7 +241,7 @@ class TaskConfiguration(BaseRunConfiguration):
         check_commands_or_image(self)
         if self.groups is None:
             if self.nodes is None:
-                fill_field(self, "nodes", 1)  # server default (reference §1.9)
+                fill_field(self, "nodes", 1)  # dstack's server default
             return self
         for field in ("commands", "ports", "entrypoint"):
             if getattr(self, field):

@@ -1,7 +1,7 @@
 """Scalar grammars shared by every type: durations, memory sizes, ranges, names and tags.
 
 Pure functions used as pydantic before-validators by the models in this package. Their
-rules are dstack 0.22.5's (reference §0): a duration is seconds or `<n>s|m|h|d|w`; memory
+rules are dstack 0.22.5's: a duration is seconds or `<n>s|m|h|d|w`; memory
 is GB as a float or a string with `MB`/`GB`/`TB` (1 TB = 1024 GB); a range is `N`, `A..B`,
 `A..`, `..B` or `{min, max}`.
 """

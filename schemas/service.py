@@ -1,6 +1,6 @@
 """`type: service`: a long-running, load-balanced run with replicas, probes and a model.
 
-Field names, defaults and checks are dstack 0.22.5's (reference §1.6); the service-only
+Field names, defaults and checks are dstack 0.22.5's; the service-only
 parts (scaling, probes, rate limits, replica groups) are in `service_parts.py`.
 """
 

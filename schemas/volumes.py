@@ -1,7 +1,7 @@
 """`type: volume`: network volumes, dispatched a second time on `backend`.
 
-Backends with volumes: aws, gcp, runpod, kubernetes, daytona, lium (dstack 0.22.5,
-reference §1.8). `parsing` picks the model from `VOLUME_MODELS` by `backend`.
+Backends with volumes: aws, gcp, runpod, kubernetes, daytona, lium (dstack 0.22.5).
+`parsing` picks the model from `VOLUME_MODELS` by `backend`.
 """
 
 from __future__ import annotations

@@ -28,10 +28,6 @@ class Offer:
     price: float
     zones: tuple[str, ...] = ()
 
-    @property
-    def total_gpu_memory_gib(self) -> float:
-        return self.gpu_memory_gib * self.gpu_count
-
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (the `--json` shape of `dockyard offer` and of plan entries)."""
         return {
@@ -50,21 +46,3 @@ class Offer:
             "price": self.price,
             "zones": list(self.zones),
         }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Offer:
-        gpu = data["gpu"]
-        return cls(
-            backend=data["backend"],
-            region=data["region"],
-            instance_type=data["instance_type"],
-            gpu_vendor=gpu["vendor"],
-            gpu_name=gpu["name"],
-            gpu_count=int(gpu["count"]),
-            gpu_memory_gib=float(gpu["memory_gib"]),
-            cpus=int(data["cpus"]),
-            memory_gib=float(data["memory_gib"]),
-            spot=bool(data["spot"]),
-            price=float(data["price"]),
-            zones=tuple(data.get("zones", ())),
-        )

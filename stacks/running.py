@@ -35,9 +35,6 @@ class StackRunner:
         with self._guard:
             return self._locks.setdefault(stack, threading.Lock())
 
-    def is_busy(self, stack: str) -> bool:
-        return self._lock(stack).locked()
-
     async def run(
         self,
         stack: str,

@@ -9,7 +9,11 @@ and checks each reference it finds:
 - a dotted module name (`reconciler.engine.hostkeys.host_keys_text`) is a module of the
   tree, or a name defined in the module its longest existing prefix names;
 - a bare test file (`test_attach_ssh.py`) is a file under tests/, and a bare test name
-  in backticks (`test_ctrl_c_detaches_…`) is a test defined under tests/.
+  in backticks (`test_ctrl_c_detaches_…`) is a test defined under tests/;
+- a document or example (`docs/fleets.md`, `examples/config-repo`) exists;
+- no numbered section (`§`) of a document outside the repository is cited (the condensed
+  dstack spec beside the repository was): a reader of the tree cannot follow it; name what
+  the tree holds (a module, a doc) or dstack's own behaviour in words.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ PATH = re.compile(rf"(?<![\w/.<-])((?:{'|'.join(TOP)})/[\w/.-]*\w)(?![\w*{{<])(:
 DOTTED = re.compile(rf"(?<![\w/.<-])((?:{'|'.join(PACKAGES)})(?:\.\w+)+)(?![\w*/<-])")
 BARE_FILE = re.compile(r"(?<![\w/.-])(test_\w+\.py)\b")
 BARE_TEST = re.compile(r"`(test_\w+)(?:\[[^`]*\])?`")
+# a doc with its extension (`docs/s`, a rate, is no path) or anything under examples/
+DOC_PATH = re.compile(r"(?<![\w/.<-])(docs/[\w/-]+\.\w+|examples/[\w/.-]*\w)(?![\w*{<])")
+SECTION = re.compile(r"(?:[\w.-]+\s)?§\s?[\d.]*\d")
 
 
 def documents() -> list[Path]:
@@ -101,7 +108,12 @@ def problems_in(text: str) -> Iterator[str]:
         for match in PATH.finditer(line):
             name = match.group(2)[2:] if match.group(2) else None
             found.append(path_problem(match.group(1).rstrip("."), name))
+        found += [path_problem(m.group(1), None) for m in DOC_PATH.finditer(line)]
         found += [dotted_problem(m.group(1)) for m in DOTTED.finditer(line)]
+        found += [
+            f"{m.group(0)}: cites a section of a document the repository does not hold"
+            for m in SECTION.finditer(line)
+        ]
         for bare in BARE_FILE.findall(line):
             found.append(None if bare in defined_test_files() else f"{bare}: no such test file")
         for test in BARE_TEST.findall(line):
@@ -125,7 +137,9 @@ def test_the_walk_finds_what_is_missing() -> None:
         "`test_nothing_like_it` in test_missing_file.py\n"
         "real: `tests/test_docs_references.py::test_every_reference_exists`, `bench/plan.py`, "
         "`reconciler.engine.hostkeys.host_keys_text`, `test_the_walk_finds_what_is_missing`, "
-        "`tests/e2e/test_*.py`, `<data-dir>/agent.lock`, agent.log"
+        "`tests/e2e/test_*.py`, `<data-dir>/agent.lock`, agent.log\n"
+        "see docs/nowhere.md and `examples/no-repo`, dstack's rules (reference §1.9);\n"
+        "real: docs/fleets.md, `examples/config-repo`, 40 docs/s\n"
     )
     problems = list(problems_in(text))
     assert problems == [
@@ -138,4 +152,7 @@ def test_the_walk_finds_what_is_missing() -> None:
         "line 2: reconciler.nowhere: reconciler/__init__.py defines no nowhere",
         "line 2: test_missing_file.py: no such test file",
         "line 2: test_nothing_like_it: no such test",
+        "line 4: docs/nowhere.md: no such file",
+        "line 4: examples/no-repo: no such file",
+        "line 4: reference §1.9: cites a section of a document the repository does not hold",
     ]

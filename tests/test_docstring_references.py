@@ -7,8 +7,9 @@ walks the Python files of the tree (product, tests, benches, scripts), takes eac
 (module, class, function) and each comment, and checks:
 
 - what tests/test_docs_references.py checks in the docs: repository paths
-  (`tests/…py::name`, `bench/<name>.py`, `reconciler/…`), dotted names from a top package
-  (`reconciler.engine.unmanaged.plan_one`), bare test files and test names;
+  (`tests/…py::name`, `bench/<name>.py`, `reconciler/…`, `docs/….md`), dotted names from a
+  top package (`reconciler.engine.unmanaged.plan_one`), bare test files and test names, and
+  no `§` of a document outside the tree (the condensed dstack spec some modules cited);
 - a dotted name from a subpackage, in backticks (`engine.previewruns`,
   `core.escaping.printable`): some package of the tree holds that module and name;
 - a relative file path (`core/jobspecs.py`, `workers/jobs.py`): some file of the tree ends
@@ -137,6 +138,7 @@ def test_the_walk_finds_what_is_missing() -> None:
         '`reconciler.engine.unmanaged.plan_one`."""\n'
         "# the Pulumi engine (`stacks.pulumi`)\n"
         "X = 1  # `settings.Settings.job_user_rule`, `schemas.fleets`\n"
+        "Y = 2  # dstack's defaults (dstack-spec §1.9), see docs/no_such_doc.md\n"
     )
     assert list(problems_in_source(source)) == [
         "1: reconciler.pr.previewsweep: reconciler/pr/__init__.py defines no previewsweep",
@@ -144,4 +146,6 @@ def test_the_walk_finds_what_is_missing() -> None:
         "2: engine.nowhere: no package of the tree holds it",
         "2: core/no_such_file.py: no file of the tree ends with it",
         "5: stacks.pulumi: stacks/__init__.py defines no pulumi",
+        "7: docs/no_such_doc.md: no such file",
+        "7: dstack-spec §1.9: cites a section of a document the repository does not hold",
     ]

@@ -31,10 +31,6 @@ class ConnectionActivity:
         self._last_closed: dict[str, float] = {}
         self._watching_since: float | None = None
 
-    @property
-    def watching(self) -> bool:
-        return self._watching_since is not None
-
     def watch(self) -> None:
         """The SSH server is up: from now on connections are counted."""
         if self._watching_since is None:

@@ -1,6 +1,6 @@
 """The wire models of the REST API: what the server answers and the `Client` returns.
 
-Shapes follow dstack's where dstack has them (dstack-spec.md §3, §4): `Run` is dstack's Run
+Shapes follow dstack's where dstack 0.22.5's server API has them: `Run` is dstack's Run
 JSON (`id`, `project_name`, `user`, `status`, `run_spec`, `jobs[].job_submissions[]`,
 `latest_job_submission`, `service {url, model {name, base_url, type}}`, …). Answers accept
 unknown fields, so an older client keeps working against a newer server.

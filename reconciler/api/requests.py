@@ -22,10 +22,6 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class Empty(Body):
-    pass
-
-
 class ListRequest(Body):
     limit: int = Field(default=100, ge=1, le=1000)
 

@@ -1,4 +1,4 @@
-"""Pure autoscaling of services on requests per second (dstack-spec §1.6, §4).
+"""Pure autoscaling of services on requests per second, as dstack's service `scaling` does.
 
 desired = ceil(rps / target) clamped to the replica range; a change waits
 `scale_up_delay` / `scale_down_delay` since the last change, except scaling up from zero,

@@ -1,6 +1,6 @@
 """Pure decisions of elastic fleets (`nodes: min..max`): grow for waiting jobs, shrink idle.
 
-dstack-spec.md §5: a job lands on an existing fleet; a `nodes: 0..N` fleet grows on demand
+As dstack schedules: a job lands on an existing fleet; a `nodes: 0..N` fleet grows on demand
 up to `max` and shrinks back to `min` after `idle_duration`. Who calls what:
 
 - the jobs worker, when `scheduling.place_job`/`place_cluster` finds no instance now, asks

@@ -1,4 +1,4 @@
-"""What may change in place, per kind: dstack's in-place update rules (reference §1.10).
+"""What may change in place, per kind: dstack 0.22.5's in-place update rules.
 
 `classify_change` is a pure decision: given the kind, both specs and the field changes, it
 says `update` (with `immediate` or `rolling` rollout) or `replace` (naming the fields that

@@ -203,7 +203,7 @@ class ClusterInfo:
 def dstack_env(
     *, run_name: str, slot: JobSlot, cluster: ClusterInfo, working_dir: str
 ) -> dict[str, str]:
-    """The `DSTACK_*` variables every job gets (dstack-spec §1.5)."""
+    """The `DSTACK_*` variables every job gets, as dstack sets them."""
     nodes = len(cluster.node_ips) or 1
     return {
         "DSTACK_RUN_NAME": run_name,

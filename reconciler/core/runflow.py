@@ -3,7 +3,7 @@
 `step_run` looks at a run and the latest job of each (replica, node) and answers with a
 `RunStep`: jobs to submit, jobs to stop, the run's new status and reason, or a time to
 wait until (retry back-off, schedule). The shell (`reconciler.engine.workers.runs`) loads
-the views, calls this, and writes the answer. dstack's rules (spec §2): the run status is
+the views, calls this, and writes the answer. dstack's rules: the run status is
 the worst of its replicas; a failed replica is retried when `retry` covers the event,
 otherwise the run fails (`job_failed`), or `retry_limit_exceeded` past the duration; a
 task is done when all its jobs are; services roll out with surge 1 (`rollout`); a service

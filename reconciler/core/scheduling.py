@@ -1,4 +1,5 @@
-"""Pure placement of jobs on fleet instances (dstack-spec.md §5), and why nothing fits.
+"""Pure placement of jobs on fleet instances, as dstack's server places them, and why
+nothing fits.
 
 The jobs worker loads the candidate instances with their free capacity, calls
 `place_job` (or `place_cluster` for multi-node tasks) and writes the chosen instance and

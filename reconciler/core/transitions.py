@@ -1,4 +1,4 @@
-"""Pure status decisions for runs and jobs: dstack's tables and retry rules (spec §2).
+"""Pure status decisions for runs and jobs: dstack's tables and retry rules.
 
 The runs and jobs workers call these with plain values read from the store and write
 what they return; nothing here reads a clock (callers pass `now`) or touches I/O.
@@ -30,7 +30,7 @@ _TERMINATED_REASONS = frozenset(
     }
 )
 
-# Back-off of a run whose every replica waits for a retry (spec §2): 15 s, 30 s, 1, 2, 5,
+# Back-off of a run whose every replica waits for a retry (dstack's): 15 s, 30 s, 1, 2, 5,
 # then 10 min.
 RETRY_BACKOFF_SECONDS: tuple[int, ...] = (15, 30, 60, 120, 300, 600)
 

@@ -41,10 +41,6 @@ class Uploads:
     items: tuple[Upload, ...] = ()
     skipped: tuple[str, ...] = field(default=())  # what could not be brought, and why
 
-    @property
-    def wanted(self) -> bool:
-        return bool(self.items or self.skipped)
-
 
 def git_origin(origin: str | None) -> tuple[str, str] | None:
     """(config path, commit) of a `git:<path>@<commit>` origin; None for other origins."""

@@ -3,7 +3,7 @@
 The jobs worker samples the job's GPU utilization (from the agent's metrics) each pass
 and keeps the samples of the last `time_window` seconds in the job's runtime; when the
 window is covered and every GPU stayed below `min_gpu_utilization` in every sample, the
-job is terminated with `terminated_due_to_utilization_policy` (dstack-spec §1.1).
+job is terminated with `terminated_due_to_utilization_policy`, as dstack does.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Desired state: what one commit of the config repo declares.
 
 Built by `reconciler.core.loading` from a snapshot. Every resource carries its file and
-line (for messages), its normalized spec (a JSON-able dict; see dstack-spec §1.9) and the
-hash of that spec. `model` is the parsed `schemas` model when one exists (the implicit
-default fleet has none). A `DesiredState` with issues must never be applied.
+line (for messages), its normalized spec (a JSON-able dict, dstack's server defaults filled:
+`schemas.defaulting`) and the hash of that spec. `model` is the parsed `schemas` model when
+one exists (the implicit default fleet has none). A `DesiredState` with issues must never
+be applied.
 """
 
 from __future__ import annotations

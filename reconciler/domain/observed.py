@@ -18,7 +18,7 @@ from reconciler.domain.desired import DesiredResource, DesiredState
 from reconciler.domain.kinds import Kind, ResourceKey
 
 FINISHED_RUN_STATUSES = frozenset({"terminated", "aborted", "failed", "done"})
-"""dstack run statuses after which a run does nothing more (reference §2)."""
+"""dstack run statuses after which a run does nothing more."""
 
 
 def to_git_origin(path: str, commit: str) -> str:

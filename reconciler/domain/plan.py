@@ -56,7 +56,8 @@ _CHANGING = frozenset({ActionKind.CREATE, ActionKind.UPDATE, ActionKind.REPLACE,
 
 
 class Rollout(StrEnum):
-    """How an in-place update reaches a running resource (dstack §1.10)."""
+    """How an in-place update reaches a running resource (dstack's rules, as
+    `reconciler.core.inplace` holds them)."""
 
     IMMEDIATE = "immediate"
     ROLLING = "rolling"

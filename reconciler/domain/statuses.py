@@ -1,7 +1,7 @@
 """Statuses and termination reasons of runs, jobs and instances, exactly as dstack's.
 
-Pure data (dstack-spec.md §2). `reconciler.core.transitions` holds the decisions made
-with them; the workers store the values as plain strings.
+Pure data. `reconciler.core.transitions` holds the decisions made with them; the workers
+store the values as plain strings.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.domain.kinds import Kind, ResourceKey
+from reconciler.domain.kinds import ResourceKey
 from reconciler.domain.plan import Action, ActionKind
 from stacks.catalog import CatalogRow, offers_for_spec
 from stacks.protocol import select_engine
@@ -149,11 +149,6 @@ def estimate(
             old = price_run(old_spec, old_fleets, rows)
         costs.append(ActionCost(action.key, new, old, unmatched))
     return PlanCost(tuple(costs))
-
-
-def fleet_specs(specs: Iterable[tuple[Kind, Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
-    """The fleet specs among (kind, spec) pairs."""
-    return [spec for kind, spec in specs if kind is Kind.FLEET]
 
 
 def money(value: float, *, signed: bool = False) -> str:

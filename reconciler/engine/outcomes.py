@@ -4,7 +4,7 @@ Every part of the shell raises typed errors — ours (`reconciler.errors`), the 
 contract's (`schemas.ConfigError`), the engines' (`stacks.protocol.StackError`) and the
 agent client's (`agent.client` errors). Workers and the reconcile pass never decide
 policy themselves: they call `outcome_of(exc)` and act on the `Outcome` — its verdict,
-the user-facing message, when to try again and whether it deserves a warning event.
+the user-facing message and when to try again.
 This is source-controller's `ComputeReconcileResult`, as a pure function over types.
 
 Unknown exceptions are *not* classified (`outcome_of` returns `None`): they are bugs, and
@@ -13,7 +13,6 @@ only the outermost loop (the worker) logs them with a traceback and retries late
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -35,9 +34,6 @@ STACK_FAILED_DELAY = 30.0
 
 AGENT_RETRY_DELAY = 5.0
 """Seconds before calling an agent again after a transport failure or a 5xx answer."""
-
-RETRY_BACKOFF: tuple[float, ...] = (15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-"""Back-off for repeated failures of the same thing (dstack's pending-run resubmission)."""
 
 
 class Verdict(StrEnum):
@@ -68,11 +64,6 @@ class Outcome:
     def retries(self) -> bool:
         """Whether the same work is tried again without any change from a person."""
         return self.retry_after is not None
-
-    @property
-    def warns(self) -> bool:
-        """Whether the outcome deserves a warning event (waiting is routine)."""
-        return self.verdict is not Verdict.WAIT
 
     @property
     def event(self) -> str:
@@ -135,10 +126,3 @@ def _agent_outcome(exc: BaseException) -> Outcome | None:
     if isinstance(exc, LocalAgentError):
         return Outcome(Verdict.RETRY, str(exc), retry_after=STACK_FAILED_DELAY)
     return None
-
-
-def retry_delay(attempt: int, schedule: Sequence[float] = RETRY_BACKOFF) -> float:
-    """Pure: the delay before retry number `attempt` (0-based), capped at the last step."""
-    if not schedule:
-        return 0.0
-    return schedule[min(max(attempt, 0), len(schedule) - 1)]

@@ -116,7 +116,7 @@ class Leasing(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    """How one kind is worked: batch size, lease length, intervals (dstack §4 table)."""
+    """How one kind is worked: batch size, lease length, intervals (dstack's pipeline settings)."""
 
     kind: WorkKind
     concurrency: int = 10

@@ -2,7 +2,7 @@
 (almost) nothing: called by `reconciler.web.webhooks` for every delivery.
 
 A GitHub delivery proves itself by an HMAC over the whole body, so the body must be read
-before anyone knows whether it is genuine. `read_github_body` therefore:
+before anyone knows whether it is genuine. `read_github_body_any` therefore:
 
 - refuses at once, without reading, a delivery with no `sha256=<64 hex>` signature at all;
 - takes room for the body from an `UnverifiedBudget` shared by all connections (the
@@ -96,18 +96,6 @@ async def read_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_github_body(
-    request: Request, *, limit: int, budget: UnverifiedBudget, secret: str, signature: str
-) -> bytes:
-    """The body of a GitHub delivery whose `signature` (`sha256=…`, shaped as
-    `is_signature_shaped` wants) is its HMAC under `secret`; raises `BusyError`,
-    `BodyTooLargeError` or `BadSignatureError` (see the module doc)."""
-    body, _ = await read_github_body_any(
-        request, limit=limit, budget=budget, secrets=(secret,), signature=signature
-    )
-    return body
-
-
 async def read_github_body_any(
     request: Request,
     *,
@@ -116,8 +104,10 @@ async def read_github_body_any(
     secrets: Sequence[str],
     signature: str,
 ) -> tuple[bytes, set[str]]:
-    """`read_github_body` for several candidate secrets (one per source): the body and
-    the secrets under which `signature` is its HMAC; `BadSignatureError` when none is."""
+    """The body of a GitHub delivery and the candidate `secrets` (one per source) under
+    which its `signature` (`sha256=…`, shaped as `is_signature_shaped` wants) is its HMAC;
+    raises `BusyError`, `BodyTooLargeError`, or `BadSignatureError` when no secret matches
+    (see the module doc)."""
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise BodyTooLargeError

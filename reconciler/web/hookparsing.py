@@ -3,7 +3,7 @@
 `is_gitlab_token_valid` checks the plain-text `X-Gitlab-Token` in constant time (GitHub's
 `X-Hub-Signature-256` is checked as the body streams in: `hookbodies`). `read_github` /
 `read_gitlab` turn a verified delivery into a `HookEvent`, and `decide` says whether it
-queues a reconcile of the watched branch or is answered with a reason (gitops-anchors.md §4).
+queues a reconcile of the watched branch or is answered with a reason.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 `CancellablePulumiCommand` every workspace shares, or says why it cannot (the engine is
 then unavailable with the exact user-facing message). It never installs the CLI.
 
-`CancellablePulumiCommand` keeps the SDK's `run` contract (pulumi-notes §4.2) but starts
+`CancellablePulumiCommand` keeps the SDK's `run` contract but starts
 each CLI process in its own session and remembers it by work dir, so `cancel(work_dir)`
 can send SIGINT (the CLI's graceful cancel) to a running update of that stack.
 """

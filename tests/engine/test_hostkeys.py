@@ -19,6 +19,7 @@ from reconciler.adapters.user_keys import UserKeys
 from reconciler.engine.hostkeys import host_keys_text, keys_text
 from reconciler.errors import UsageError
 from reconciler.settings import Settings
+from tests.store.members import set_member
 
 
 class Box:
@@ -48,8 +49,8 @@ def test_host_keys_text_names_the_fleets_members_and_admins(tmp_path: Path) -> N
     main, other = store.get_or_create_project("main"), store.get_or_create_project("other")
     member, admin = store.create_user("ann"), store.create_user("root2", global_role="admin")
     outsider = store.create_user("eve")
-    store.set_member(main.id, member.id, "user")
-    store.set_member(other.id, outsider.id, "admin")
+    set_member(store, main.id, "ann", "user")
+    set_member(store, other.id, "eve", "admin")
     fleet = store.add(Fleet(project_id=main.id, name="ssh", spec={}, status="active",
                             created_at=store.now()))  # fmt: skip
     data_dir = tmp_path / "data"

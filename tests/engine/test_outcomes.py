@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.engine.outcomes import Outcome, Verdict, outcome_of, retry_delay
+from reconciler.engine.outcomes import Outcome, Verdict, outcome_of
 from reconciler.errors import PermanentError, TransientError, UsageError, WaitingError
 from schemas.problems import ConfigError, Problem
 from stacks.protocol import (
@@ -61,19 +61,6 @@ def test_config_error_keeps_every_problem_with_its_location() -> None:
 def test_unknown_exceptions_are_not_classified() -> None:
     assert outcome_of(RuntimeError("bug")) is None
     assert outcome_of(KeyError("x")) is None
-
-
-def test_waiting_does_not_warn_but_failures_do() -> None:
-    waiting = outcome_of(WaitingError("capacity"))
-    failed = outcome_of(PermanentError("x"))
-    assert waiting is not None and failed is not None
-    assert not waiting.warns and failed.warns
-
-
-def test_retry_delay_follows_the_schedule_and_caps() -> None:
-    assert [retry_delay(i) for i in range(8)] == [15, 30, 60, 120, 300, 600, 600, 600]
-    assert retry_delay(-3) == 15
-    assert retry_delay(2, ()) == 0
 
 
 def test_agent_errors_separate_transport_from_answers() -> None:

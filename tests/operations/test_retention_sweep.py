@@ -14,6 +14,7 @@ from reconciler.engine.joblogs import LogCap, job_log_path, tail_path, write_chu
 from reconciler.engine.retention import MAX_BATCHES, RetentionPolicy, RetentionSweeper
 from reconciler.settings import Settings
 from tests.store.conftest import FakeClock
+from tests.store.deliveries import deliver
 
 DAY = 86400.0
 
@@ -55,7 +56,7 @@ def test_a_pass_deletes_what_is_old_and_keeps_what_active_runs_need(tmp_path: Pa
         store.append_event(
             project_id=project.id, target_type="run", target_name="r", message=str(i)
         )
-        store.record_delivery(provider="github", delivery_id=f"d{i}", event="push")
+        deliver(store, "github", f"d{i}")
     ended_run, ended_job = _job(store, "aaa-ended", "done", True)
     live_run, live_job = _job(store, "bbb-live", "running", True)
     again_run, again_job = _job(store, "ddd-again", "done", True)

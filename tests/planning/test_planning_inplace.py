@@ -1,4 +1,4 @@
-"""dstack's in-place update rules (reference §1.10), per kind, with real config models."""
+"""dstack's in-place update rules, per kind, with real config models."""
 
 from __future__ import annotations
 

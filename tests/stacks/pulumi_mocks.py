@@ -1,8 +1,8 @@
 """Run a Pulumi program under recording mocks, one fresh event loop per run.
 
-`run_program(fn)` follows pulumi-notes §2: new loop, `reset_options`, `set_mocks`, run,
-close the loop; it returns the resolved outputs and the recorder. Inputs arrive in wire
-format (camelCase). The mocks compute a few outputs per type (public IPs, key names)
+`run_program(fn)` follows the Pulumi SDK's mocks recipe: new loop, `reset_options`,
+`set_mocks`, run, close the loop; it returns the resolved outputs and the recorder. Inputs
+arrive in wire format (camelCase). The mocks compute a few outputs per type (public IPs, key names)
 and answer the invokes the programs use with canned results.
 """
 

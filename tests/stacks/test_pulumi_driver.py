@@ -1,6 +1,6 @@
 """The Pulumi engine driven through the PulumiCommand seam with the fake CLI.
 
-The fake runs the real inline programs over the SDK's gRPC protocol (pulumi-notes §4.3):
+The fake runs the real inline programs over the SDK's gRPC protocol:
 these tests cover the driver contract (stack per resource, config, events → steps,
 outputs, errors, locks, cancellation), not Pulumi's semantics.
 """

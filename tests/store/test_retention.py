@@ -8,6 +8,7 @@ from reconciler.adapters.db import Store
 from reconciler.adapters.db.models import Job, Resource, Run
 from reconciler.adapters.db.retention import Keep, RetentionStore
 from tests.store.conftest import FakeClock
+from tests.store.deliveries import deliver, delivery
 
 DAY = 86400.0
 
@@ -24,7 +25,7 @@ def test_events_and_deliveries_go_by_age_then_by_count_in_batches(
         store.append_event(
             project_id=project.id, target_type="run", target_name="r", message=f"{i}"
         )
-        store.record_delivery(provider="github", delivery_id=f"d{i}", event="push")
+        deliver(store, "github", f"d{i}")
         clock.advance(DAY)
     retention = _retention(store)
     keep = Keep(max_age=timedelta(days=5.5), max_count=1000)
@@ -35,8 +36,8 @@ def test_events_and_deliveries_go_by_age_then_by_count_in_batches(
     assert retention.prune_events(Keep(timedelta(days=99), max_count=2), batch=100) == 3
     assert [e.message for e in store.list_events()] == ["9", "8"]
     assert retention.prune_deliveries(Keep(timedelta(days=99), max_count=4), batch=100) == 6
-    assert store.get_delivery("github", "d5") is None
-    assert store.get_delivery("github", "d6") is not None
+    assert delivery(store, "github", "d5") is None
+    assert delivery(store, "github", "d6") is not None
 
 
 def test_reconciles_keep_the_newest_the_last_applied_and_the_active(

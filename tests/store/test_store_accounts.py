@@ -10,10 +10,13 @@ import pytest
 from sqlalchemy import select
 
 from reconciler.adapters.db import Store
+from reconciler.adapters.db.accounts import hash_token
 from reconciler.adapters.db.models import Project, Secret, Token
+from reconciler.adapters.db.readmodels.accounts import find_principal, refresh_token
 from reconciler.domain.memberships import MembershipRefusedError
 from reconciler.errors import UsageError
 from tests.store.conftest import FakeClock
+from tests.store.members import member_role, new_token, remove_member, set_member
 
 
 def test_get_or_create_project_is_idempotent_under_threads(store: Store) -> None:
@@ -35,20 +38,22 @@ def test_get_or_create_project_is_idempotent_under_threads(store: Store) -> None
     assert store.get_project("main") is not None and store.get_project("other") is None
 
 
-def test_token_is_stored_as_hash_and_resolves_to_its_user(store: Store, clock: FakeClock) -> None:
+def test_token_is_stored_as_hash_and_resolves_to_its_user(store: Store) -> None:
+    """The API's units: a token is issued (`issue_token`) and stored only as its sha256
+    digest, the caller is found by that digest (`find_principal`), and a refresh
+    (`refresh_token`) revokes the old token."""
     alice = store.create_user("alice", global_role="admin")
-    token = store.create_token(alice.id)
+    token = new_token(store, alice.id)
     with store.reading() as session:
         stored = session.scalars(select(Token)).one()
+        found = find_principal(session, hash_token(token))
+        assert find_principal(session, hash_token(token + "x")) is None
     assert stored.token_hash == hashlib.sha256(token.encode()).hexdigest() != token
-    assert stored.last_used_at is None
-    clock.advance(60)
-    user = store.resolve_token(token)
-    assert user is not None and (user.name, user.global_role) == ("alice", "admin")
-    assert store.get(Token, stored.id).last_used_at == store.now()  # type: ignore[union-attr]
-    assert store.resolve_token(token + "x") is None
-    assert store.revoke_tokens(alice.id) == 1
-    assert store.resolve_token(token) is None
+    assert found is not None and (found.username, found.global_role) == ("alice", "admin")
+    with store.writing() as session:
+        refresh_token(session, "alice", store.now())
+    with store.reading() as session:
+        assert find_principal(session, hash_token(token)) is None
 
 
 def test_users_are_unique_and_roles_checked(store: Store) -> None:
@@ -60,38 +65,27 @@ def test_users_are_unique_and_roles_checked(store: Store) -> None:
     assert [u.name for u in store.list_users()] == ["bob"]
 
 
-def test_members_set_update_list_remove(store: Store) -> None:
+def test_members_set_update_remove_and_never_without_an_admin(store: Store) -> None:
+    """The API's units (`set_members`, `remove_members`): dstack's rule holds whoever calls,
+    a project admin too: the last admin can be neither demoted nor removed (refused,
+    nothing written). The routes' matrix: tests/security/test_member_roles.py."""
     project = store.get_or_create_project("main")
     bob, amy = store.create_user("bob"), store.create_user("amy")
-    store.set_member(project.id, bob.id, "user")
-    store.set_member(project.id, amy.id, "manager")
-    store.set_member(project.id, bob.id, "admin")
-    assert [(u.name, role) for u, role in store.list_members(project.id)] == [
-        ("amy", "manager"),
-        ("bob", "admin"),
-    ]
-    assert store.get_member_role(project.id, bob.id) == "admin"
-    store.set_member(project.id, amy.id, "admin")  # bob is not the last admin any more
-    assert store.remove_member(project.id, bob.id)
-    assert not store.remove_member(project.id, bob.id)
-    assert store.get_member_role(project.id, bob.id) is None
-    with pytest.raises(UsageError, match="unknown project role"):
-        store.set_member(project.id, amy.id, "owner")
-
-
-def test_the_store_never_leaves_a_project_without_an_admin(store: Store) -> None:
-    """dstack's rule holds in the store itself, not only in the routes: the last admin
-    can be neither demoted nor removed (refused, nothing written), whoever calls."""
-    project = store.get_or_create_project("solo")
-    ada, ben = store.create_user("ada"), store.create_user("ben")
-    store.set_member(project.id, ada.id, "admin")
-    store.set_member(project.id, ben.id, "manager")
+    set_member(store, project.id, "bob", "user")
+    set_member(store, project.id, "amy", "manager")
+    set_member(store, project.id, "bob", "admin")
+    assert (member_role(store, "main", bob.id), member_role(store, "main", amy.id)) == (
+        "admin",
+        "manager",
+    )
     with pytest.raises(MembershipRefusedError, match="without an admin"):
-        store.set_member(project.id, ada.id, "user")
+        set_member(store, project.id, "bob", "user")
     with pytest.raises(MembershipRefusedError, match="without an admin"):
-        store.remove_member(project.id, ada.id)
-    assert store.get_member_role(project.id, ada.id) == "admin"
-    assert store.remove_member(project.id, ben.id)  # others come and go
+        remove_member(store, project.id, "bob")
+    assert member_role(store, "main", bob.id) == "admin"
+    set_member(store, project.id, "amy", "admin")  # bob is not the last admin any more
+    remove_member(store, project.id, "bob")
+    assert member_role(store, "main", bob.id) is None
 
 
 def test_secrets_store_ciphertext_per_project(store: Store, clock: FakeClock) -> None:

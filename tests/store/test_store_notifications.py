@@ -14,6 +14,7 @@ from reconciler.domain.notifications import Receiver
 from reconciler.domain.sources import Source
 from reconciler.errors import UsageError
 from tests.store.conftest import FakeClock
+from tests.store.members import set_member
 
 SECRET = "s" * 32
 
@@ -120,7 +121,7 @@ def test_members_see_only_their_projects_deliveries(store: Store) -> None:
     _run_failed(store, other.id, "theirs")
     notes.follow_events()
     user = store.create_user("alice")
-    store.set_member(main.id, user.id, "user")
+    set_member(store, main.id, "alice", "user")
     assert [d.target_name for d in notes.list_deliveries(viewer=user.id)] == ["mine"]
     assert len(notes.list_deliveries(viewer=None)) == 2
 

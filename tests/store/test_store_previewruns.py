@@ -17,6 +17,7 @@ from reconciler.errors import ConflictError
 from reconciler.pr.reviewing import load_files
 from schemas import parse_config
 from tests.store.conftest import FakeClock
+from tests.store.members import member_role, set_member
 
 PULL = PullRef("github", "acme/cfg", 7)
 SERVICE = b"type: service\nname: web\nport: 8000\ncommands: [serve]\n"
@@ -53,7 +54,7 @@ def test_deploy_makes_the_project_with_the_members_and_teardown_removes_it(
 ) -> None:
     main = store.get_or_create_project("main")
     member = store.create_user("reviewer")
-    store.set_member(main.id, member.id, "manager")
+    set_member(store, main.id, "reviewer", "manager")
     runs = _runs(store)
     preview = _deploy(runs, {"web.dstack.yml": SERVICE}, _rules(ttl="30m"))
     assert preview.state is PreviewState.ACTIVE and preview.preview_project == "main-pr-7"
@@ -61,7 +62,7 @@ def test_deploy_makes_the_project_with_the_members_and_teardown_removes_it(
     assert (preview.expires_at - preview.deployed_at).total_seconds() == 1800
     project = store.get_project("main-pr-7")
     assert project is not None
-    assert store.get_member_role(project.id, member.id) == "user"
+    assert member_role(store, "main-pr-7", member.id) == "user"
     live = {(r.kind.value, r.name): r.origin for r in store.load_observed("main-pr-7").resources}
     assert set(live) == {("fleet", "local"), ("service", "web")}
     assert live[("service", "web")] == "git:web.dstack.yml@" + "c" * 40  # `apply` cannot touch it

@@ -22,6 +22,7 @@ from reconciler.adapters.db.replicas import (
 )
 from reconciler.errors import UsageError
 from tests.services.postgres import PostgresServer
+from tests.store.deliveries import deliver, delivery
 
 PREVIOUS_RELEASE_HEAD = "0001"
 
@@ -59,7 +60,7 @@ def _fill(store: Store) -> dict[str, str]:
     store.put_secret(project.id, "HF_TOKEN", "ciphertext-bytes")
     store.append_event(project_id=project.id, target_type="run", target_name="train",
                        message="submitted")  # fmt: skip
-    store.record_delivery(provider="github", delivery_id="d1", event="push")
+    deliver(store, "github", "d1")
     return {"project": project.id, "fleet": fleet.id, "instance": instance.id, "run": run.id,
             "job": job_id, "reconcile": applied.id}  # fmt: skip
 
@@ -88,7 +89,7 @@ def test_a_previous_release_database_upgrades_and_reads_back(empty_url: str) -> 
     assert rec.outcome == {"actions": [{"ok": True}]}
     assert store.get_secret_ciphertext(ids["project"], "HF_TOKEN") == "ciphertext-bytes"
     assert [e.message for e in store.list_events()] == ["submitted"]
-    assert store.get_delivery("github", "d1") is not None
+    assert delivery(store, "github", "d1") is not None
     engine.dispose()
 
 

@@ -1,12 +1,13 @@
-"""The `Store` methods for what happened: events, reconciles and webhook deliveries.
+"""The `Store` methods for what happened: events and reconciles.
 
 Every state change is an event row (`append_event`), and so is a worker's step failing on
 a row for a reason other than the store refusing it (`note_step_failure`). A reconcile
 row follows one pass: `create_reconcile` (queued) → `set_reconcile_stage` per stage
 (running; each stage's start and duration go to `stage_timings`) → `finish_reconcile`
-(succeeded|failed|aborted, with the outcome). `record_delivery` dedupes webhooks on
+(succeeded|failed|aborted, with the outcome). Webhook deliveries are recorded by the
+routes' unit (`reconciler.adapters.db.readmodels.project.record_delivery`), deduped on
 (provider, delivery_id) by the unique constraint, so two replicas receiving the same
-delivery agree on which one is new.
+delivery agree on which one is new (tests/store/test_store_history.py).
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, delete, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from reconciler.adapters.db.models import Delivery, Event, Job, Project, Reconcile, Run
+from reconciler.adapters.db.models import Event, Job, Project, Reconcile, Run
 from reconciler.adapters.db.records import reconcile_record
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.adapters.db.workleasing import WORK_MODELS
@@ -105,12 +105,6 @@ class HistoryStore(StoreBase):
             query = query.order_by(Event.created_at.desc(), Event.id.desc())
         with self.reading() as session:
             return list(session.scalars(query.limit(limit)))
-
-    def delete_events_before(self, before: datetime) -> int:
-        """Housekeeping: delete events created before `before`; returns how many."""
-        with self.writing() as session:
-            result = session.execute(delete(Event).where(Event.created_at < before))
-        return int(getattr(result, "rowcount", 0))
 
     # -- reconciles -------------------------------------------------------------------------
 
@@ -291,59 +285,6 @@ class HistoryStore(StoreBase):
         """The revision of the newest succeeded reconcile that applied one (the last good)."""
         with self.reading() as session:
             return _last_applied(session, project_id)
-
-    # -- webhook deliveries -----------------------------------------------------------------
-
-    def record_delivery(
-        self,
-        *,
-        provider: str,
-        delivery_id: str,
-        event: str,
-        ref: str | None = None,
-        status_code: int | None = None,
-        outcome: str | None = None,
-        reason: str | None = None,
-    ) -> bool:
-        """Record a webhook delivery; True if it is new, False if (provider, id) was seen."""
-        row = Delivery(
-            provider=provider,
-            delivery_id=delivery_id,
-            event=event,
-            ref=ref,
-            status_code=status_code,
-            outcome=outcome,
-            reason=reason,
-            received_at=self.now(),
-        )
-        try:
-            self.add(row)
-        except IntegrityError:
-            return False
-        return True
-
-    def set_delivery_outcome(
-        self, provider: str, delivery_id: str, *, status_code: int, outcome: str, reason: str
-    ) -> bool:
-        """Fill in what was done with a delivery; False if it was never recorded."""
-        with self.writing() as session:
-            row = session.scalars(
-                select(Delivery).where(
-                    Delivery.provider == provider, Delivery.delivery_id == delivery_id
-                )
-            ).one_or_none()
-            if row is None:
-                return False
-            row.status_code, row.outcome, row.reason = status_code, outcome, reason
-            return True
-
-    def get_delivery(self, provider: str, delivery_id: str) -> Delivery | None:
-        with self.reading() as session:
-            return session.scalars(
-                select(Delivery).where(
-                    Delivery.provider == provider, Delivery.delivery_id == delivery_id
-                )
-            ).one_or_none()
 
 
 def last_applied(column: Any, project_id: str) -> Select[Any]:

@@ -1,6 +1,6 @@
 """Leases on rows for background workers: claim due rows, renew, fenced writes, release.
 
-dstack's pipeline locking (reference §4), for any model with the `Leased` columns:
+dstack's pipeline locking, for any model with the `Leased` columns:
 
 - `claim_due` picks due rows (`due_at` passed or NULL, no live lease, plus the caller's
   filter) ordered by `last_processed_at` (never processed first), stamps a fresh

@@ -12,7 +12,7 @@ from collections.abc import Collection
 
 from sqlalchemy import select
 
-from reconciler.adapters.db.models import Fleet, Gateway, Instance, Job, Run, Volume
+from reconciler.adapters.db.models import Fleet, Instance, Job, Run, Volume
 from reconciler.adapters.db.records import capacity_record, instance_record
 from reconciler.adapters.db.sessions import StoreBase
 from reconciler.domain.inventory import CapacityRecord, InstanceRecord
@@ -60,15 +60,6 @@ class WorkloadsStore(StoreBase):
         with self.reading() as session:
             return list(session.scalars(query))
 
-    def list_jobs_on_instance(
-        self, instance_id: str, *, statuses: Collection[str] | None = None
-    ) -> list[Job]:
-        query = select(Job).where(Job.instance_id == instance_id)
-        if statuses is not None:
-            query = query.where(Job.status.in_(list(statuses)))
-        with self.reading() as session:
-            return list(session.scalars(query.order_by(Job.submitted_at, Job.id)))
-
     # -- fleets and instances ---------------------------------------------------------------
 
     def list_fleets(self, project_id: str, *, include_deleted: bool = False) -> list[Fleet]:
@@ -99,13 +90,6 @@ class WorkloadsStore(StoreBase):
             row = session.get(Instance, instance_id)
             return None if row is None else instance_record(row)
 
-    def get_fleet_by_name(self, project_id: str, name: str) -> Fleet | None:
-        query = select(Fleet).where(
-            Fleet.project_id == project_id, Fleet.name == name, Fleet.deleted.is_(False)
-        )
-        with self.reading() as session:
-            return session.scalars(query.order_by(Fleet.created_at.desc()).limit(1)).first()
-
     def list_instances(
         self,
         *,
@@ -127,30 +111,9 @@ class WorkloadsStore(StoreBase):
 
     # -- volumes and gateways ---------------------------------------------------------------
 
-    def list_volumes(self, project_id: str, *, include_deleted: bool = False) -> list[Volume]:
-        query = select(Volume).where(Volume.project_id == project_id)
-        if not include_deleted:
-            query = query.where(Volume.deleted.is_(False))
-        with self.reading() as session:
-            return list(session.scalars(query.order_by(Volume.name, Volume.created_at)))
-
     def get_volume_by_name(self, project_id: str, name: str) -> Volume | None:
         query = select(Volume).where(
             Volume.project_id == project_id, Volume.name == name, Volume.deleted.is_(False)
         )
         with self.reading() as session:
             return session.scalars(query.order_by(Volume.created_at.desc()).limit(1)).first()
-
-    def list_gateways(self, project_id: str, *, include_deleted: bool = False) -> list[Gateway]:
-        query = select(Gateway).where(Gateway.project_id == project_id)
-        if not include_deleted:
-            query = query.where(Gateway.deleted.is_(False))
-        with self.reading() as session:
-            return list(session.scalars(query.order_by(Gateway.name, Gateway.created_at)))
-
-    def get_gateway_by_name(self, project_id: str, name: str) -> Gateway | None:
-        query = select(Gateway).where(
-            Gateway.project_id == project_id, Gateway.name == name, Gateway.deleted.is_(False)
-        )
-        with self.reading() as session:
-            return session.scalars(query.order_by(Gateway.created_at.desc()).limit(1)).first()

@@ -6,7 +6,7 @@ Each worker module (`runs`, `jobs`, `instances`, `fleets`, `volumes`, `gateways`
 
 returning the `process(row_id, lock_token)` callback of the generic
 `reconciler.engine.worker.Worker` for its kind, and may expose `CONFIG: WorkerConfig`
-(batch size, lease, intervals; defaults from dstack's table in dstack-spec §4). The
+(batch size, lease, intervals; defaults from dstack's pipeline settings). The
 controller builds one `Worker` per kind from these; tests call `make_process(deps)` and
 then the callback (or `Worker.process_once`) directly.
 

@@ -1,4 +1,4 @@
-"""A fake `pulumi` CLI for driver tests (pulumi-notes §4.3): not the engine, its contract.
+"""A fake `pulumi` CLI for driver tests: not the engine, its contract.
 
 Run as `<root>/bin/pulumi`: a shell wrapper runs `python -m tests.stacks.fake_pulumi.cli`.
 It implements the subset of the CLI the Automation API calls: `version`, `stack

@@ -1,6 +1,6 @@
 """Runs and their jobs: the rows the run and job workers take with a lease.
 
-Statuses and termination reasons are dstack's strings (reference §2); this module does not
+Statuses and termination reasons are dstack's strings; this module does not
 interpret them. A run belongs to a project and, when managed, to a `resources` row; a job
 belongs to a run and, once placed, to an instance.
 """

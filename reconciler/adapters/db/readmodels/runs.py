@@ -1,4 +1,4 @@
-"""Runs and jobs as dstack's Run JSON (dstack-spec.md §3), read from the runs/jobs tables.
+"""Runs and jobs as dstack 0.22.5's Run JSON, read from the runs/jobs tables.
 
 `to_run` assembles one `Run`: its `run_spec` (the stored configuration plus its path),
 `jobs[]` grouped by (replica, job) with every submission, `latest_job_submission`, the
