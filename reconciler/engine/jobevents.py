@@ -1,7 +1,8 @@
 """Following each host agent's job events and waking the jobs they name.
 
 One long-poll per agent (``AgentClient.job_events``, contract in ``agent/jobevents.py``)
-through that host's SSH connection: when the agent says a job changed state or printed
+through that host's SSH connection, however many instances it serves (one per project's
+local fleet on the local agent): when the agent says a job changed state or printed
 output, the job's row is made due at once (`JobWakes.wake`, one statement per page) and the
 jobs worker is hinted, so the store learns of a job's start or end within milliseconds and
 running jobs need no quick polls. When the events cannot say what was missed (the first
@@ -82,7 +83,7 @@ class AgentStates(Protocol):
     """The store's record of an agent's job states (`Store` implements it)."""
 
     def record_agent_running(
-        self, instance_id: str, agent_job_ids: Sequence[str]
+        self, instance_ids: str | Sequence[str], agent_job_ids: Sequence[str]
     ) -> Sequence[str]: ...
 
 
@@ -111,8 +112,16 @@ class JobEventFollower:
         self._wait = min(wait, MAX_WAIT_SECONDS)
         self._retry = tuple(retry)
         self._write_retry = tuple(write_retry)
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._clients: dict[str, AgentClient] = {}  # the client each feed reads through
+        # One feed per agent client (`AgentDirectory`: one per address), whatever number of
+        # instances it serves: every project's local fleet is an instance of the one local
+        # agent, and a feed per instance read each page N times, writing its wakes N times.
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # feed key -> its task
+        self._feed_clients: dict[str, AgentClient] = {}  # feed key -> the client it reads
+        self._members: dict[str, list[str]] = {}  # feed key -> the instances it serves
+        self._feed_of: dict[str, str] = {}  # instance -> its feed's key
+        self._clients: dict[str, AgentClient] = {}  # instance -> the client it is read by
+        self._joins: set[asyncio.Task[bool]] = set()  # wakes of instances joining a feed
+        self._feeds = 0
         self.refollowed = 0
         """Feeds dropped for a moved agent and started again through its new client."""
         self._live: set[str] = set()
@@ -130,28 +139,61 @@ class JobEventFollower:
             return
         with contextlib.suppress(RuntimeError):  # no running loop (sync callers): skip
             loop = asyncio.get_running_loop()
-            old = self._tasks.pop(instance_id, None)
-            if old is not None:
-                old.cancel()
-                self._live.discard(instance_id)  # its jobs poll until the new feed reads
-                self.refollowed += 1
+            if self._leave(instance_id):
+                self.refollowed += 1  # its jobs poll until the new feed reads
             self._clients[instance_id] = client
-            self._tasks[instance_id] = loop.create_task(
-                self._follow(instance_id, client), name=f"job-events-{instance_id}"
+            shared = next((k for k, c in self._feed_clients.items() if c is client), None)
+            if shared is not None:  # another instance of that agent: its feed serves both
+                self._members[shared].append(instance_id)
+                self._feed_of[instance_id] = shared
+                if shared in self._live:  # news from before it joined: its jobs look
+                    join = loop.create_task(self._wake_all_of([instance_id], client.name))
+                    self._joins.add(join)
+                    join.add_done_callback(self._joins.discard)
+                return
+            # the feed is named by its first instance (what a submit before it knew), unless
+            # a feed of that name still serves other instances
+            self._feeds += 1
+            key = instance_id if instance_id not in self._tasks else f"{instance_id}#{self._feeds}"
+            self._feed_clients[key], self._members[key] = client, [instance_id]
+            self._feed_of[instance_id] = key
+            self._tasks[key] = loop.create_task(
+                self._follow(key, client), name=f"job-events-{instance_id}"
             )
+
+    def _leave(self, instance_id: str) -> bool:
+        """Drop the instance from its feed (the feed ends with its last instance)."""
+        key = self._feed_of.pop(instance_id, None)
+        self._clients.pop(instance_id, None)
+        if key is None:
+            return False
+        members = self._members.get(key, [])
+        if instance_id in members:
+            members.remove(instance_id)
+        if not members:
+            task = self._tasks.pop(key, None)
+            if task is not None:
+                task.cancel()
+            self._members.pop(key, None)
+            self._feed_clients.pop(key, None)
+            self._live.discard(key)
+        return True
+
+    def _key(self, instance_id: str) -> str:
+        return self._feed_of.get(instance_id, instance_id)
 
     def following(self, instance_id: str) -> bool:
         """True while the instance's agent events are read (a job there may sleep long)."""
-        return instance_id in self._live
+        return self._feed_of.get(instance_id) in self._live
 
     def ended(self, instance_id: str, agent_job_id: str) -> JobEnd | None:
         """The end the instance's agent announced for this job, taken (None: not known;
         ask the agent)."""
-        return self._ends.pop((instance_id, agent_job_id), None)
+        return self._ends.pop((self._key(instance_id), agent_job_id), None)
 
     def holds_end(self, instance_id: str, agent_job_id: str) -> bool:
         """Whether the agent's end of this job is held here (not taken: `ended` takes it)."""
-        return (instance_id, agent_job_id) in self._ends
+        return (self._key(instance_id), agent_job_id) in self._ends
 
     def _keep_ends(self, instance_id: str, page: JobEventsPage) -> None:
         for event in page.events:
@@ -166,12 +208,16 @@ class JobEventFollower:
 
     async def aclose(self) -> None:
         self._closed = True
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *self._joins]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._joins.clear()
         self._clients.clear()
+        self._feed_clients.clear()
+        self._members.clear()
+        self._feed_of.clear()
         self._live.clear()
 
     async def _follow(self, instance_id: str, client: AgentClient) -> None:
@@ -217,7 +263,9 @@ class JobEventFollower:
         while True:
             try:
                 if page.reset:
-                    woken = await self._wakes.wake_jobs_on_instance(instance_id)
+                    woken = 0
+                    for member in list(self._members.get(instance_id, ())):
+                        woken += await self._wakes.wake_jobs_on_instance(member)
                 else:
                     await self._record_running(instance_id, started)
                     woken = await self._wakes.wake("jobs", ids) if ids else 0
@@ -239,28 +287,34 @@ class JobEventFollower:
             self._hint("jobs")
         return True
 
-    async def _wake_all(self, instance_id: str, name: str) -> bool:
-        """Wake every unfinished job on the instance; whether the store took it."""
+    async def _wake_all(self, key: str, name: str) -> bool:
+        """Wake every unfinished job on the feed's instances; whether the store took it."""
+        return await self._wake_all_of(list(self._members.get(key, ())), name)
+
+    async def _wake_all_of(self, instance_ids: Sequence[str], name: str) -> bool:
+        woken = 0
         try:
-            woken = await self._wakes.wake_jobs_on_instance(instance_id)
+            for instance_id in instance_ids:
+                woken += await self._wakes.wake_jobs_on_instance(instance_id)
         except Exception as exc:  # noqa: BLE001 - kept pending by the caller: tried again
             log.warning("%s: waking its jobs failed (%s); tried again", name, _brief(exc))
             return False
-        if woken:
-            self._hint("jobs")
+        finally:
+            if woken:
+                self._hint("jobs")
         return True
 
     def submitting(self, instance_id: str, agent_job_id: str) -> None:
         """A pass is submitting the job: its answer says whether it started, so the job's
         `running` event is no news (neither recorded nor woken for; see `submitted`)."""
-        self._starts[(instance_id, agent_job_id)] = _SUBMITTING
+        self._starts[(self._key(instance_id), agent_job_id)] = _SUBMITTING
         while len(self._starts) > KEEP_ENDS:
             self._starts.popitem(last=False)
 
     def submitted(self, instance_id: str, agent_job_id: str, *, started: bool) -> bool:
         """The submit was answered (`started`: running or ended). True if a `running`
         event was passed over that the answer did not tell: look at the job again."""
-        key = (instance_id, agent_job_id)
+        key = (self._key(instance_id), agent_job_id)
         mark = self._starts.pop(key, None)
         if started and mark == _SUBMITTING:  # its start event is still to come: no news
             self._starts[key] = _ANSWERED
@@ -290,7 +344,8 @@ class JobEventFollower:
         if self._states is None or not started:
             return
         states = self._states
-        recorded = await asyncio.to_thread(states.record_agent_running, instance_id, started)
+        members = tuple(self._members.get(instance_id, ())) or (instance_id,)
+        recorded = await asyncio.to_thread(states.record_agent_running, members, started)
         if recorded:
             self._hint("runs")
 

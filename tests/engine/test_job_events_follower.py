@@ -260,3 +260,47 @@ async def test_a_write_that_fails_without_a_refusal_wakes_every_job_and_goes_on(
         assert wakes.everything == 2  # the reset page's wake, then the one instead of a-1's
     finally:
         await follower.aclose()
+
+
+class InstancesSeen(RecordedStates):
+    def __init__(self) -> None:
+        super().__init__()
+        self.instances: list[tuple[str, ...]] = []
+
+    def record_agent_running(self, instance_id: Any, agent_job_ids: Sequence[str]) -> list[str]:
+        self.instances.append(tuple(instance_id))
+        return super().record_agent_running(instance_id, agent_job_ids)
+
+
+async def test_one_agent_serving_many_instances_is_read_by_one_feed() -> None:
+    """Every project's local fleet is an instance of the one local agent (50 sources: 50):
+    one long-poll reads it, each page's wakes and starts are written once for all of
+    them, and each instance's jobs find their ends; a feed per instance read every page
+    N times and wrote its wakes N times (webhook -> running p50 9.3 s at 50 sources)."""
+    end = JobEnd(state=JobState(id="b-job", status="exited", exit_status=0), log=b"x\n")
+    pages = [
+        JobEventsPage(epoch="e", seq=0, reset=True),
+        JobEventsPage(
+            epoch="e",
+            seq=2,
+            events=[
+                _state("a-job", "running"),
+                _state("b-job", "exited").model_copy(update={"end": end}),
+            ],
+        ),
+    ]
+    agent = ScriptedAgent(pages)
+    wakes, states = RecordedWakes(), InstancesSeen()
+    follower = JobEventFollower(wakes, lambda kind: None, states=states)
+    client: AgentClient = agent  # type: ignore[assignment]
+    for instance in ("i-a", "i-b", "i-c"):
+        follower.follow(instance, client)
+    try:
+        await _until(lambda: bool(wakes.woken))
+        assert wakes.woken == ["a-job", "b-job"]  # once, not once per instance
+        assert states.instances == [("i-a", "i-b", "i-c")]  # one write for all three
+        assert wakes.everything == 3  # the reset page: each instance's jobs looked at
+        assert all(follower.following(i) for i in ("i-a", "i-b", "i-c"))
+        assert follower.ended("i-b", "b-job") == end
+    finally:
+        await follower.aclose()

@@ -1,6 +1,6 @@
 """Recording an agent's job state from its job events: the store learns `running` at once.
 
-`AgentStatesStore.record_agent_running(instance_id, agent_job_ids)` is one write
+`AgentStatesStore.record_agent_running(instance_ids, agent_job_ids)` is one write
 transaction, called by the server's job event follower (`reconciler.engine.jobevents`) when
 an agent says jobs of that instance started: each such job still stored `pulling` (its
 image was being pulled) and held by no worker goes `running` (`started_at` in its runtime),
@@ -28,14 +28,18 @@ _CHUNK = 500  # ids per IN (...) list, well under any database's parameter limit
 class AgentStatesStore(StoreBase):
     """The `Store` part for the job event follower; see the module docstring."""
 
-    def record_agent_running(self, instance_id: str, agent_job_ids: Sequence[str]) -> list[str]:
-        """Jobs of `instance_id` the agent says run (by agent job id, or the job's own id)
-        and the store has `pulling`, unleased: recorded `running`. Returns their ids."""
+    def record_agent_running(
+        self, instance_ids: str | Sequence[str], agent_job_ids: Sequence[str]
+    ) -> list[str]:
+        """Jobs of `instance_ids` (the instances one agent serves) the agent says run (by
+        agent job id, or the job's own id) and the store has `pulling`, unleased: recorded
+        `running`. Returns their ids."""
         now = self.now()
+        instances = [instance_ids] if isinstance(instance_ids, str) else list(instance_ids)
         recorded: list[str] = []
         with self.writing() as session:
             for start in range(0, len(agent_job_ids), _CHUNK):
-                pulling = _pulling(instance_id, agent_job_ids[start : start + _CHUNK], now)
+                pulling = _pulling(instances, agent_job_ids[start : start + _CHUNK], now)
                 columns = (Job.id, Job.run_id, Job.runtime, Job.replica_num, Job.job_num)
                 query = select(*columns, Run.run_name, Run.project_id).join(
                     Run, Run.id == Job.run_id
@@ -58,10 +62,10 @@ class AgentStatesStore(StoreBase):
         return recorded
 
 
-def _pulling(instance_id: str, ids: Sequence[str], now: datetime) -> ColumnElement[bool]:
-    """Jobs of the instance named by these ids, still `pulling`, in no worker's hands."""
+def _pulling(instances: list[str], ids: Sequence[str], now: datetime) -> ColumnElement[bool]:
+    """Jobs of the instances named by these ids, still `pulling`, in no worker's hands."""
     return and_(
-        Job.instance_id == instance_id,
+        Job.instance_id.in_(instances),
         Job.status == JobStatus.PULLING.value,
         or_(Job.lock_token.is_(None), Job.lock_expires_at <= now),
         or_(Job.agent_job_id.in_(list(ids)), Job.id.in_(list(ids))),
