@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.local import stop_local_agent
-from bench.serverproc import Server, config_repo, job_rows, percentiles, wait_for
+from bench.serverproc import Server, config_repo, end_jobs, job_rows, percentiles, wait_for
 
 TICKS = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"
 
@@ -92,6 +92,7 @@ def run(tmp: Path, tasks: int, restarts: int) -> dict[str, Any]:
     finally:
         server.kill()
         stop_local_agent(server.data_dir)
+        end_jobs(server.data_dir)
     return {
         "tasks": tasks,
         "restarts": restarts,
