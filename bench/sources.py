@@ -43,8 +43,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent.local import stop_local_agent
 from bench.restart_progress import cpu_seconds
-from bench.serverproc import FINAL, Server, percentiles, wait_for
+from bench.serverproc import FINAL, Server, end_jobs, percentiles, wait_for
 
 SECRET = "bench-sources-webhook-secret"
 TASK = "type: task\nname: {name}\ncommands: ['true']\nresources:\n  cpu: 1..\n  memory: 0.1GB..\n"
@@ -126,8 +127,8 @@ def _scenario(tmp: Path, sources: int, configs: int, args: argparse.Namespace) -
     )
     db = tmp / "data" / "dockyard.db"
     load_before = os.getloadavg()
-    started = server.start()
     try:
+        started = server.start()
         everything = {n for group in names for n in group}
 
         def initial_done() -> bool:
@@ -169,7 +170,10 @@ def _scenario(tmp: Path, sources: int, configs: int, args: argparse.Namespace) -
         push_cpu = cpu_seconds(pid) - cpu_start
         failed = sum(1 for s in _job_states(db).values() if s in ("failed", "aborted"))
     finally:
-        server.stop()
+        if server.process is not None and server.process.poll() is None:
+            server.stop()
+        stop_local_agent(server.data_dir)  # it outlives its server, by design
+        end_jobs(server.data_dir)
     return {
         "sources": sources,
         "configs_per_source": configs,
